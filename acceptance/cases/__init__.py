@@ -1,0 +1,1 @@
+"""The executable case catalogue (DESIGN §6). Each test is a refusal or a control of one case."""

@@ -1,0 +1,79 @@
+"""Detectors shared by a refusal and its controls: the broken control proves the very function the
+refusal relies on can see a violation, so both must call the same one."""
+
+from __future__ import annotations
+
+import pwd
+from typing import Iterable, Mapping
+
+from canaries import detect
+
+from ..contract import Identity
+
+
+def tokens_in(data: bytes) -> set[str]:
+    return {h.token for h in detect.find(data)}
+
+
+def volume_identity(host) -> str:
+    """``dev:inode`` of the sandbox's /data, as the sandbox sees it."""
+    return host.run("stat -c %d:%i /data").stdout.strip()
+
+
+def mount_identities(host) -> dict[str, str]:
+    """``mount point -> dev:inode`` for every mount visible in the sandbox (testinfra's MountPoint)."""
+    found = {}
+    for mp in host.mount_point.get_mountpoints():
+        out = host.run("stat -c %%d:%%i %s", mp.path)
+        if out.rc == 0:
+            found[mp.path] = out.stdout.strip()
+    return found
+
+
+def visible_processes(host) -> dict[int, int]:
+    """``pid -> uid`` of every process the sandbox can see, from one ``ps`` call.
+
+    testinfra's Process module fetches ``uid`` lazily with one ``ps -p`` per process, which races with
+    the probe's own short-lived processes; one listing is a consistent snapshot.
+    """
+    out = host.check_output("ps -A -o pid=,uid=")
+    return {int(pid): int(uid) for pid, uid in (line.split() for line in out.splitlines())}
+
+
+def foreign_uids_visible(host, own_uid: int) -> set[int]:
+    """Uids of visible processes that are not the sandbox's own.
+
+    ``ps`` inside a user namespace shows unmapped uids as the overflow uid (65534): any process that is
+    not the sandbox's own counts as foreign, whatever number it shows.
+    """
+    return {uid for uid in visible_processes(host).values() if uid != own_uid}
+
+
+def shared_identities(identities: Mapping[str, Identity]) -> list[tuple[str, str]]:
+    """Pairs of instances that run under the same host uid."""
+    names = sorted(identities)
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
+            if identities[a].uid == identities[b].uid]
+
+
+def identity_problems(name: str, ident: Identity) -> list[str]:
+    """What is wrong with one instance's uid: root, an existing host account, or a wide uid map."""
+    problems = []
+    if ident.uid == 0 or ident.gid == 0:
+        problems.append(f"{name} runs as host root (uid {ident.uid}, gid {ident.gid})")
+    try:
+        account = pwd.getpwuid(ident.uid).pw_name
+        problems.append(f"{name} runs as host account {account!r} (uid {ident.uid})")
+    except KeyError:
+        pass
+    lines = [line.split() for line in ident.uid_map.splitlines()]
+    if lines != [[str(ident.uid), str(ident.uid), "1"]]:
+        problems.append(f"{name}'s uid_map maps more than its own uid: {ident.uid_map!r}")
+    return problems
+
+
+def union(sets: Iterable[set[str]]) -> set[str]:
+    out: set[str] = set()
+    for s in sets:
+        out |= s
+    return out

@@ -1,0 +1,125 @@
+"""FS-1, FS-2, FS-3: private files and platform secrets stay where they belong."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from .detectors import mount_identities, tokens_in, volume_identity
+
+pytestmark = pytest.mark.usefixtures("planted")
+
+
+def _intruders(case: str):
+    return [pytest.param(name, marks=pytest.mark.case(case, "refusal", pair=f"{name}->A"), id=name)
+            for name in ("B", "C")]
+
+
+# -- FS-1 ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("intruder", _intruders("FS-1"))
+def test_fs1_whole_visible_fs_scan_finds_none_of_a(intruder, instances, planted, sandbox_host, scan_visible):
+    """A scan of everything the intruder's sandbox can see (files, names, /proc environ and cmdline)
+    finds no canary of A."""
+    seen = scan_visible(sandbox_host(instances[intruder]))
+    assert seen & planted.of("A") == set()
+
+
+@pytest.mark.parametrize("intruder", _intruders("FS-1"))
+def test_fs1_a_volume_not_reachable_by_path(intruder, instances, planted, target, sandbox_host):
+    """Neither A's host volume path nor /proc/*/root/data leads the intruder to A's files."""
+    host = sandbox_host(instances[intruder])
+    a_volume = target.artifacts().volumes[instances["A"].key]
+    assert not host.file(str(a_volume)).exists
+    assert not host.file(f"{a_volume}/memory.md").exists
+    out = host.run("cat /proc/[0-9]*/root/data/memory.md /proc/[0-9]*/root/data/*.json* 2>/dev/null; true")
+    assert tokens_in(out.stdout_bytes) & planted.of("A") == set()
+
+
+@pytest.mark.parametrize("intruder", _intruders("FS-1"))
+def test_fs1_no_mount_is_backed_by_a_volume(intruder, instances, sandbox_host):
+    """No mount point in the intruder's sandbox is A's volume (same device and inode)."""
+    a_volume = volume_identity(sandbox_host(instances["A"]))
+    mounts = mount_identities(sandbox_host(instances[intruder]))
+    assert a_volume not in mounts.values(), f"A's volume {a_volume} is mounted in {intruder} at " + \
+        ", ".join(p for p, i in mounts.items() if i == a_volume)
+
+
+@pytest.mark.case("FS-1", "P", pair="A->A")
+def test_fs1_owner_finds_all_four(instances, planted, sandbox_host, scan_visible, target):
+    """A's own scan finds its canaries in memory, transcript, task state and volume, and the agent
+    reads each back through the product's path."""
+    seen = scan_visible(sandbox_host(instances["A"]))
+    assert planted.of("A") <= seen
+    for location, token in planted.tokens["A"].items():
+        assert token in target.read_back(instances["A"], location)
+
+
+@pytest.mark.case("FS-1", "X", pair="B->A")
+def test_fs1_broken_shared_volume_is_detected(instances, principals, planted, target, sandbox_host, scan_visible):
+    """With A's volume mounted into B (under A's uid), the same scan and mount check see A's data."""
+    a_volume = volume_identity(sandbox_host(instances["A"]))
+    with target.broken("shared-volume", owner=instances["A"], intruder=principals["B"]) as leaky:
+        host = sandbox_host(leaky)
+        assert planted.of("A") <= scan_visible(host)
+        assert a_volume in mount_identities(host).values()
+
+
+# -- FS-2 ------------------------------------------------------------------------------------------
+
+def _write_then_look(writer, reader, folder: str) -> tuple[bool, bool]:
+    marker = f"{folder}/pairproof-marker-{secrets.token_hex(6)}"
+    wrote = writer.run("echo here > %s", marker).rc == 0
+    seen = reader.file(marker).exists
+    writer.run("rm -f %s", marker)
+    return wrote, seen
+
+
+@pytest.mark.parametrize("intruder", _intruders("FS-2"))
+@pytest.mark.parametrize("folder", ["/tmp", "/data"])
+def test_fs2_no_shared_tmp_or_home(intruder, folder, instances, sandbox_host):
+    """A file the intruder writes in its /tmp or home is not there for A, and the folders differ."""
+    writer, reader = sandbox_host(instances[intruder]), sandbox_host(instances["A"])
+    wrote, seen = _write_then_look(writer, reader, folder)
+    assert wrote, f"{intruder} could not write its own {folder}"
+    assert not seen, f"a file {intruder} wrote in {folder} is visible to A"
+    ident = "stat -c %%d:%%i %s"
+    assert writer.run(ident, folder).stdout != reader.run(ident, folder).stdout
+
+
+@pytest.mark.case("FS-2", "P", pair="A->A")
+@pytest.mark.parametrize("folder", ["/tmp", "/data"])
+def test_fs2_own_writes_visible(folder, instances, sandbox_host):
+    """What A writes in its /tmp and home, A finds there in a later probe."""
+    a = sandbox_host(instances["A"])
+    wrote, seen = _write_then_look(a, a, folder)
+    assert wrote and seen
+
+
+@pytest.mark.case("FS-2", "X", pair="B->A")
+def test_fs2_broken_shared_tmp_is_detected(principals, target, sandbox_host):
+    """Two sandboxes given one tmp folder: the write-then-look check sees the other's file."""
+    with target.broken("shared-tmp", owner=principals["A"], intruder=principals["B"]) as (first, second):
+        wrote, seen = _write_then_look(sandbox_host(second), sandbox_host(first), "/tmp")
+        assert wrote and seen
+
+
+# -- FS-3 ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.case("FS-3", "refusal", pair=f"{n}->platform"), id=n)
+                                  for n in ("A", "B", "C")])
+def test_fs3_platform_secrets_absent(name, instances, planted, sandbox_host, scan_visible):
+    """No platform secret (provider key, product grant) is in the sandbox's files, /proc environ and
+    cmdline of any process, or the environment a command inherits."""
+    host = sandbox_host(instances[name])
+    secrets_ = set(planted.platform.values())
+    assert scan_visible(host) & secrets_ == set()
+    assert tokens_in(host.run("env; cat /proc/1/environ").stdout_bytes) & secrets_ == set()
+
+
+@pytest.mark.case("FS-3", "X", pair="B->platform")
+def test_fs3_broken_secret_in_env_is_detected(principals, planted, target, sandbox_host, scan_visible):
+    """A sandbox launched with the secrets in its environment: the same scan finds every one."""
+    with target.broken("secret-in-env", principal=principals["B"]) as leaky:
+        assert set(planted.platform.values()) <= scan_visible(sandbox_host(leaky))

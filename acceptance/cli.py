@@ -1,0 +1,102 @@
+"""``pairproof``: qualify a target, or clean what an interrupted run left.
+
+    pairproof qualify [--target reference] [--reports-dir reports] [-n N] [-- pytest args]
+    pairproof clean [--all]
+
+Bad input (an unknown target, not root, a missing kernel feature, an unwritable reports folder) gets
+one line naming the problem and the fix, exit code 2, and nothing is changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .errors import SetupError
+
+EXIT_SETUP = 2
+
+
+def _reports_dir(path: Path) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".pairproof-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise SetupError(f"cannot write reports to {path}: {exc.strerror}; choose another with --reports-dir") from exc
+    return path
+
+
+def qualify(args: argparse.Namespace) -> int:
+    from . import targets
+
+    targets.load(args.target)  # unknown target: SetupError before anything is touched
+    problems = targets.preflight(args.target)
+    if problems:
+        raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
+    reports = _reports_dir(Path(args.reports_dir))
+    import pytest
+
+    from . import cases
+
+    pytest_args = [
+        str(Path(cases.__file__).parent),
+        "--target", args.target,
+        "--pairproof-state-dir", args.state_dir,
+        "--pairproof-verdict", str(reports / "verdict.json"),
+        "--alluredir", str(reports / "allure-results"), "--clean-alluredir",
+        "-p", "no:cacheprovider", "-v", "-rfE",
+    ]
+    if args.n:
+        pytest_args += ["-n", str(args.n)]
+    code = pytest.main(pytest_args + args.pytest_args)
+    print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}")
+    return int(code)
+
+
+def clean(args: argparse.Namespace) -> int:
+    from runtime import cleanup
+
+    if os.geteuid() != 0:
+        raise SetupError("pairproof clean must run as root (it removes cgroups and instance volumes): run it with sudo")
+    removed = cleanup.clean(Path(args.state_dir), include_live=args.all)
+    for leftover in removed:
+        print(f"removed run {leftover.run}: {len(leftover.processes)} processes, "
+              f"{len(leftover.cgroup_dirs)} cgroup trees, state {'yes' if leftover.state_dir else 'no'}")
+    live = [lo for lo in cleanup.find(Path(args.state_dir)) if lo.live]
+    for lo in live:
+        print(f"left run {lo.run} alone: its owner process is still running (use --all to remove it anyway)")
+    if not removed and not live:
+        print("nothing to clean")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pairproof", description="Qualify personal-agent isolation with paired canaries.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    q = sub.add_parser("qualify", help="run the suite on a target and write reports/")
+    q.add_argument("--target", default="reference", help="target driver (default: reference)")
+    q.add_argument("--reports-dir", default="reports", help="where to write allure-results/ and verdict.json")
+    q.add_argument("--state-dir", default="/var/lib/pairproof", help="runtime state folder (reference target)")
+    q.add_argument("-n", type=int, default=0, help="run the suite on N processes (pytest-xdist)")
+    q.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
+    q.set_defaults(func=qualify)
+    c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")
+    c.add_argument("--state-dir", default="/var/lib/pairproof")
+    c.add_argument("--all", action="store_true", help="also remove runs whose owner process is still alive")
+    c.set_defaults(func=clean)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except SetupError as exc:
+        print(f"pairproof: {exc}", file=sys.stderr)
+        return EXIT_SETUP
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

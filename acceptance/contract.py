@@ -1,0 +1,119 @@
+"""The target contract: everything the suite may ask of the platform it qualifies.
+
+The suite never reaches into runtime internals; it drives a ``Target``. A security team qualifies its own
+platform by writing one driver that satisfies this Protocol (see ``targets/reference.py`` for the worked
+example) and registering it under the ``pairproof.targets`` entry-point group.
+
+Every operation is phrased in the product's terms (principals, instances, turns) so that a driver can
+implement it through the platform's real paths: ``plant`` goes through a chat turn that stores memory,
+not a write into the volume from outside.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Protocol, Sequence, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Someone the platform serves: ``A`` (org1 owner), ``B`` (same org), ``C`` (other org)."""
+
+    name: str
+    org: str
+    user: str
+
+
+@dataclass(frozen=True)
+class InstanceRef:
+    """A handle the target gives out; the suite treats ``key`` as opaque."""
+
+    principal: Principal
+    key: str
+    generation: int = 1
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What the host sees of a running sandbox: the ground truth a probe's proof is checked against."""
+
+    host_pid: int
+    uid: int
+    gid: int
+    uid_map: str
+    namespaces: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    rc: int
+    stdout: bytes
+    stderr: bytes
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    """Where scanners may look after (or during) a run."""
+
+    state_dir: Path
+    volumes: Mapping[str, Path] = field(default_factory=dict)
+    logs: Sequence[Path] = ()
+
+
+# Where a canary may be planted in an instance; each is reached through the product's own path.
+LOCATIONS = ("memory", "transcript", "task", "volume")
+
+
+@runtime_checkable
+class Target(Protocol):
+    name: str
+
+    def provision(self, principal: Principal) -> InstanceRef:
+        """Create the instance for the principal's (org, user) pair and wake it, ready for turns."""
+
+    def wake(self, ref: InstanceRef) -> InstanceRef: ...
+
+    def sleep(self, ref: InstanceRef) -> None: ...
+
+    def recreate(self, ref: InstanceRef) -> InstanceRef:
+        """Replace the sandbox, keep the volume; the returned ref has the next generation."""
+
+    def destroy(self, ref: InstanceRef) -> None: ...
+
+    def crash(self, ref: InstanceRef) -> None: ...
+
+    def exec(self, ref: InstanceRef, argv: Sequence[str], *, stdin: bytes | None = None,
+             timeout: float = 60.0) -> ExecResult:
+        """Run ``argv`` inside the instance's sandbox as the agent would run it."""
+
+    def identity(self, ref: InstanceRef) -> Identity: ...
+
+    def turn(self, ref: InstanceRef, message: str) -> str:
+        """One agent turn; the reply text."""
+
+    def plant(self, ref: InstanceRef, location: str, token: str) -> None:
+        """Put ``token`` in the instance's ``location`` (one of LOCATIONS) through the product's path."""
+
+    def read_back(self, ref: InstanceRef, location: str) -> str:
+        """The owner's own view of ``location``, through the product's path."""
+
+    def platform_secrets(self) -> Mapping[str, str]:
+        """Secrets the platform holds outside every sandbox (provider key, grants): must never be inside."""
+
+    def artifacts(self) -> Artifacts: ...
+
+    def broken(self, control: str, **context: object) -> AbstractContextManager[object]:
+        """Set up one deliberately broken arrangement for a control and tear it down on exit.
+
+        Yields the instance ref(s) to probe through it. The arrangements the cases use:
+        ``shared-volume`` (owner=InstanceRef, intruder=Principal) -> InstanceRef;
+        ``shared-tmp`` (owner=Principal, intruder=Principal) -> (InstanceRef, InstanceRef);
+        ``secret-in-env`` (principal=Principal) -> InstanceRef;
+        ``shared-pid-ns`` (intruder=Principal) -> InstanceRef;
+        ``same-uid`` (owner=InstanceRef, intruder=Principal) -> InstanceRef.
+        """
+
+    def close(self) -> None:
+        """Tear down everything the target created."""

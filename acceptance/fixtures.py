@@ -1,0 +1,183 @@
+"""Fixtures of the suite: the target, the three principals, their instances with canaries planted,
+and probes that run testinfra modules inside a sandbox with proof of execution.
+
+Everything a case needs arrives through these; every instance and broken arrangement is torn down by
+the fixture that made it, even when the test fails or the run is interrupted (pytest runs fixture
+finalizers on KeyboardInterrupt), and the target's ``close`` sweeps whatever remains of the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Mapping
+
+import pytest
+
+from canaries import Mint
+
+from . import catalogue, probe
+from .contract import LOCATIONS, InstanceRef, Principal, Target
+from .plugin import CASE_KEY, PROOF_KEY, SESSION
+from .targets import TargetOptions, load
+
+PRINCIPALS = {
+    "A": Principal("A", "org1", "alice"),
+    "B": Principal("B", "org1", "bob"),
+    "C": Principal("C", "org2", "carol"),
+}
+LOCATION_CODES = {"memory": "mem", "transcript": "tr", "task": "task", "volume": "vol"}
+PLATFORM_SECRETS = {"PAIRPROOF_PROVIDER_KEY": "key", "PAIRPROOF_PRODUCT_GRANT": "grant"}
+# The whole visible filesystem, less the host's read-only system folders (/usr is 5 GB of the host's own
+# files: a canary cannot be there unless the host wrote it) and /sys; /proc is read per process.
+VISIBLE_ROOTS = ["/"]
+VISIBLE_SKIP = ["/usr", "/sys"]
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    nonce: str
+    worker: str
+    mint: Mint
+
+
+@dataclass(frozen=True)
+class Planted:
+    """The canaries planted for the run: ``tokens[principal][location]``, and the platform's secrets."""
+
+    tokens: Mapping[str, Mapping[str, str]]
+    platform: Mapping[str, str]
+
+    def of(self, principal: str) -> set[str]:
+        return set(self.tokens[principal].values())
+
+
+@pytest.fixture(scope="session")
+def pairproof_run(request: pytest.FixtureRequest) -> Run:
+    session = request.config.stash[SESSION]
+    worker = getattr(request.config, "workerinput", {}).get("workerid", "main")
+    # Canaries are unique per run *and* worker: two xdist workers are two runs of the platform.
+    worker_run = session.run if worker == "main" else hashlib.sha256(f"{session.run}/{worker}".encode()).hexdigest()[:8]
+    return Run(id=worker_run, nonce=secrets.token_hex(8), worker=worker, mint=Mint(worker_run))
+
+
+@pytest.fixture(scope="session")
+def platform_secrets(pairproof_run: Run) -> dict[str, str]:
+    return {env: pairproof_run.mint.mint("plat", code).token for env, code in PLATFORM_SECRETS.items()}
+
+
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest, pairproof_run: Run, platform_secrets: dict[str, str]) -> Iterator[Target]:
+    name = request.config.getoption("pairproof_target") or "reference"
+    factory = load(name)
+    options = TargetOptions(run=f"{pairproof_run.id}-{pairproof_run.worker}",
+                            state_dir=Path(request.config.getoption("pairproof_state_dir")),
+                            secrets=platform_secrets)
+    t = factory(options)
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+@pytest.fixture(scope="session")
+def principals() -> Mapping[str, Principal]:
+    return PRINCIPALS
+
+
+@pytest.fixture(scope="session")
+def instances(target: Target) -> dict[str, InstanceRef]:
+    """A, B and C's instances, awake; torn down with the target."""
+    return {name: target.provision(p) for name, p in PRINCIPALS.items()}
+
+
+@pytest.fixture(scope="session")
+def planted(target: Target, instances: dict[str, InstanceRef], pairproof_run: Run,
+            platform_secrets: dict[str, str]) -> Planted:
+    """A canary per principal and location, planted through the product's paths (agent turns)."""
+    tokens: dict[str, dict[str, str]] = {}
+    for name, ref in instances.items():
+        tokens[name] = {}
+        for location in LOCATIONS:
+            token = pairproof_run.mint.mint(name.lower(), LOCATION_CODES[location]).token
+            target.plant(ref, location, token)
+            tokens[name][location] = token
+    return Planted(tokens=tokens, platform=platform_secrets)
+
+
+@pytest.fixture
+def probe_log(pairproof_run: Run) -> probe.ProbeLog:
+    return probe.ProbeLog(nonce=pairproof_run.nonce)
+
+
+@pytest.fixture
+def sandbox_host(target: Target, probe_log: probe.ProbeLog) -> Callable[[InstanceRef], object]:
+    """``sandbox_host(ref)``: a testinfra Host whose commands run inside ``ref``'s sandbox."""
+    return lambda ref: probe.host(target, ref, probe_log)
+
+
+@pytest.fixture
+def scan_visible(pairproof_run: Run) -> Callable[[object], set[str]]:
+    """``scan_visible(host)``: every canary token visible anywhere in that sandbox's filesystem."""
+    def run(host) -> set[str]:
+        result = probe.scan(host, VISIBLE_ROOTS, skip=VISIBLE_SKIP)
+        return {h["token"] for h in result.hits}
+    return run
+
+
+@pytest.fixture(autouse=True)
+def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Label each case for Allure and record its probes as proof of execution."""
+    mark = request.node.get_closest_marker("case")
+    if mark is None:
+        yield
+        return
+    case = catalogue.load().get(mark.args[0])
+    role = mark.args[1] if len(mark.args) > 1 else ""
+    pair = mark.kwargs.get("pair", "")
+    _allure_labels(case, role, pair, request.node.nodeid)
+    log: probe.ProbeLog | None = None
+    if "probe_log" in request.fixturenames:
+        log = request.getfixturevalue("probe_log")
+    yield
+    if log is not None:
+        request.node.user_properties.append((PROOF_KEY, [r.proof for r in log.records if r.proof]))
+        _allure_attach(log)
+
+
+def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: str) -> None:
+    try:
+        import allure
+    except ImportError:  # reports without Allure still get the verdict
+        return
+    if case is None:
+        return
+    allure.dynamic.epic(case.boundary)
+    allure.dynamic.feature(case.channel)
+    allure.dynamic.story(case.id)
+    allure.dynamic.severity(case.severity)
+    allure.dynamic.label("pairproof_role", role)
+    allure.dynamic.label("pairproof_nodeid", nodeid)
+    if pair:
+        allure.dynamic.tag(pair)
+    if role == "refusal":
+        for control_role, what in case.controls.items():
+            allure.dynamic.label("pairproof_control", f"{case.id}:{control_role} {what}")
+        allure.dynamic.description(case.refusal)
+    else:
+        allure.dynamic.label("pairproof_supports", f"{case.id}:refusal")
+        allure.dynamic.description(case.controls.get(role, ""))
+
+
+def _allure_attach(log: probe.ProbeLog) -> None:
+    try:
+        import allure
+    except ImportError:
+        return
+    allure.attach(log.transcript(), name="probe transcript", attachment_type=allure.attachment_type.TEXT)
+    allure.attach(json.dumps(log.as_property(), indent=2), name="probes.json",
+                  attachment_type=allure.attachment_type.JSON)

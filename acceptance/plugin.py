@@ -1,0 +1,46 @@
+"""The pairproof pytest plugin: options and hooks, nothing else.
+
+Registered through the ``pytest11`` entry point, so it loads in every pytest session on the machine; it
+stays inert (no runtime started, no rule enforced) unless the session collects pairproof cases or is
+given ``--target``. Fixtures live in ``fixtures.py``; the rules themselves in ``pairing.py``; reports in
+the ``reports`` package. Collection-time rules run where collection happens (each xdist worker, which
+turns a violation into a collection error the controller reports); report-time judgement runs where all
+reports arrive (the xdist controller, or the single process).
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+CASE_KEY = "pairproof_case"
+PROOF_KEY = "pairproof_proofs"
+FULL_COLLECTION = pytest.StashKey[list]()
+SESSION = pytest.StashKey["object"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pairproof", "pairproof qualification")
+    group.addoption("--target", dest="pairproof_target", default=None,
+                    help="target to qualify (default: reference when cases are collected)")
+    group.addoption("--pairproof-state-dir", dest="pairproof_state_dir", default="/var/lib/pairproof",
+                    help="where the reference runtime keeps run state (default: /var/lib/pairproof)")
+    group.addoption("--pairproof-verdict", dest="pairproof_verdict", default=None,
+                    help="write the verdict JSON here at the end of the run")
+    group.addoption("--pairproof-run", dest="pairproof_run", default=None,
+                    help="run id (8 lowercase hex); minted when absent")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "case(id, role, pair=''): this test is the refusal or a control (P, X) of catalogue case `id`")
+    from . import fixtures
+    from .session import PairproofSession
+
+    workerinput = getattr(config, "workerinput", None)
+    run = (workerinput or {}).get("pairproof_run") or config.getoption("pairproof_run") or secrets.token_hex(4)
+    session = PairproofSession(config, run=run, is_worker=workerinput is not None)
+    config.stash[SESSION] = session
+    config.pluginmanager.register(fixtures, "pairproof-fixtures")
+    config.pluginmanager.register(session, "pairproof-session")

@@ -1,0 +1,112 @@
+"""The hooks that carry state across a session: collection rules, outcomes, the verdict at the end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from . import catalogue, pairing
+from .plugin import CASE_KEY, PROOF_KEY
+
+
+def _declared(item: pytest.Item) -> pairing.Declared | None:
+    mark = item.get_closest_marker("case")
+    if mark is None:
+        return None
+    case_id = mark.args[0] if mark.args else mark.kwargs.get("id", "")
+    role = mark.args[1] if len(mark.args) > 1 else mark.kwargs.get("role", "")
+    return pairing.Declared(item.nodeid, case_id, role, mark.kwargs.get("pair", ""))
+
+
+class PairproofSession:
+    def __init__(self, config: pytest.Config, *, run: str, is_worker: bool) -> None:
+        self.config, self.run, self.is_worker = config, run, is_worker
+        self.active = config.getoption("pairproof_target") is not None
+        self.outcomes: dict[str, pairing.Outcome] = {}
+        self.verdict: dict | None = None
+        self._full: list[pytest.Item] = []
+
+    # -- xdist: every worker gets the controller's run id ----------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput["pairproof_run"] = self.run
+
+    # -- collection ----------------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self._full = list(items)
+
+    @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+    def enforce_pairing(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        declared = {i.nodeid: d for i in self._full if (d := _declared(i)) is not None}
+        if declared:
+            self.active = True
+        if not self.active:
+            return
+        problems = pairing.validate(declared.values(), catalogue.load())
+        if problems:
+            raise pytest.UsageError("pairproof pairing: " + "\n  ".join(["", *problems]))
+        selected = [declared[i.nodeid] for i in items if i.nodeid in declared]
+        extra = {d.nodeid for d in pairing.controls_to_pull_in(selected, declared.values())}
+        if extra:
+            items.extend(i for i in self._full if i.nodeid in extra)
+        for item in items:
+            d = declared.get(item.nodeid)
+            if d is not None:
+                item.user_properties.append((CASE_KEY, {"case": d.case, "role": d.role, "pair": d.pair}))
+
+    # -- outcomes (arrive here from every worker) ----------------------------------------------------
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict((k, v) for k, v in report.user_properties if k in (CASE_KEY, PROOF_KEY))
+        if CASE_KEY not in props:
+            return
+        self.active = True  # under xdist the controller learns it from the workers' reports
+        d = props[CASE_KEY]
+        o = self.outcomes.setdefault(report.nodeid, pairing.Outcome(
+            pairing.Declared(report.nodeid, d["case"], d["role"], d.get("pair", ""))))
+        if PROOF_KEY in props:
+            o.proofs = max(o.proofs, len(props[PROOF_KEY]))
+        if report.skipped and o.outcome == "passed":
+            o.outcome = "skipped"
+            o.message = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else "skipped"
+        elif report.failed:
+            o.outcome = "failed" if report.when == "call" else "error"
+            o.message = (report.longreprtext or "").strip().splitlines()[-1:][0] if report.longreprtext else report.when
+
+    # -- the end -------------------------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.is_worker or not self.active:
+            return
+        self.verdict = pairing.judge(self.outcomes.values(), catalogue.load())
+        self.verdict["run"] = self.run
+        self.verdict["target"] = self.config.getoption("pairproof_target") or "reference"
+        self.verdict["pytest_exit"] = int(exitstatus)
+        path = self.config.getoption("pairproof_verdict")
+        if path:
+            from reports import verdict as verdict_report
+
+            verdict_report.write(Path(path), self.verdict)
+        alluredir = self.config.getoption("allure_report_dir", None)
+        if alluredir:
+            from reports import allure_post
+
+            allure_post.apply_pairing(Path(alluredir), self.verdict)
+        if self.verdict["status"] != "passed" and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.verdict is None:
+            return
+        from reports import verdict as verdict_report
+
+        terminalreporter.section("pairproof verdict")
+        for line in verdict_report.table(self.verdict).splitlines():
+            terminalreporter.write_line(line)
+        for problem in self.verdict["problems"]:
+            terminalreporter.write_line(f"  ! {problem}")

@@ -1,0 +1,50 @@
+"""Target drivers, one per file, looked up by name.
+
+``reference`` is built in; other drivers register under the ``pairproof.targets`` entry-point group as a
+callable ``factory(options: TargetOptions) -> Target``, so a security team can qualify its own platform
+without changing pairproof.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Callable
+
+from ..contract import Target
+from ..errors import SetupError
+
+BUILTIN = {"reference": "acceptance.targets.reference:create"}
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    run: str
+    state_dir: Path
+    secrets: dict[str, str]
+
+
+def names() -> list[str]:
+    return sorted(set(BUILTIN) | {ep.name for ep in entry_points(group="pairproof.targets")})
+
+
+def load(name: str) -> Callable[[TargetOptions], Target]:
+    """The driver's factory for ``name``; SetupError naming the known targets if there is none."""
+    spec = BUILTIN.get(name)
+    if spec is None:
+        found = [ep for ep in entry_points(group="pairproof.targets") if ep.name == name]
+        if not found:
+            raise SetupError(f"unknown target {name!r}: choose one of {', '.join(names())} "
+                             "(or install a driver that registers it under 'pairproof.targets')")
+        return found[0].load()
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def preflight(name: str) -> list[str]:
+    """What the machine lacks for this target, one fix-naming line each (a driver's ``preflight()``)."""
+    factory = load(name)
+    check = getattr(importlib.import_module(factory.__module__), "preflight", None)
+    return list(check()) if check else []

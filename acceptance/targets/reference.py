@@ -1,0 +1,259 @@
+"""The reference target: the suite's driver for pairproof's own runtime (``runtime/``).
+
+It is the worked example of the contract. Lifecycle goes through the controller; planting and reading
+back go through agent turns (the product's path), never through writes into a volume from outside;
+probes run through ``nsenter`` into the instance exactly as the agent's own commands would.
+
+Broken arrangements for controls are built *here*, from the runtime's public launch primitive and an
+argv edited on the way: the runtime itself has no switch that weakens a guard.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Sequence
+
+from runtime import preflight as runtime_preflight
+from runtime import sandbox
+from runtime.cgroups import Limits
+from runtime.controller import Controller
+from runtime.errors import RuntimeFault
+
+from ..contract import Artifacts, ExecResult, Identity, InstanceRef, Principal
+from ..errors import TargetError
+from . import TargetOptions
+
+PLANT_MESSAGES = {
+    "memory": "remember: my locker code is {token}",
+    "transcript": "by the way, the code on my badge reads {token}",
+    "task": "task: renew the parking permit, reference {token}",
+    "volume": "save notes.txt: {token}",
+}
+READ_BACK = {"memory": "memory", "transcript": "transcript", "task": "tasks", "volume": "file:notes.txt"}
+BROKEN_COMMAND = ("/bin/sleep", "infinity")
+
+
+def create(options: TargetOptions) -> "ReferenceTarget":
+    return ReferenceTarget(options)
+
+
+def preflight() -> list[str]:
+    return [str(p) for p in runtime_preflight.check()]
+
+
+def _before_command(argv: list[str], extra: Sequence[str]) -> list[str]:
+    cut = argv.index("--")
+    return argv[:cut] + list(extra) + argv[cut:]
+
+
+def _replace(argv: list[str], old: Sequence[str], new: Sequence[str]) -> list[str]:
+    for i in range(len(argv) - len(old) + 1):
+        if argv[i:i + len(old)] == list(old):
+            return argv[:i] + list(new) + argv[i + len(old):]
+    raise TargetError(f"cannot break the sandbox: {' '.join(old)!r} is not in the launcher's argv")
+
+
+class ReferenceTarget:
+    name = "reference"
+
+    def __init__(self, options: TargetOptions) -> None:
+        self._secrets = dict(options.secrets)
+        # The platform (controller, later the broker and proxy) holds these in its own environment.
+        os.environ.update(self._secrets)
+        try:
+            self.controller = Controller(options.state_dir, options.run)
+        except RuntimeFault as exc:
+            raise TargetError(str(exc)) from exc
+        self._broken: dict[str, sandbox.SandboxProcess] = {}
+        self._counter = itertools.count(1)
+        self._extra_dirs: list[Path] = []
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def provision(self, principal: Principal, *, memory_limit_mb: int | None = None) -> InstanceRef:
+        limits = None
+        if memory_limit_mb is not None:
+            limits = Limits(memory_limit_mb << 20, self.controller.limits.pids_max)
+        record = self.controller.provision(principal.org, principal.user, limits=limits)
+        record = self.controller.wake(record.id)
+        return InstanceRef(principal, record.id, record.generation)
+
+    def wake(self, ref: InstanceRef) -> InstanceRef:
+        record = self.controller.wake(ref.key)
+        return InstanceRef(ref.principal, ref.key, record.generation)
+
+    def sleep(self, ref: InstanceRef) -> None:
+        self.controller.sleep(ref.key)
+
+    def recreate(self, ref: InstanceRef) -> InstanceRef:
+        record = self.controller.recreate(ref.key)
+        return InstanceRef(ref.principal, ref.key, record.generation)
+
+    def destroy(self, ref: InstanceRef) -> None:
+        self.controller.destroy(ref.key)
+
+    def crash(self, ref: InstanceRef) -> None:
+        self.controller.crash(ref.key)
+
+    # -- probing -------------------------------------------------------------------------------------
+
+    def _process(self, ref: InstanceRef) -> sandbox.SandboxProcess:
+        if ref.key in self._broken:
+            return self._broken[ref.key]
+        return self.controller.sandbox(ref.key)
+
+    def exec(self, ref: InstanceRef, argv: Sequence[str], *, stdin: bytes | None = None,
+             timeout: float = 60.0) -> ExecResult:
+        outcome = sandbox.run_inside(self._process(ref), argv, stdin=stdin, timeout=timeout)
+        return ExecResult(outcome.rc, outcome.stdout, outcome.stderr)
+
+    def identity(self, ref: InstanceRef) -> Identity:
+        proc = self._process(ref)
+        status = Path(f"/proc/{proc.host_pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        return Identity(
+            host_pid=proc.host_pid,
+            uid=int(fields["Uid"].split()[0]),
+            gid=int(fields["Gid"].split()[0]),
+            uid_map=Path(f"/proc/{proc.host_pid}/uid_map").read_text().strip(),
+            namespaces=proc.namespaces(),
+        )
+
+    # -- the product's paths -------------------------------------------------------------------------
+
+    def turn(self, ref: InstanceRef, message: str) -> str:
+        return self.controller.agent(ref.key, {"op": "turn", "message": message})["reply"]
+
+    def plant(self, ref: InstanceRef, location: str, token: str) -> None:
+        if location not in PLANT_MESSAGES:
+            raise TargetError(f"unknown canary location {location!r}: expected one of {', '.join(PLANT_MESSAGES)}")
+        self.turn(ref, PLANT_MESSAGES[location].format(token=token))
+
+    def read_back(self, ref: InstanceRef, location: str) -> str:
+        return self.controller.agent(ref.key, {"op": "read", "what": READ_BACK[location]})["content"]
+
+    def platform_secrets(self) -> Mapping[str, str]:
+        return dict(self._secrets)
+
+    def artifacts(self) -> Artifacts:
+        volumes = {r.id: self.controller.state / "instances" / r.id / "volume"
+                   for r in self.controller.instances() if r.state != "destroyed"}
+        return Artifacts(state_dir=self.controller.state, volumes=volumes)
+
+    # -- deliberately broken arrangements -------------------------------------------------------------
+
+    @contextmanager
+    def broken(self, control: str, **context: object) -> Iterator[object]:
+        builders: dict[str, Callable[..., object]] = {
+            "shared-volume": self._shared_volume,
+            "shared-tmp": self._shared_tmp,
+            "secret-in-env": self._secret_in_env,
+            "shared-pid-ns": self._shared_pid_ns,
+            "same-uid": self._same_uid,
+        }
+        if control not in builders:
+            raise TargetError(f"the reference target has no broken arrangement {control!r}: "
+                              f"known are {', '.join(sorted(builders))}")
+        before = set(self._broken)
+        try:
+            yield builders[control](**context)
+        finally:
+            for key in set(self._broken) - before:
+                self._stop_broken(key)
+            while self._extra_dirs:
+                shutil.rmtree(self._extra_dirs.pop(), ignore_errors=True)
+
+    def _start_broken(self, principal: Principal, *, uid: int, volume: Path | None,
+                      edit: Callable[[list[str]], list[str]] = lambda argv: argv) -> InstanceRef:
+        key = f"broken-{next(self._counter)}"
+        home = self.controller.state / "broken" / key
+        for sub in ("control", "etc"):
+            (home / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(home.parent, 0o711)
+        os.chmod(home, 0o711)
+        if volume is None:
+            volume = home / "volume"
+            volume.mkdir()
+            os.chown(volume, uid, uid)
+            os.chmod(volume, 0o700)
+        os.chown(home / "control", uid, uid)
+        (home / "etc" / "passwd").write_text(f"agent:x:{uid}:{uid}:agent:/data:/bin/sh\n")
+        (home / "etc" / "group").write_text(f"agent:x:{uid}:\n")
+        spec = sandbox.SandboxSpec(instance_id=key, uid=uid, gid=uid, volume=volume, control_dir=home / "control",
+                                   etc_dir=home / "etc", image_dir=self.controller.image, hostname="broken")
+        cg = self.controller.hierarchy.create(self.controller.run, key, self.controller.limits)
+        try:
+            proc = sandbox.launch(spec, cg, lambda fd: edit(sandbox.bwrap_argv(spec, BROKEN_COMMAND, info_fd=fd)))
+        except BaseException:
+            cg.remove()
+            raise
+        self._broken[key] = proc
+        return InstanceRef(principal, key, 0)
+
+    def _stop_broken(self, key: str) -> None:
+        proc = self._broken.pop(key)
+        proc.stop()
+        proc.cgroup.remove()
+        shutil.rmtree(self.controller.state / "broken" / key, ignore_errors=True)
+
+    def _record(self, ref: InstanceRef):
+        return self.controller.get(ref.key)
+
+    def _shared_volume(self, owner: InstanceRef, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox gets the owner's volume as its /data, under the owner's uid, as a
+        platform with one shared volume and one shared uid would."""
+        record = self._record(owner)
+        return self._start_broken(intruder, uid=record.uid, volume=self.controller.state / "instances" / record.id / "volume")
+
+    def _shared_tmp(self, owner: Principal, intruder: Principal) -> tuple[InstanceRef, InstanceRef]:
+        """Two sandboxes (own uids, own volumes) whose /tmp is the same host folder, as a platform that
+        bind-mounts a common scratch space would."""
+        shared = self.controller.state / "broken" / f"tmp-{next(self._counter)}"
+        shared.mkdir(parents=True)
+        os.chmod(shared, 0o1777)
+        edit = lambda argv: _replace(argv, ["--tmpfs", "/tmp"], ["--bind", str(shared), "/tmp"])  # noqa: E731
+        first = self._start_broken(owner, uid=self._free_uid(), volume=None, edit=edit)
+        second = self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
+        self._extra_dirs.append(shared)
+        return first, second
+
+    def _secret_in_env(self, principal: Principal) -> InstanceRef:
+        """A sandbox launched with the platform's secrets in its environment."""
+        extra = [a for key, value in self._secrets.items() for a in ("--setenv", key, value)]
+        return self._start_broken(principal, uid=self._free_uid(), volume=None,
+                                  edit=lambda argv: _before_command(argv, extra))
+
+    def _shared_pid_ns(self, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox shares the host's pid namespace and sees the host's /proc."""
+        def edit(argv: list[str]) -> list[str]:
+            argv = _replace(argv, ["--unshare-pid"], [])
+            return _replace(argv, ["--proc", "/proc"], ["--ro-bind", "/proc", "/proc"])
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
+
+    def _same_uid(self, owner: InstanceRef, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox runs under the owner's host uid (its own volume, though)."""
+        return self._start_broken(intruder, uid=self._record(owner).uid, volume=None)
+
+    def _free_uid(self) -> int:
+        # Broken sandboxes take uids from the top of the run's block, far from the instances' slots.
+        return self.controller.uids.uid(999 - len(self._broken))
+
+    def close(self) -> None:
+        errors = []
+        for key in list(self._broken):
+            try:
+                self._stop_broken(key)
+            except Exception as exc:
+                errors.append(f"{key}: {exc}")
+        try:
+            self.controller.close()
+        except Exception as exc:
+            errors.append(str(exc))
+        for key in self._secrets:
+            os.environ.pop(key, None)
+        if errors:
+            raise TargetError("reference target teardown was incomplete: " + "; ".join(errors))

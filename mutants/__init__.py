@@ -1,0 +1,1 @@
+"""Deliberately broken variants of the reference runtime (DESIGN §7)."""

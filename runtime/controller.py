@@ -1,0 +1,263 @@
+"""The controller: lifecycle of one agent instance per (organization, user) pair.
+
+It owns provision, wake, sleep, recreate and destroy; the instance's host uid and generation; its
+private volume; and the running sandbox. State lives under ``<root>/runs/<run>/`` (the registry, the
+agent image, each instance's volume, control socket folder and synthetic /etc) so a controller created
+again on the same folder finds its instances, and ``cleanup`` can find what a killed run left.
+
+Sandboxes die with the controller that started them (``bwrap --die-with-parent``): a restarted
+controller finds its instances asleep, with their volumes and generations intact, and wakes them anew.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Sequence
+
+from . import cgroups, sandbox, uids
+from .cgroups import Limits
+from .errors import ConfigError, InstanceError, SandboxError
+from .registry import InstanceRecord, Registry
+
+DEFAULT_ROOT = Path("/var/lib/pairproof")
+DEFAULT_LIMITS = Limits(memory_bytes=256 << 20, pids_max=64)
+NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,31}$")
+RUN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
+AGENT_COMMAND = ("/usr/bin/python3", "-I", "-S", "/opt/pairproof/agent.py")
+
+
+def process_start_time(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (field 22 of stat), so a reused pid is not taken for its owner."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _traversable(path: Path) -> None:
+    """Instance uids reach their volume through ``path``; every ancestor must let others pass (o+x)."""
+    for parent in path.resolve().parents:
+        if not os.stat(parent).st_mode & 0o001:
+            raise ConfigError(
+                f"state folder {path} is below {parent}, which other users cannot enter (no o+x), so no instance "
+                f"could reach its volume: choose a state folder elsewhere (default {DEFAULT_ROOT})"
+            )
+
+
+def _owned_dir(path: Path, uid: int, mode: int = 0o700) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, uid, uid)
+    os.chmod(path, mode)
+
+
+class Controller:
+    """Lifecycle of the instances of one run."""
+
+    def __init__(self, root: Path = DEFAULT_ROOT, run: str = "default", *, limits: Limits = DEFAULT_LIMITS,
+                 hierarchy: cgroups.Hierarchy | None = None, ready_deadline: float = 10.0) -> None:
+        if not RUN.match(run):
+            raise ConfigError(f"run name {run!r} is invalid: use 1-48 of a-z, 0-9, '_' and '-', starting alphanumeric")
+        self.root, self.run, self.limits, self.ready_deadline = Path(root), run, limits, ready_deadline
+        self.state = self.root / "runs" / run
+        self.state.mkdir(parents=True, exist_ok=True)
+        _traversable(self.root)
+        for d in (self.root, self.root / "runs", self.state):
+            os.chmod(d, 0o711)  # instance uids must pass through to their own folders, list nothing
+        self.hierarchy = hierarchy or cgroups.detect()
+        self.uids = uids.UidBlock(self.root / "uid-claims", run)
+        self._write_owner()
+        self.registry = Registry(self.state / "registry.sqlite")
+        self.image = self._build_image()
+        self._sandboxes: dict[str, sandbox.SandboxProcess] = {}
+        for record in self.registry.all():
+            if record.state == "running":  # its sandbox died with the controller that started it
+                self.registry.set_state(record.id, "sleeping")
+
+    # -- set-up ------------------------------------------------------------------------------------
+
+    def _write_owner(self) -> None:
+        owner = {"pid": os.getpid(), "start": process_start_time(os.getpid()), "run": self.run}
+        tmp = self.state / "owner.json.tmp"
+        tmp.write_text(json.dumps(owner))
+        tmp.replace(self.state / "owner.json")
+
+    def _build_image(self) -> Path:
+        """The read-only folder every sandbox sees at /opt/pairproof: the agent and nothing else."""
+        image = self.state / "image"
+        image.mkdir(exist_ok=True)
+        os.chmod(image, 0o755)
+        shutil.copyfile(Path(__file__).with_name("agent.py"), image / "agent.py")
+        os.chmod(image / "agent.py", 0o644)
+        return image
+
+    def _instance_dir(self, record: InstanceRecord) -> Path:
+        return self.state / "instances" / record.id
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def provision(self, org: str, user: str, *, limits: Limits | None = None) -> InstanceRecord:
+        """Register the pair's instance with its own uid, volume and limits (the run's by default)."""
+        for what, value in (("org", org), ("user", user)):
+            if not NAME.match(value):
+                raise ConfigError(f"{what} name {value!r} is invalid: use 1-32 of a-z, 0-9 and '_', starting alphanumeric")
+        limits = limits or self.limits
+        record = self.registry.add(org, user, self.uids.uid, limits.memory_bytes, limits.pids_max)
+        home = self._instance_dir(record)
+        home.mkdir(parents=True, exist_ok=True)
+        os.chmod(home, 0o711)
+        _owned_dir(home / "volume", record.uid)
+        _owned_dir(home / "control", record.uid)
+        etc = home / "etc"
+        etc.mkdir(exist_ok=True)
+        (etc / "passwd").write_text(f"agent:x:{record.uid}:{record.uid}:agent:/data:/bin/sh\n")
+        (etc / "group").write_text(f"agent:x:{record.uid}:\n")
+        return record
+
+    def spec(self, record: InstanceRecord) -> sandbox.SandboxSpec:
+        home = self._instance_dir(record)
+        return sandbox.SandboxSpec(
+            instance_id=record.id, uid=record.uid, gid=record.uid, volume=home / "volume",
+            control_dir=home / "control", etc_dir=home / "etc", image_dir=self.image, hostname="agent",
+        )
+
+    def wake(self, instance_id: str) -> InstanceRecord:
+        record = self.registry.get(instance_id)
+        if record.state == "destroyed":
+            raise InstanceError(f"instance {instance_id} was destroyed: provision a new one")
+        if instance_id in self._sandboxes and self._sandboxes[instance_id].alive():
+            return record
+        limits = Limits(record.memory_bytes, record.pids_max)
+        cg = self.hierarchy.create(self.run, f"{record.id}-g{record.generation}", limits)
+        socket_path = self._instance_dir(record) / "control" / "agent.sock"
+        socket_path.unlink(missing_ok=True)
+        try:
+            proc = sandbox.start(self.spec(record), cg, AGENT_COMMAND, deadline=self.ready_deadline)
+        except BaseException:
+            cg.remove()
+            raise
+        self._sandboxes[instance_id] = proc
+        try:
+            self._wait_ready(proc, socket_path)
+        except BaseException:
+            self._stop(instance_id)
+            raise
+        return self.registry.set_state(instance_id, "running")
+
+    def _wait_ready(self, proc: sandbox.SandboxProcess, socket_path: Path) -> None:
+        end = time.monotonic() + self.ready_deadline
+        while time.monotonic() < end:
+            if not proc.alive():
+                err = proc.popen.stderr.read().decode(errors="replace").strip() if proc.popen.stderr else ""
+                raise SandboxError(f"agent of {proc.spec.instance_id} exited with {proc.popen.returncode} before ready: {err}")
+            if socket_path.exists():
+                try:
+                    if self._call(socket_path, {"op": "ping"}, timeout=1.0).get("ok"):
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.002)
+        raise SandboxError(f"agent of {proc.spec.instance_id} not ready within {self.ready_deadline}s")
+
+    def sleep(self, instance_id: str) -> InstanceRecord:
+        self._stop(instance_id)
+        return self.registry.set_state(instance_id, "sleeping")
+
+    def recreate(self, instance_id: str) -> InstanceRecord:
+        """A new sandbox on the same volume, under the next generation (old authority must die)."""
+        self._stop(instance_id)
+        self.registry.bump_generation(instance_id)
+        return self.wake(instance_id)
+
+    def destroy(self, instance_id: str) -> None:
+        record = self.registry.get(instance_id)
+        self._stop(instance_id)
+        shutil.rmtree(self._instance_dir(record), ignore_errors=True)
+        self.registry.set_state(instance_id, "destroyed")
+
+    def crash(self, instance_id: str) -> None:
+        """SIGKILL the sandbox as a host failure would; the registry still says running."""
+        proc = self._sandboxes.get(instance_id)
+        if proc is None:
+            raise InstanceError(f"instance {instance_id} is not running")
+        proc.popen.kill()
+        proc.popen.wait()
+
+    def _stop(self, instance_id: str) -> None:
+        proc = self._sandboxes.pop(instance_id, None)
+        if proc is not None:
+            proc.stop()
+            proc.cgroup.remove()
+
+    # -- using an instance -------------------------------------------------------------------------
+
+    def get(self, instance_id: str) -> InstanceRecord:
+        return self.registry.get(instance_id)
+
+    def find(self, org: str, user: str) -> InstanceRecord:
+        return self.registry.find(org, user)
+
+    def instances(self) -> list[InstanceRecord]:
+        return self.registry.all()
+
+    def sandbox(self, instance_id: str) -> sandbox.SandboxProcess:
+        proc = self._sandboxes.get(instance_id)
+        if proc is None or not proc.alive():
+            raise InstanceError(f"instance {instance_id} is not running: wake it first")
+        return proc
+
+    def exec(self, instance_id: str, argv: Sequence[str], *, stdin: bytes | None = None,
+             timeout: float = 60.0) -> sandbox.ExecOutcome:
+        """Run ``argv`` inside the instance, as its uid, in its namespaces and cgroup."""
+        return sandbox.run_inside(self.sandbox(instance_id), argv, stdin=stdin, timeout=timeout)
+
+    def agent(self, instance_id: str, request: dict, timeout: float = 30.0) -> dict:
+        """One request to the instance's agent over its control socket."""
+        self.sandbox(instance_id)
+        record = self.registry.get(instance_id)
+        path = self._instance_dir(record) / "control" / "agent.sock"
+        try:
+            response = self._call(path, request, timeout)
+        except OSError as exc:
+            raise SandboxError(f"agent of {instance_id} did not answer {request.get('op')!r}: {exc}") from exc
+        if not response.get("ok"):
+            raise SandboxError(f"agent of {instance_id} refused {request.get('op')!r}: {response.get('error')}")
+        return response
+
+    @staticmethod
+    def _call(path: Path, request: dict, timeout: float) -> dict:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(str(path))
+            with s.makefile("rwb") as stream:
+                stream.write(json.dumps(request).encode() + b"\n")
+                stream.flush()
+                line = stream.readline()
+        if not line:
+            raise ConnectionResetError("agent closed the connection without an answer")
+        return json.loads(line)
+
+    # -- end of run --------------------------------------------------------------------------------
+
+    def close(self, *, keep_state: bool = False) -> None:
+        """Stop every sandbox and remove the run's cgroups; unless ``keep_state``, its volumes too."""
+        errors = []
+        for instance_id in list(self._sandboxes):
+            try:
+                self._stop(instance_id)
+            except Exception as exc:  # keep tearing down the others, report all at the end
+                errors.append(f"{instance_id}: {exc}")
+        self.registry.close()
+        from .cleanup import remove_run
+        try:
+            remove_run(self.root, self.run, hierarchy=self.hierarchy, keep_state=keep_state)
+        except Exception as exc:
+            errors.append(str(exc))
+        if errors:
+            raise SandboxError("teardown was incomplete: " + "; ".join(errors))

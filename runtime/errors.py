@@ -1,0 +1,43 @@
+"""Errors raised by the reference runtime.
+
+Every failure the runtime reports is one of these; ``OSError`` and ``subprocess`` failures are mapped to
+them at the edge, keeping the detail (the command, its stderr, the path) in the message::
+
+    RuntimeFault
+    ├── PreflightError      the machine lacks something the runtime needs (tool, kernel feature, root)
+    ├── ConfigError         a value given to the runtime is invalid; nothing was changed
+    ├── InstanceError       an instance operation cannot be done in the instance's current state
+    │   └── InstanceNotFound    no instance for that id or (org, user) pair
+    ├── SandboxError        a sandbox failed to start, become ready or run a command
+    └── CgroupError         a cgroup could not be created, joined, limited or removed
+"""
+
+from __future__ import annotations
+
+
+class RuntimeFault(Exception):
+    """Base of every error the reference runtime raises."""
+
+
+class PreflightError(RuntimeFault):
+    """The machine lacks a tool, a kernel feature or a privilege; the message says how to get it."""
+
+
+class ConfigError(RuntimeFault):
+    """A value handed to the runtime is invalid; raised before anything is changed."""
+
+
+class InstanceError(RuntimeFault):
+    """An operation does not fit the instance's state (waking a destroyed instance, say)."""
+
+
+class InstanceNotFound(InstanceError):
+    """No instance is registered under that id or (org, user) pair."""
+
+
+class SandboxError(RuntimeFault):
+    """A sandbox did not start, did not become ready in time, or could not run a command."""
+
+
+class CgroupError(RuntimeFault):
+    """A cgroup operation failed; unlike SandboxError this is about the limits, not the process."""
