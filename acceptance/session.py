@@ -19,12 +19,18 @@ def _declared(item: pytest.Item) -> pairing.Declared | None:
     return pairing.Declared(item.nodeid, case_id, role, mark.kwargs.get("pair", ""))
 
 
+def _usage_message(problems: list[str]) -> str:
+    return "pairproof pairing: " + "\n  ".join(["", *problems])
+
+
 class PairproofSession:
     def __init__(self, config: pytest.Config, *, run: str, is_worker: bool) -> None:
         self.config, self.run, self.is_worker = config, run, is_worker
         self.active = config.getoption("pairproof_target") is not None
         self.outcomes: dict[str, pairing.Outcome] = {}
         self.verdict: dict | None = None
+        self.usage_error = False
+        self.usage_problems: list[str] = []
         self._full: list[pytest.Item] = []
 
     # -- xdist: every worker gets the controller's run id ----------------------------------------------
@@ -40,7 +46,9 @@ class PairproofSession:
         self._full = list(items)
 
     @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
-    def enforce_pairing(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems_pairing(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        # A second implementation of the same hook (pytest only looks at names starting "pytest_").
+
         declared = {i.nodeid: d for i in self._full if (d := _declared(i)) is not None}
         if declared:
             self.active = True
@@ -48,7 +56,15 @@ class PairproofSession:
             return
         problems = pairing.validate(declared.values(), catalogue.load())
         if problems:
-            raise pytest.UsageError("pairproof pairing: " + "\n  ".join(["", *problems]))
+            self.usage_error = True
+            if self.is_worker:
+                # A UsageError raised on an xdist worker becomes an INTERNALERROR and the message is
+                # lost; instead run nothing here and hand the problems to the controller, which fails
+                # the session with them (pytest_testnodedown / pytest_sessionfinish below).
+                config.workeroutput["pairproof_usage"] = problems
+                items.clear()
+                return
+            raise pytest.UsageError(_usage_message(problems))
         selected = [declared[i.nodeid] for i in items if i.nodeid in declared]
         extra = {d.nodeid for d in pairing.controls_to_pull_in(selected, declared.values())}
         if extra:
@@ -57,6 +73,13 @@ class PairproofSession:
             d = declared.get(item.nodeid)
             if d is not None:
                 item.user_properties.append((CASE_KEY, {"case": d.case, "role": d.role, "pair": d.pair}))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        problems = getattr(node, "workeroutput", {}).get("pairproof_usage")
+        if problems:
+            self.usage_error = True
+            self.usage_problems = problems
 
     # -- outcomes (arrive here from every worker) ----------------------------------------------------
 
@@ -81,8 +104,16 @@ class PairproofSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.is_worker or not self.active:
+        if self.usage_problems and not self.is_worker:
+            import sys
+
+            sys.stderr.write("ERROR: " + _usage_message(self.usage_problems) + "\n")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
+        if self.is_worker or not self.active or self.usage_error:
+            return
+        if exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) and not self.outcomes:
+            return  # nothing was judged: a verdict would only restate the error
         self.verdict = pairing.judge(self.outcomes.values(), catalogue.load())
         self.verdict["run"] = self.run
         self.verdict["target"] = self.config.getoption("pairproof_target") or "reference"

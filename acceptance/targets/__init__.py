@@ -1,8 +1,8 @@
 """Target drivers, one per file, looked up by name.
 
 ``reference`` is built in; other drivers register under the ``pairproof.targets`` entry-point group as a
-callable ``factory(options: TargetOptions) -> Target``, so a security team can qualify its own platform
-without changing pairproof.
+callable ``factory(options: TargetOptions) -> Target`` (or are named directly as ``module:factory``), so a
+security team can qualify its own platform without changing pairproof.
 """
 
 from __future__ import annotations
@@ -33,6 +33,13 @@ def names() -> list[str]:
 def load(name: str) -> Callable[[TargetOptions], Target]:
     """The driver's factory for ``name``; SetupError naming the known targets if there is none."""
     spec = BUILTIN.get(name)
+    if spec is None and ":" in name:
+        spec = name  # a driver given as "package.module:factory"
+        try:
+            importlib.import_module(spec.partition(":")[0])
+        except ImportError as exc:
+            raise SetupError(f"target {name!r}: cannot import {spec.partition(':')[0]!r} ({exc}); "
+                             "check the module is installed or on PYTHONPATH") from exc
     if spec is None:
         found = [ep for ep in entry_points(group="pairproof.targets") if ep.name == name]
         if not found:

@@ -1,0 +1,7 @@
+import sys
+from pathlib import Path
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))

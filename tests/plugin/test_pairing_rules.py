@@ -1,0 +1,145 @@
+"""The plugin's rules (DESIGN §5), run from outside with pytester, in one process and under xdist."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SUPPORT = str(Path(__file__).resolve().parent.parent)
+MODES = [pytest.param([], id="single"), pytest.param(["-n", "2"], id="xdist")]
+
+PROBING = """
+import pytest
+
+@pytest.mark.case("RS-1", "refusal", pair="A")
+def test_refusal(sandbox_host, instances):
+    assert sandbox_host(instances["A"]).run("true").rc == 0
+
+@pytest.mark.case("RS-1", "P", pair="A")
+def test_control(sandbox_host, instances):
+    assert sandbox_host(instances["A"]).run("echo ok").stdout.strip() == "{control_output}"
+"""
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PYTHONPATH", SUPPORT)
+
+    def go(source: str, *args: str):
+        pytester.makepyfile(test_cases=source)
+        verdict = pytester.path / "verdict.json"
+        result = pytester.runpytest_subprocess(
+            "--target", "support.local_target:create", "--pairproof-verdict", str(verdict), "-p", "no:cacheprovider", *args)
+        return result, (json.loads(verdict.read_text()) if verdict.exists() else None)
+    return go
+
+
+def _case(verdict: dict, case_id: str) -> dict:
+    return next(c for c in verdict["cases"] if c["id"] == case_id)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_paired_refusal_with_proof_passes(run, mode):
+    """A refusal that probed (with proof) and whose control passed is a passed case; exit 0."""
+    result, verdict = run(PROBING.format(control_output="ok"), *mode)
+    assert result.ret == 0
+    assert _case(verdict, "RS-1")["status"] == "passed"
+    assert _case(verdict, "RS-1")["refusals"][0]["proofs"] == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_refusal_whose_control_failed_is_broken(run, mode):
+    """The refusal itself passed, but its positive control failed: the case is broken and the run fails."""
+    result, verdict = run(PROBING.format(control_output="not what it prints"), *mode)
+    assert result.ret == 1
+    case = _case(verdict, "RS-1")
+    assert case["status"] == "broken"
+    assert case["refusals"][0]["status"] == "broken"
+    assert "control P" in case["refusals"][0]["reason"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_missing_control_is_a_usage_error_naming_it(run, mode):
+    """A refusal of a case whose catalogued control no test implements stops the run at collection."""
+    source = """
+import pytest
+
+@pytest.mark.case("RS-1", "refusal")
+def test_refusal():
+    pass
+"""
+    result, verdict = run(source, *mode)
+    assert result.ret != 0
+    output = result.stdout.str() + result.stderr.str()
+    assert "case RS-1 declares control P (the same allocation lives under a 1 GB limit) but no collected test" in output
+    assert verdict is None, "a run stopped by a usage error must not leave a verdict behind"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_selecting_only_the_refusal_pulls_in_its_control(run, mode):
+    """-k picking the refusal alone still runs its control, so the verdict can pair them."""
+    result, verdict = run(PROBING.format(control_output="ok"), "-k", "test_refusal", *mode)
+    assert result.ret == 0
+    result.assert_outcomes(passed=2)
+    assert _case(verdict, "RS-1")["controls"]["P"]["status"] == "passed"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_refusal_without_proof_is_broken(run, mode):
+    """A refusal that never probed its sandbox proves nothing: broken, run fails."""
+    source = """
+import pytest
+
+@pytest.mark.case("RS-1", "refusal")
+def test_refusal():
+    assert True
+
+@pytest.mark.case("RS-1", "P")
+def test_control():
+    assert True
+"""
+    result, verdict = run(source, *mode)
+    assert result.ret == 1
+    assert "no proof of execution" in _case(verdict, "RS-1")["refusals"][0]["reason"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_skipped_refusal_is_not_a_pass(run, mode):
+    """A skipped refusal leaves its case skipped and the run failing."""
+    source = PROBING.format(control_output="ok").replace(
+        "def test_refusal(sandbox_host, instances):", "def test_refusal(sandbox_host, instances):\n    pytest.skip('no reason')")
+    result, verdict = run(source, *mode)
+    assert result.ret == 1
+    assert _case(verdict, "RS-1")["status"] == "skipped"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_zero_selected_cases_fails(run, mode):
+    """A run on a target that selects no case fails, whatever pytest thinks of it."""
+    result, verdict = run(PROBING.format(control_output="ok"), "-k", "nothing_matches_this", *mode)
+    assert result.ret != 0
+    if verdict is not None:
+        assert verdict["status"] == "failed"
+
+
+def test_unknown_case_id_is_a_usage_error(run):
+    source = """
+import pytest
+
+@pytest.mark.case("ZZ-9", "refusal")
+def test_refusal():
+    pass
+"""
+    result, _ = run(source)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*names case 'ZZ-9', which is not in acceptance/catalogue.toml*"])
+
+
+def test_plugin_is_inert_without_cases(pytester: pytest.Pytester):
+    """A project that does not use pairproof sees no rule and no runtime: a plain test passes."""
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == 0
+    assert "pairproof verdict" not in result.stdout.str()
