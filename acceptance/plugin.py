@@ -28,6 +28,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where the reference runtime keeps run state (default: /var/lib/pairproof)")
     group.addoption("--pairproof-verdict", dest="pairproof_verdict", default=None,
                     help="write the verdict JSON here at the end of the run")
+    group.addoption("--case", dest="pairproof_cases", action="append", default=[], metavar="ID",
+                    help="run only this catalogue case (repeatable), its controls included")
     group.addoption("--pairproof-run", dest="pairproof_run", default=None,
                     help="run id (8 lowercase hex); minted when absent")
 

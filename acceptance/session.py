@@ -65,6 +65,14 @@ class PairproofSession:
                 items.clear()
                 return
             raise pytest.UsageError(_usage_message(problems))
+        wanted = set(config.getoption("pairproof_cases"))
+        if wanted:
+            unknown = wanted - set(catalogue.load())
+            if unknown:
+                raise pytest.UsageError(f"--case {', '.join(sorted(unknown))}: not in acceptance/catalogue.toml")
+            dropped = [i for i in items if i.nodeid not in declared or declared[i.nodeid].case not in wanted]
+            items[:] = [i for i in items if i not in dropped]
+            config.hook.pytest_deselected(items=dropped)
         selected = [declared[i.nodeid] for i in items if i.nodeid in declared]
         extra = {d.nodeid for d in pairing.controls_to_pull_in(selected, declared.values())}
         if extra:
