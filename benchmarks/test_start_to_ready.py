@@ -1,0 +1,45 @@
+"""Benchmark: instance start to ready (sandbox up, agent answering its control socket).
+
+Run with ``tox -e bench`` (or ``pytest benchmarks --benchmark-only``). Each round wakes a sleeping
+instance: cgroup created, launcher gated into it, bwrap namespaces and root built, the agent's Python
+started, its socket answering a ping. p50 and p95 are printed and stored in the benchmark's extra_info.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from runtime import cleanup
+from runtime.controller import Controller
+
+ROUNDS = 20
+
+
+@pytest.fixture
+def controller():
+    root = Path(tempfile.mkdtemp(prefix="pairproof-bench-", dir="/var/tmp"))
+    c = Controller(root, f"bench-{os.getpid()}")
+    yield c
+    c.close()
+    cleanup.clean(root, include_live=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_instance_start_to_ready(benchmark, controller):
+    rec = controller.provision("org1", "alice")
+    def put_to_sleep() -> None:
+        controller.sleep(rec.id)
+
+    benchmark.pedantic(controller.wake, args=(rec.id,), setup=put_to_sleep,
+                       rounds=ROUNDS, iterations=1, warmup_rounds=2)
+    data = sorted(benchmark.stats.stats.data)
+    p50 = statistics.median(data)
+    p95 = data[min(len(data) - 1, round(0.95 * (len(data) - 1)))]
+    benchmark.extra_info.update({"p50_ms": round(p50 * 1000, 1), "p95_ms": round(p95 * 1000, 1)})
+    print(f"\ninstance start to ready over {len(data)} starts: p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms")
