@@ -518,10 +518,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_MAX_FILE_BYTES,
         help="read at most this many bytes of each file (default: %(default)s)",
     )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="do not enter PATH (repeatable); /sys and /proc/kcore are always skipped",
+    )
     args = parser.parse_args(argv)
     if args.max_file_bytes < 1:
         parser.error(f"--max-file-bytes must be at least 1, got {args.max_file_bytes}")
-    scan = _scan_tree(args.roots, args.max_file_bytes, DEFAULT_SKIP)
+    scan = _scan_tree(args.roots, args.max_file_bytes, (*DEFAULT_SKIP, *args.skip))
     out = sys.stdout
     for hit in scan.hits:
         record = {"token": hit.token, "encoding": hit.encoding, "offset": hit.offset}
