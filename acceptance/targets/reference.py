@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
@@ -34,7 +35,10 @@ PLANT_MESSAGES = {
     "volume": "save notes.txt: {token}",
 }
 READ_BACK = {"memory": "memory", "transcript": "transcript", "task": "tasks", "volume": "file:notes.txt"}
-BROKEN_COMMAND = ("/bin/sleep", "infinity")
+# A broken sandbox runs no agent; it marks when its mounts are complete (bwrap reports its pid before
+# that), and the driver waits for the mark before anyone probes it.
+BROKEN_COMMAND = ("/bin/sh", "-c", ": > /run/agent/ready && exec /bin/sleep infinity")
+READY_DEADLINE = 10.0
 
 
 def create(options: TargetOptions) -> "ReferenceTarget":
@@ -192,6 +196,12 @@ class ReferenceTarget:
             cg.remove()
             raise
         self._broken[key] = proc
+        ready = home / "control" / "ready"
+        end = time.monotonic() + READY_DEADLINE
+        while not ready.exists():
+            if not proc.alive() or time.monotonic() > end:
+                raise TargetError(f"broken arrangement {key} did not come up within {READY_DEADLINE}s")
+            time.sleep(0.005)
         return InstanceRef(principal, key, 0)
 
     def _stop_broken(self, key: str) -> None:
