@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Mapping
 
 PATH = Path(__file__).with_name("catalogue.toml")
 ROLES = ("refusal", "P", "X")

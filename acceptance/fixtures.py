@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 import pytest
 
@@ -21,7 +21,7 @@ from canaries import Mint
 
 from . import catalogue, probe
 from .contract import LOCATIONS, InstanceRef, Principal, Target
-from .plugin import CASE_KEY, PROOF_KEY, SESSION
+from .plugin import PROOF_KEY, SESSION
 from .targets import TargetOptions, load
 
 PRINCIPALS = {

@@ -14,8 +14,8 @@ The plugin feeds these functions; they know nothing of pytest, so they can be te
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from .catalogue import ROLES, Case
 

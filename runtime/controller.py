@@ -17,8 +17,8 @@ import re
 import shutil
 import socket
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from . import cgroups, sandbox, uids
 from .cgroups import Limits

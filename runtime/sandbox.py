@@ -27,9 +27,9 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from .cgroups import Cgroup
 from .errors import SandboxError
@@ -263,8 +263,8 @@ def run_inside(proc: SandboxProcess, argv: Sequence[str], *, stdin: bytes | None
     )
     try:
         out, err = child.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as exc:
         os.killpg(child.pid, signal.SIGKILL)
-        out, err = child.communicate()
-        raise SandboxError(f"{list(argv)!r} in {proc.spec.instance_id} ran past {timeout}s and was killed")
+        child.communicate()
+        raise SandboxError(f"{list(argv)!r} in {proc.spec.instance_id} ran past {timeout}s and was killed") from exc
     return ExecOutcome(child.returncode, out, err)

@@ -8,9 +8,9 @@ overlaps an existing account is skipped.
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
-import grp
 from pathlib import Path
 
 from .errors import ConfigError

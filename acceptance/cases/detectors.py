@@ -4,7 +4,7 @@ refusal relies on can see a violation, so both must call the same one."""
 from __future__ import annotations
 
 import pwd
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from canaries import detect
 

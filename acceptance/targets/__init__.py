@@ -8,10 +8,10 @@ security team can qualify its own platform without changing pairproof.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Callable
 
 from ..contract import Target
 from ..errors import SetupError

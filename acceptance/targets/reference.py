@@ -14,9 +14,9 @@ import itertools
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
 
 from runtime import preflight as runtime_preflight
 from runtime import sandbox
@@ -41,7 +41,7 @@ BROKEN_COMMAND = ("/bin/sh", "-c", ": > /run/agent/ready && exec /bin/sleep infi
 READY_DEADLINE = 10.0
 
 
-def create(options: TargetOptions) -> "ReferenceTarget":
+def create(options: TargetOptions) -> ReferenceTarget:
     return ReferenceTarget(options)
 
 
