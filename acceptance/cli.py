@@ -1,6 +1,6 @@
 """``pairproof``: qualify a target, or clean what an interrupted run left.
 
-    pairproof qualify [--target reference] [--reports-dir reports] [-n N] [-- pytest args]
+    pairproof qualify [--target reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
     pairproof clean [--all]
 
 Bad input (an unknown target, not root, a missing kernel feature, an unwritable reports folder) gets
@@ -49,9 +49,12 @@ def qualify(args: argparse.Namespace) -> int:
         "--pairproof-verdict", str(reports / "verdict.json"),
         "--alluredir", str(reports / "allure-results"), "--clean-alluredir",
         "-p", "no:cacheprovider", "-v", "-rfE",
+        # the CLI imported the suite's packages before pytest could register them for rewriting
+        "-W", "ignore::pytest.PytestAssertRewriteWarning",
     ]
     if args.n:
         pytest_args += ["-n", str(args.n)]
+    pytest_args += [f"--case={c}" for c in args.case]
     code = pytest.main(pytest_args + args.pytest_args)
     print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}")
     return int(code)
@@ -82,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--reports-dir", default="reports", help="where to write allure-results/ and verdict.json")
     q.add_argument("--state-dir", default="/var/lib/pairproof", help="runtime state folder (reference target)")
     q.add_argument("-n", type=int, default=0, help="run the suite on N processes (pytest-xdist)")
+    q.add_argument("--case", action="append", default=[], metavar="ID",
+                   help="run only this catalogue case, with its controls (repeatable)")
     q.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
     q.set_defaults(func=qualify)
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")

@@ -9,7 +9,6 @@ finalizers on KeyboardInterrupt), and the target's ``close`` sweeps whatever rem
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -146,7 +145,6 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if log is not None:
         request.node.user_properties.append((PROOF_KEY, [r.proof for r in log.records if r.proof]))
-        _allure_attach(log)
 
 
 def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: str) -> None:
@@ -171,13 +169,3 @@ def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: st
     else:
         allure.dynamic.label("pairproof_supports", f"{case.id}:refusal")
         allure.dynamic.description(case.controls.get(role, ""))
-
-
-def _allure_attach(log: probe.ProbeLog) -> None:
-    try:
-        import allure
-    except ImportError:
-        return
-    allure.attach(log.transcript(), name="probe transcript", attachment_type=allure.attachment_type.TEXT)
-    allure.attach(json.dumps(log.as_property(), indent=2), name="probes.json",
-                  attachment_type=allure.attachment_type.JSON)

@@ -103,7 +103,20 @@ class SandboxBackend(base.BaseBackend):
                                         identity.uid)
         except ProofError as exc:
             raise ProofError(f"{exc} (rc {result.rc}, stderr {result.stderr[-300:]!r})") from None
+        finally:
+            _attach(record)
         return self.result(result.rc, self.encode(cmd), rest, result.stderr)
+
+
+def _attach(record: ProbeRecord) -> None:
+    """Attach one probe's transcript to the running test's Allure result (a no-op without Allure)."""
+    try:
+        import allure
+    except ImportError:
+        return
+    text = (f"[{record.principal}@{record.instance}] $ {record.command}\n# proof: {record.proof or 'NONE'}\n"
+            f"# rc={record.rc}\n{record.stdout_head}" + (f"\n# stderr: {record.stderr_head}" if record.stderr_head else ""))
+    allure.attach(text, name=f"probe in {record.principal} ({record.instance})", attachment_type=allure.attachment_type.TEXT)
 
 
 def host(target: Target, ref: InstanceRef, log: ProbeLog) -> testinfra.host.Host:

@@ -43,9 +43,7 @@ def scan_bytes(data: bytes, mint: Mint, where: str = "") -> list[Attributed]:
     return attribute(find(data, where), mint)
 
 
-def scan_dir(
-    path: str | os.PathLike[str], mint: Mint, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
-) -> list[Attributed]:
+def scan_dir(path: str | os.PathLike[str], mint: Mint, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list[Attributed]:
     """Attributed hits in the regular files (and names) under ``path``; symlinks not followed.
 
     Raises ``IncompleteScanError`` if any file could not be read or was cut short at

@@ -23,10 +23,7 @@ __all__ = ["RAW_PATTERN", "Canary", "Mint", "new_run_id", "parse"]
 
 _RUN_ID = re.compile(r"[0-9a-f]{8}")
 _FIELD = re.compile(r"[a-z0-9]{1,6}")
-_SHAPE = (
-    "ppcanary-<run: 8 lowercase hex>-<principal: 1-6 of [a-z0-9]>"
-    "-<location: 1-6 of [a-z0-9]>-<entropy: 16 lowercase hex>"
-)
+_SHAPE = "ppcanary-<run: 8 lowercase hex>-<principal: 1-6 of [a-z0-9]>-<location: 1-6 of [a-z0-9]>-<entropy: 16 lowercase hex>"
 
 
 @dataclass(frozen=True)
