@@ -16,6 +16,7 @@ import pytest
 
 CASE_KEY = "pairproof_case"
 PROOF_KEY = "pairproof_proofs"
+BROKEN_KEY = "pairproof_broken"
 FULL_COLLECTION = pytest.StashKey[list]()
 SESSION = pytest.StashKey["object"]()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from . import catalogue, pairing
-from .plugin import CASE_KEY, PROOF_KEY
+from .plugin import BROKEN_KEY, CASE_KEY, PROOF_KEY
 
 
 def _declared(item: pytest.Item) -> pairing.Declared | None:
@@ -89,10 +89,21 @@ class PairproofSession:
             self.usage_error = True
             self.usage_problems = problems
 
-    # -- outcomes (arrive here from every worker) ----------------------------------------------------
+    # -- outcomes (arrive here from every worker) ---------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        # Only an assertion is a finding. Any other exception (a probe without proof, a target that
+        # failed, a timeout) means the test could not judge: broken, never "failed" (a leak).
+        if call.when == "call" and call.excinfo is not None and not call.excinfo.errisinstance(AssertionError) \
+                and not call.excinfo.errisinstance(pytest.skip.Exception):
+            item.user_properties.append((BROKEN_KEY, f"{call.excinfo.typename}: {call.excinfo.value}"[:500]))
+        return (yield)
+
+    # -- ----------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = dict((k, v) for k, v in report.user_properties if k in (CASE_KEY, PROOF_KEY))
+        props = dict((k, v) for k, v in report.user_properties if k in (CASE_KEY, PROOF_KEY, BROKEN_KEY))
         if CASE_KEY not in props:
             return
         self.active = True  # under xdist the controller learns it from the workers' reports
@@ -104,6 +115,8 @@ class PairproofSession:
         if report.skipped and o.outcome == "passed":
             o.outcome = "skipped"
             o.message = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else "skipped"
+        elif report.failed and BROKEN_KEY in props and report.when == "call":
+            o.outcome, o.message = "error", props[BROKEN_KEY]
         elif report.failed:
             o.outcome = "failed" if report.when == "call" else "error"
             o.message = (report.longreprtext or "").strip().splitlines()[-1:][0] if report.longreprtext else report.when

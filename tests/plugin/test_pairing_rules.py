@@ -143,3 +143,26 @@ def test_plugin_is_inert_without_cases(pytester: pytest.Pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == 0
     assert "pairproof verdict" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_exception_other_than_an_assertion_is_broken_not_failed(run, mode):
+    """Only an assertion is a finding; a refusal that crashed could not judge and is broken."""
+    source = PROBING.format(control_output="ok").replace(
+        'assert sandbox_host(instances["A"]).run("true").rc == 0',
+        'sandbox_host(instances["A"]).run("true")\n    raise RuntimeError("the target fell over")')
+    result, verdict = run(source, *mode)
+    assert result.ret == 1
+    refusal = _case(verdict, "RS-1")["refusals"][0]
+    assert (refusal["status"], _case(verdict, "RS-1")["status"]) == ("broken", "broken")
+    assert "RuntimeError: the target fell over" in refusal["reason"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_failed_assertion_in_a_refusal_is_a_failed_case(run, mode):
+    """A refusal whose detector found something fails the case (and the run)."""
+    source = PROBING.format(control_output="ok").replace(
+        'assert sandbox_host(instances["A"]).run("true").rc == 0', 'assert sandbox_host(instances["A"]).run("false").rc == 0')
+    result, verdict = run(source, *mode)
+    assert result.ret == 1
+    assert _case(verdict, "RS-1")["status"] == "failed"
