@@ -105,6 +105,41 @@ class Target(Protocol):
 
     def artifacts(self) -> Artifacts: ...
 
+    # -- the model path and the broker (issue: broker and model path) ----------------------------------
+
+    def broker_endpoint(self, ref: InstanceRef) -> str:
+        """The broker's base URL as the agent inside ``ref`` sees it (e.g. http://127.0.0.1:8765)."""
+
+    def capabilities(self, ref: InstanceRef) -> Mapping[str, str]:
+        """What the instance's broker holds on its behalf (``grant``, ``model``): never inside a sandbox.
+
+        The suite takes them as a thief would, to replay them after the platform moved on."""
+
+    def model_call(self, capability: str, body: Mapping[str, object]) -> tuple[int, dict]:
+        """Present ``capability`` to the model proxy directly (OpenAI style); the status and JSON answer."""
+
+    def runctl(self, ref: InstanceRef, method: str, path: str, body: Mapping[str, object] | None = None
+               ) -> tuple[int, dict]:
+        """Call the agent's run-control API through the platform side of the instance's broker."""
+
+    def script_model(self, principal: Principal, steps: Sequence[Mapping[str, object]]) -> None:
+        """Queue provider-mock steps (``{"reply": text}`` or ``{"tool": name, "arguments": {...}}``) for the
+        principal's next model calls."""
+
+    def provider_records(self) -> list[dict]:
+        """The provider's own record of every request it got (the tools offered, the purpose, usage)."""
+
+    def ledger_counts(self) -> Mapping[tuple[str, str, str], int]:
+        """The proxy's metered calls per (org, user, purpose)."""
+
+    def set_spend_cap(self, principal: Principal, usd: float) -> None: ...
+
+    def pin_tool(self, ref: InstanceRef, name: str) -> None:
+        """Pin an advertised tool for this instance, as an operator updating its managed configuration."""
+
+    def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
+        """(route, reason) of everything the instance's broker refused, as its log records them."""
+
     def broken(self, control: str, **context: object) -> AbstractContextManager[object]:
         """Set up one deliberately broken arrangement for a control and tear it down on exit.
 

@@ -1,16 +1,19 @@
 """The minimal reference agent: the process that lives inside one instance's sandbox.
 
-It keeps the three kinds of private state the seed names, all on the private volume: a conversation
-transcript (``/data/transcript.jsonl``), a memory file (``/data/memory.md``) and task state
-(``/data/tasks.json``); files it is asked to save go under ``/data/files``. It offers the controller a
-small control interface: JSON lines over the unix socket ``/run/agent/agent.sock`` (a folder the
-controller mounts in; no other sandbox has it).
+It keeps the private state the seed names, on the private volume: a conversation transcript
+(``/data/transcript.jsonl``), a memory file (``/data/memory.md``), task state (``/data/tasks.json``) and
+saved files (``/data/files/``). A turn is real: the user's message goes to the model with the tools the
+broker offers (``tools/list``), tool calls go to the broker's MCP endpoint, and the loop ends with the
+model's reply; the first turn also asks for a title and every turn ends with a memory review, both
+background model calls metered like any other. The agent holds no credential: its model adapter sends a
+placeholder ``x-api-key`` that the broker replaces.
 
-This file runs under the sandbox's system Python with the standard library only, and is copied into the
-instance image by the controller: it must not import anything from pairproof.
+Two interfaces: the controller's JSON-lines control socket (``/run/agent/agent.sock``: ping, turn, read)
+and a run-control HTTP API on 127.0.0.1:8642 inside the sandbox (start a run, read it, its events, stop
+it) which only the broker can reach. The agent also serves routes a real gateway has (jobs, sessions,
+platform events) so that the broker's route set is tested against something real.
 
-Turns are rule-based for now (the model path arrives with the broker): ``remember: X`` stores X in
-memory, ``task: X`` adds a task, ``save NAME: X`` writes a file; every turn is kept in the transcript.
+Standard library only: it runs under the sandbox's system Python and is copied into the instance image.
 """
 
 from __future__ import annotations
@@ -18,14 +21,25 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import socket
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DATA = os.environ.get("PAIRPROOF_DATA", "/data")
 SOCKET = os.environ.get("PAIRPROOF_CONTROL", "/run/agent/agent.sock")
+BROKER = os.environ.get("PAIRPROOF_BROKER", "")
+RUNCTL_PORT = 8642
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+MAX_TOOL_ROUNDS = 5
+_state_lock = threading.Lock()
 
+
+# -- private state on the volume ---------------------------------------------------------------------
 
 def _append_line(path: str, record: dict) -> None:
     with open(path, "a", encoding="utf-8") as f:
@@ -43,38 +57,115 @@ def _write_atomic(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _tasks() -> list:
+def _read(path: str, default: str = "") -> str:
     try:
-        with open(os.path.join(DATA, "tasks.json"), encoding="utf-8") as f:
-            return json.load(f)
+        with open(path, encoding="utf-8") as f:
+            return f.read()
     except FileNotFoundError:
-        return []
+        return default
 
 
-def turn(message: str) -> str:
-    _append_line(os.path.join(DATA, "transcript.jsonl"), {"role": "user", "content": message, "at": time.time()})
+def _tasks() -> list:
+    return json.loads(_read(os.path.join(DATA, "tasks.json"), "[]"))
+
+
+def _remember(message: str) -> None:
+    """The agent's own memory rules: what it keeps, it keeps on the volume."""
     if message.startswith("remember:"):
         with open(os.path.join(DATA, "memory.md"), "a", encoding="utf-8") as f:
             f.write("- " + message[len("remember:"):].strip() + "\n")
-        reply = "I will remember that."
     elif message.startswith("task:"):
         tasks = _tasks()
         tasks.append({"id": len(tasks) + 1, "title": message[len("task:"):].strip(), "state": "open"})
         _write_atomic(os.path.join(DATA, "tasks.json"), json.dumps(tasks))
-        reply = f"Task {len(tasks)} created."
     elif message.startswith("save "):
         name, _, content = message[len("save "):].partition(":")
-        name = name.strip()
-        if not SAFE_NAME.match(name):
-            reply = f"I cannot save a file named {name!r}."
-        else:
+        if SAFE_NAME.match(name.strip()):
             os.makedirs(os.path.join(DATA, "files"), mode=0o700, exist_ok=True)
-            _write_atomic(os.path.join(DATA, "files", name), content.strip())
-            reply = f"Saved {name}."
-    else:
+            _write_atomic(os.path.join(DATA, "files", name.strip()), content.strip())
+
+
+# -- the broker: model and tools -----------------------------------------------------------------------
+
+class ModelUnavailable(Exception):
+    pass
+
+
+def _broker_post(path: str, payload: dict, headers: dict | None = None) -> dict:
+    request = urllib.request.Request(BROKER + path, json.dumps(payload).encode(),
+                                     {"Content-Type": "application/json", **(headers or {})}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            body = response.read()
+            return json.loads(body) if body else {}
+    except urllib.error.HTTPError as exc:
+        detail = json.loads(exc.read() or b"{}")
+        reason = (detail.get("error") or {}).get("reason") or (detail.get("error") or {}).get("type") or exc.code
+        raise ModelUnavailable(str(reason)) from None
+
+
+def _mcp(method: str, params: dict | None = None) -> dict:
+    request = {"jsonrpc": "2.0", "id": secrets.randbelow(1 << 30), "method": method}
+    if params is not None:
+        request["params"] = params
+    return _broker_post("/mcp", request)
+
+
+def _model(messages: list, purpose: str, tools: list | None = None) -> dict:
+    body = {"model": "reference-main" if purpose == "turn" else "reference-aux", "messages": messages,
+            "metadata": {"purpose": purpose}}
+    if tools:
+        body["tools"] = tools
+    # The adapter's own header style; the broker swaps it for the real capability.
+    answer = _broker_post("/v1/chat/completions", body, {"x-api-key": "sandbox-holds-no-key"})
+    return answer["choices"][0]["message"]
+
+
+def _openai_tools() -> list:
+    listed = _mcp("tools/list").get("result", {}).get("tools", [])
+    return [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
+                                              "parameters": t.get("inputSchema", {})}} for t in listed]
+
+
+def turn(message: str) -> str:
+    with _state_lock:
+        transcript = os.path.join(DATA, "transcript.jsonl")
+        first = not os.path.exists(transcript)
+        _append_line(transcript, {"role": "user", "content": message, "at": time.time()})
+        _remember(message)
+    if not BROKER:
         reply = "Noted."
-    _append_line(os.path.join(DATA, "transcript.jsonl"), {"role": "assistant", "content": reply, "at": time.time()})
+    else:
+        try:
+            reply = _converse(message)
+            if first:
+                _model([{"role": "user", "content": f"Title for: {message[:200]}"}], "title")
+            _model([{"role": "user", "content": "Review memory after this turn."}], "memory_review")
+        except ModelUnavailable as exc:
+            reply = f"model unavailable: {exc}"
+    with _state_lock:
+        _append_line(os.path.join(DATA, "transcript.jsonl"), {"role": "assistant", "content": reply, "at": time.time()})
     return reply
+
+
+def _converse(message: str) -> str:
+    tools = _openai_tools()
+    messages = [{"role": "user", "content": message}]
+    for _ in range(MAX_TOOL_ROUNDS):
+        answer = _model(messages, "turn", tools)
+        calls = answer.get("tool_calls") or []
+        if not calls:
+            return answer.get("content") or ""
+        messages.append(answer)
+        for call in calls:
+            fn = call["function"]
+            try:
+                arguments = json.loads(fn.get("arguments") or "{}")
+            except ValueError:
+                arguments = {}
+            result = _mcp("tools/call", {"name": fn["name"], "arguments": arguments})
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)})
+    return "I stopped after too many tool calls."
 
 
 def read(what: str) -> str:
@@ -83,17 +174,83 @@ def read(what: str) -> str:
         name = what[len("file:"):]
         if not SAFE_NAME.match(name):
             raise ValueError(f"bad file name {name!r}")
-        path = os.path.join(DATA, "files", name)
-    elif what in paths:
-        path = os.path.join(DATA, paths[what])
-    else:
-        raise ValueError(f"unknown state {what!r}: expected memory, transcript, tasks or file:NAME")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
+        return _read(os.path.join(DATA, "files", name))
+    if what in paths:
+        return _read(os.path.join(DATA, paths[what]))
+    raise ValueError(f"unknown state {what!r}: expected memory, transcript, tasks or file:NAME")
 
+
+# -- runs: the run-control API -------------------------------------------------------------------------
+
+RUNS: dict[str, dict] = {}
+
+
+def start_run(message: str) -> str:
+    run_id = "run_" + secrets.token_hex(6)
+    RUNS[run_id] = {"id": run_id, "status": "running", "events": [{"type": "run.started"}]}
+
+    def work() -> None:
+        reply = turn(message)
+        RUNS[run_id]["events"].append({"type": "message", "content": reply})
+        if RUNS[run_id]["status"] == "running":
+            RUNS[run_id]["status"] = "completed"
+    threading.Thread(target=work, daemon=True).start()
+    return run_id
+
+
+class RunControl(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # noqa: A002
+        pass
+
+    def _send(self, status: int, payload: dict) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _run(self, run_id: str) -> dict | None:
+        run = RUNS.get(run_id)
+        if run is None:
+            self._send(404, {"error": {"code": "run_not_found", "message": f"no run {run_id}"}})
+        return run
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0") or 0)) or b"{}")
+        parts = self.path.strip("/").split("/")
+        if parts == ["v1", "runs"]:
+            self._send(202, {"run_id": start_run(str(body.get("input", "")))})
+        elif len(parts) == 4 and parts[:2] == ["v1", "runs"] and parts[3] == "stop":
+            run = self._run(parts[2])
+            if run:
+                run["status"] = "stopped"
+                self._send(200, {"run_id": parts[2], "status": "stopped"})
+        elif parts == ["v1", "platform", "events"]:
+            self._send(200, {"accepted": True})  # a gateway's own route: the broker must not expose it
+        else:
+            self._send(404, {"error": {"code": "not_found"}})
+
+    def do_GET(self) -> None:
+        parts = self.path.strip("/").split("/")
+        if len(parts) == 3 and parts[:2] == ["v1", "runs"]:
+            run = self._run(parts[2])
+            if run:
+                self._send(200, {"run_id": run["id"], "status": run["status"]})
+        elif len(parts) == 4 and parts[:2] == ["v1", "runs"] and parts[3] == "events":
+            run = self._run(parts[2])
+            if run:
+                self._send(200, {"events": run["events"]})
+        elif parts in (["v1", "jobs"], ["v1", "sessions"]):
+            # Routes a real gateway serves (cron jobs, every session of the instance): not for the platform.
+            self._send(200, {"items": list(RUNS) if parts[1] == "sessions" else []})
+        else:
+            self._send(404, {"error": {"code": "not_found"}})
+
+
+# -- the controller's control socket -------------------------------------------------------------------
 
 def handle(request: dict) -> dict:
     op = request.get("op")
@@ -106,8 +263,28 @@ def handle(request: dict) -> dict:
     return {"ok": False, "error": f"unknown op {op!r}"}
 
 
+def _serve_control(server: socket.socket) -> None:
+    while True:
+        conn, _ = server.accept()
+        threading.Thread(target=_answer, args=(conn,), daemon=True).start()
+
+
+def _answer(conn: socket.socket) -> None:
+    with conn, conn.makefile("rwb") as stream:
+        line = stream.readline()
+        try:
+            response = handle(json.loads(line))
+        except Exception as exc:  # one bad request must not take the agent down
+            response = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        stream.write(json.dumps(response).encode() + b"\n")
+        stream.flush()
+
+
 def serve() -> None:
     os.makedirs(DATA, exist_ok=True)
+    runctl = ThreadingHTTPServer(("127.0.0.1", RUNCTL_PORT), RunControl)
+    runctl.daemon_threads = True
+    threading.Thread(target=runctl.serve_forever, daemon=True).start()
     try:
         os.unlink(SOCKET)
     except FileNotFoundError:
@@ -117,16 +294,7 @@ def serve() -> None:
     server.listen(16)
     os.chmod(SOCKET + ".new", 0o600)
     os.replace(SOCKET + ".new", SOCKET)  # appears only once it listens: readiness is "socket exists"
-    while True:
-        conn, _ = server.accept()
-        with conn, conn.makefile("rwb") as stream:
-            line = stream.readline()
-            try:
-                response = handle(json.loads(line))
-            except Exception as exc:  # one bad request must not take the agent down
-                response = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-            stream.write(json.dumps(response).encode() + b"\n")
-            stream.flush()
+    _serve_control(server)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
 import time
@@ -21,7 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import cgroups, sandbox, uids
+from .broker import AGENT_PORT, Broker
 from .cgroups import Limits
+from .platform import LEASE_TTL, MODEL_TTL, Platform
 from .errors import ConfigError, InstanceError, SandboxError
 from .registry import InstanceRecord, Registry
 
@@ -61,7 +64,8 @@ class Controller:
     """Lifecycle of the instances of one run."""
 
     def __init__(self, root: Path = DEFAULT_ROOT, run: str = "default", *, limits: Limits = DEFAULT_LIMITS,
-                 hierarchy: cgroups.Hierarchy | None = None, ready_deadline: float = 10.0) -> None:
+                 hierarchy: cgroups.Hierarchy | None = None, ready_deadline: float = 10.0,
+                 platform: Platform | None = None) -> None:
         if not RUN.match(run):
             raise ConfigError(f"run name {run!r} is invalid: use 1-48 of a-z, 0-9, '_' and '-', starting alphanumeric")
         self.root, self.run, self.limits, self.ready_deadline = Path(root), run, limits, ready_deadline
@@ -76,6 +80,9 @@ class Controller:
         self.registry = Registry(self.state / "registry.sqlite")
         self.image = self._build_image()
         self._sandboxes: dict[str, sandbox.SandboxProcess] = {}
+        # Without a platform an instance has no broker and no way out at all (the sandbox tests use that).
+        self.platform = platform
+        self._brokers: dict[str, Broker] = {}
         for record in self.registry.all():
             if record.state == "running":  # its sandbox died with the controller that started it
                 self.registry.set_state(record.id, "sleeping")
@@ -122,9 +129,10 @@ class Controller:
 
     def spec(self, record: InstanceRecord) -> sandbox.SandboxSpec:
         home = self._instance_dir(record)
+        env = (("PAIRPROOF_BROKER", f"http://127.0.0.1:{AGENT_PORT}"),) if self.platform else ()
         return sandbox.SandboxSpec(
             instance_id=record.id, uid=record.uid, gid=record.uid, volume=home / "volume",
-            control_dir=home / "control", etc_dir=home / "etc", image_dir=self.image, hostname="agent",
+            control_dir=home / "control", etc_dir=home / "etc", image_dir=self.image, hostname="agent", env=env,
         )
 
     def wake(self, instance_id: str) -> InstanceRecord:
@@ -144,11 +152,38 @@ class Controller:
             raise
         self._sandboxes[instance_id] = proc
         try:
+            if self.platform is not None:
+                self._start_broker(record, proc)
             self._wait_ready(proc, socket_path)
         except BaseException:
             self._stop(instance_id)
             raise
         return self.registry.set_state(instance_id, "running")
+
+    def _start_broker(self, record: InstanceRecord, proc: sandbox.SandboxProcess) -> None:
+        """A new lease for this generation, capabilities under it, and the broker that holds them."""
+        assert self.platform is not None
+        lease = secrets.token_hex(8)
+        self.platform.current.admit(record.id, record.generation, lease, time.time() + LEASE_TTL)
+        claims = (record.id, record.org, record.user, record.generation, lease)
+        broker = Broker(instance=record.id, sandbox_pid=proc.host_pid,
+                        grant=self.platform.grants.issue(*claims, ttl=LEASE_TTL),
+                        model_capability=self.platform.models.issue(*claims, ttl=MODEL_TTL),
+                        product_url=self.platform.product.url, proxy_url=self.platform.proxy.url,
+                        pinned=self.platform.pinned)
+        self._brokers[record.id] = broker.start()
+
+    def pin_tool(self, instance_id: str, name: str, schema: dict) -> None:
+        """Add one tool to this instance's pinned set (an operator's managed-configuration change)."""
+        broker = self.broker(instance_id)
+        broker.filter = type(broker.filter)({**self.platform.pinned, **broker.pinned_extra, name: schema})
+        broker.pinned_extra[name] = schema
+
+    def broker(self, instance_id: str) -> Broker:
+        broker = self._brokers.get(instance_id)
+        if broker is None:
+            raise InstanceError(f"instance {instance_id} has no broker (not running, or no platform)")
+        return broker
 
     def _wait_ready(self, proc: sandbox.SandboxProcess, socket_path: Path) -> None:
         end = time.monotonic() + self.ready_deadline
@@ -190,6 +225,11 @@ class Controller:
         proc.popen.wait()
 
     def _stop(self, instance_id: str) -> None:
+        broker = self._brokers.pop(instance_id, None)
+        if broker is not None:
+            broker.stop()
+        if self.platform is not None:
+            self.platform.current.end(instance_id)  # every capability of this lease dies with it
         proc = self._sandboxes.pop(instance_id, None)
         if proc is not None:
             proc.stop()

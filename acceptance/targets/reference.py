@@ -11,7 +11,11 @@ argv edited on the way: the runtime itself has no switch that weakens a guard.
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import secrets
+import urllib.error
+import urllib.request
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,9 +24,12 @@ from pathlib import Path
 
 from runtime import preflight as runtime_preflight
 from runtime import sandbox
+from runtime.broker import AGENT_PORT
 from runtime.cgroups import Limits
 from runtime.controller import Controller
 from runtime.errors import RuntimeFault
+from runtime.platform import Platform, PlatformConfig
+from runtime.provider import ProviderMock
 
 from ..contract import Artifacts, ExecResult, Identity, InstanceRef, Principal
 from ..errors import TargetError
@@ -68,9 +75,16 @@ class ReferenceTarget:
         self._secrets = dict(options.secrets)
         # The platform (controller, later the broker and proxy) holds these in its own environment.
         os.environ.update(self._secrets)
+        provider_key = self._secrets.get("PAIRPROOF_PROVIDER_KEY") or secrets.token_hex(16)
+        # The upstream provider of the lab: the one fake, a real HTTP service driven by scripts.
+        self.provider = ProviderMock(provider_key).start()
+        state = Path(options.state_dir) / "runs" / options.run
         try:
-            self.controller = Controller(options.state_dir, options.run)
-        except RuntimeFault as exc:
+            state.mkdir(parents=True, exist_ok=True)
+            self.platform = Platform(state, PlatformConfig(self.provider.url, provider_key)).start()
+            self.controller = Controller(options.state_dir, options.run, platform=self.platform)
+        except (RuntimeFault, OSError) as exc:
+            self.provider.stop()
             raise TargetError(str(exc)) from exc
         self._broken: dict[str, sandbox.SandboxProcess] = {}
         self._counter = itertools.count(1)
@@ -147,6 +161,58 @@ class ReferenceTarget:
         volumes = {r.id: self.controller.state / "instances" / r.id / "volume"
                    for r in self.controller.instances() if r.state != "destroyed"}
         return Artifacts(state_dir=self.controller.state, volumes=volumes)
+
+    # -- the model path and the broker -------------------------------------------------------------------
+
+    def broker_endpoint(self, ref: InstanceRef) -> str:
+        return f"http://127.0.0.1:{AGENT_PORT}"
+
+    def capabilities(self, ref: InstanceRef) -> Mapping[str, str]:
+        broker = self.controller.broker(ref.key)
+        return {"grant": broker._grant, "model": broker._model}
+
+    @staticmethod
+    def _http(method: str, url: str, body: Mapping[str, object] | None, headers: dict[str, str] | None = None
+              ) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+        request = urllib.request.Request(url, data, {"Content-Type": "application/json", **(headers or {})},
+                                         method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw else {}
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            return exc.code, json.loads(raw) if raw else {}
+
+    def model_call(self, capability: str, body: Mapping[str, object]) -> tuple[int, dict]:
+        return self._http("POST", self.platform.proxy.url + "/v1/chat/completions", body,
+                          {"Authorization": f"Bearer {capability}"})
+
+    def runctl(self, ref: InstanceRef, method: str, path: str, body: Mapping[str, object] | None = None
+               ) -> tuple[int, dict]:
+        return self._http(method, self.controller.broker(ref.key).runctl_url + path, body)
+
+    def script_model(self, principal: Principal, steps) -> None:
+        self.provider.script(f"{principal.org}:{principal.user}", [dict(s) for s in steps])
+
+    def provider_records(self) -> list[dict]:
+        return self.provider.records()
+
+    def ledger_counts(self):
+        return self.platform.proxy.counts()
+
+    def set_spend_cap(self, principal: Principal, usd: float) -> None:
+        self.platform.proxy.set_cap(principal.org, principal.user, usd)
+
+    def pin_tool(self, ref: InstanceRef, name: str) -> None:
+        from runtime.product import TOOLS
+
+        schema = next(t["inputSchema"] for t in TOOLS if t["name"] == name)
+        self.controller.pin_tool(ref.key, name, schema)
+
+    def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
+        return list(self.controller.broker(ref.key).refusals)
 
     # -- deliberately broken arrangements -------------------------------------------------------------
 
@@ -263,6 +329,11 @@ class ReferenceTarget:
             self.controller.close()
         except Exception as exc:
             errors.append(str(exc))
+        for service in (self.platform, self.provider):
+            try:
+                service.stop()
+            except Exception as exc:
+                errors.append(f"{type(service).__name__}: {exc}")
         for key in self._secrets:
             os.environ.pop(key, None)
         if errors:

@@ -271,12 +271,15 @@ def test_token_ending_a_blob_is_found() -> None:
 
 
 def test_token_split_by_base64_line_wrapping_is_found() -> None:
-    """`base64` wraps lines at 76 columns; a token split across a line break is still found."""
-    plain = bytes(range(50)) + KNOWN.encode() + bytes(range(50))
-    wrapped = base64.encodebytes(plain)
-    unwrapped_at = 4 * (50 // 3) + 50 % 3
-    assert b"\n" in wrapped[unwrapped_at : unwrapped_at + 66]  # the token really is split
-    assert find(wrapped) == [Hit(KNOWN, "base64", unwrapped_at)]
+    """`base64` wraps lines at 76 columns; a token split across a line break, or starting a line,
+    is found once, at its offset in the wrapped text."""
+    for before in range(0, 160):
+        wrapped = base64.encodebytes(bytes(before) + KNOWN.encode() + b" ")
+        unwrapped_at = 4 * (before // 3) + before % 3
+        at = unwrapped_at + unwrapped_at // 76  # one "\n" after every 76 characters
+        assert find(wrapped) == [Hit(KNOWN, "base64", at)], before
+    # The sweep really does split tokens: for this one the break falls inside the encoded token.
+    assert b"\n" in base64.encodebytes(bytes(50) + KNOWN.encode())[66 : 66 + 54]
 
 
 @DETERMINISTIC

@@ -1,0 +1,228 @@
+"""The broker: one per instance, the only way out of its sandbox, and the only way in to its agent.
+
+Agent side (a listener on 127.0.0.1 inside the instance's network namespace, its only reachable address):
+``POST /mcp`` goes through ``McpFilter`` (exact methods, exact pinned tool names, schema-checked
+arguments, explicit answers for resources/prompts/batches/notifications) and then to the product's tool
+server with the instance's grant; ``POST /v1/chat/completions`` and ``/v1/messages`` go to the model proxy
+with the instance's short-lived model capability in place of whatever ``x-api-key`` the agent's adapter
+sent. Nothing else, and never a URL the request names: absolute URIs and CONNECT are refused.
+
+Platform side (a listener on the host): the agent's run-control API, for an exact route set only
+(start a run, read it, read its events, stop it), forwarded into the sandbox.
+
+The grant and the capability stay in this process; every refusal answers with a reason code and is
+logged with the route and the reason, never the payload.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import re
+import socket
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+
+from .httpjson import JsonHandler, QuietServer, serve
+from .mcp_filter import McpFilter
+from .netns import socket_in
+
+log = logging.getLogger("pairproof.broker")
+AGENT_PORT = 8765  # where the agent finds its broker, inside its own network namespace
+RUNCTL_PORT = 8642  # where the agent serves its run-control API, inside its namespace
+MODEL_ROUTES = ("/v1/chat/completions", "/v1/messages")
+RUN_ID = r"[A-Za-z0-9_-]{1,64}"
+RUNCTL_ROUTES = (
+    ("POST", re.compile(r"/v1/runs")),
+    ("GET", re.compile(rf"/v1/runs/{RUN_ID}")),
+    ("GET", re.compile(rf"/v1/runs/{RUN_ID}/events")),
+    ("POST", re.compile(rf"/v1/runs/{RUN_ID}/stop")),
+)
+
+
+class Broker:
+    def __init__(self, *, instance: str, sandbox_pid: int, grant: str, model_capability: str, product_url: str,
+                 proxy_url: str, pinned: Mapping[str, Mapping]) -> None:
+        self.instance, self.sandbox_pid = instance, sandbox_pid
+        self._grant, self._model = grant, model_capability
+        self.product_url, self.proxy_url = product_url.rstrip("/"), proxy_url.rstrip("/")
+        self.filter = McpFilter(pinned)
+        self.pinned_extra: dict[str, Mapping] = {}
+        self.refusals: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+        inner = socket_in(sandbox_pid)
+        inner.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        inner.bind(("127.0.0.1", AGENT_PORT))
+        inner.listen(64)
+        self._agent_side = QuietServer(("127.0.0.1", AGENT_PORT), self._agent_handler(), bind_and_activate=False)
+        self._agent_side.socket.close()
+        self._agent_side.socket = inner
+        self._platform_side = QuietServer(("127.0.0.1", 0), self._platform_handler())
+
+    @property
+    def runctl_url(self) -> str:
+        host, port = self._platform_side.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> Broker:
+        serve(self._agent_side, f"broker-{self.instance}")
+        serve(self._platform_side, f"broker-runctl-{self.instance}")
+        return self
+
+    def stop(self) -> None:
+        for server in (self._agent_side, self._platform_side):
+            server.shutdown()
+            server.server_close()
+
+    def rotate(self, *, grant: str | None = None, model_capability: str | None = None) -> None:
+        with self._lock:
+            self._grant = grant or self._grant
+            self._model = model_capability or self._model
+
+    def _refused(self, route: str, reason: str) -> None:
+        self.refusals.append((route, reason))
+        log.warning("broker %s refused %s: %s", self.instance, route, reason)
+
+    # -- upstream calls ------------------------------------------------------------------------------
+
+    def _post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        request = urllib.request.Request(url, body, headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+        except OSError as exc:
+            return 502, json.dumps({"error": {"reason": "upstream_unreachable", "message": str(exc)}}).encode()
+
+    def forward_mcp(self, raw: bytes) -> tuple[int, dict | None]:
+        decision = self.filter.decide(raw)
+        if not decision.forward:
+            self._refused("/mcp", decision.reason)
+            return (200, decision.response) if decision.response is not None else (202, None)
+        with self._lock:
+            grant = self._grant
+        status, body = self._post(self.product_url + "/mcp", json.dumps(decision.request).encode(),
+                                  {"Content-Type": "application/json", "Authorization": f"Bearer {grant}"})
+        if status == 202:
+            return 202, None
+        answer = json.loads(body or b"{}")
+        if decision.request and decision.request.get("method") == "tools/list" and "result" in answer:
+            answer["result"] = self.filter.filter_tools_list(answer["result"])
+        return status, answer
+
+    def forward_model(self, path: str, raw: bytes) -> tuple[int, bytes]:
+        with self._lock:
+            capability = self._model
+        # The agent's adapter speaks x-api-key; the proxy wants the capability as a Bearer token. What the
+        # agent sent is dropped, never forwarded: the sandbox holds no credential to forward.
+        return self._post(self.proxy_url + path, raw,
+                          {"Content-Type": "application/json", "Authorization": f"Bearer {capability}"})
+
+    def forward_runctl(self, method: str, path: str, raw: bytes | None) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", RUNCTL_PORT, timeout=120)
+        sock = socket_in(self.sandbox_pid)
+        try:
+            sock.settimeout(120)
+            sock.connect(("127.0.0.1", RUNCTL_PORT))
+            conn.sock = sock
+            conn.request(method, path, body=raw, headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            return response.status, response.read()
+        except OSError as exc:
+            return 502, json.dumps({"error": {"reason": "agent_unreachable", "message": str(exc)}}).encode()
+        finally:
+            conn.close()
+
+    # -- the two listeners ---------------------------------------------------------------------------
+
+    def _agent_handler(self):
+        broker = self
+
+        class AgentSide(JsonHandler):
+            def _route_refused(self, status: int, reason: str) -> bool:
+                broker._refused(self.path[:200], reason)
+                self.refuse(status, reason, f"the broker does not forward this ({reason})")
+                return True
+
+            def _checked(self) -> bool:
+                if not self.path.startswith("/"):  # "GET http://elsewhere/ HTTP/1.1": a proxy request
+                    return self._route_refused(400, "absolute_uri_refused")
+                return False
+
+            def do_GET(self) -> None:
+                if self._checked():
+                    return
+                if self.path == "/whoami":
+                    self.send_json(200, {"instance": broker.instance})
+                    return
+                self._route_refused(404, "route_not_allowed")
+
+            def do_POST(self) -> None:
+                if self._checked():
+                    return
+                raw = self.read_body()
+                if raw is None:
+                    self._route_refused(413, "body_missing_or_too_large")
+                    return
+                if self.path == "/mcp":
+                    status, answer = broker.forward_mcp(raw)
+                    if answer is None:
+                        self.send_response(status)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                    else:
+                        self.send_json(status, answer)
+                elif self.path in MODEL_ROUTES:
+                    status, body = broker.forward_model(self.path, raw)
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                else:
+                    self._route_refused(404, "route_not_allowed")
+
+            def do_CONNECT(self) -> None:
+                self._route_refused(405, "connect_refused")
+
+            def _other(self) -> None:
+                self._route_refused(405, "method_not_allowed")
+
+            do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other
+
+        return AgentSide
+
+    def _platform_handler(self):
+        broker = self
+
+        class PlatformSide(JsonHandler):
+            def _dispatch(self, method: str) -> None:
+                if not any(m == method and rx.fullmatch(self.path) for m, rx in RUNCTL_ROUTES):
+                    broker._refused(f"{method} {self.path[:200]}", "route_not_allowed")
+                    self.refuse(403, "route_not_allowed", "not in the run-control route set")
+                    return
+                raw = self.read_body() if method == "POST" else None
+                status, body = broker.forward_runctl(method, self.path, raw)
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self._dispatch("GET")
+
+            def do_POST(self) -> None:
+                self._dispatch("POST")
+
+            def _other(self) -> None:
+                broker._refused(f"{self.command} {self.path[:200]}", "route_not_allowed")
+                self.refuse(403, "route_not_allowed", "not in the run-control route set")
+
+            do_PUT = do_DELETE = do_PATCH = do_CONNECT = do_OPTIONS = _other
+
+        return PlatformSide

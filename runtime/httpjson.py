@@ -1,0 +1,51 @@
+"""Small shared pieces for the runtime's JSON-over-HTTP servers (proxy, product server, broker).
+
+One threaded server class that keeps quiet (a platform log must not carry request payloads) and one
+helper to answer JSON; each server's handler stays a readable list of routes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MAX_BODY = 1 << 20
+
+
+class QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        pass  # request lines can carry ids and paths of private records; servers log decisions instead
+
+    def read_body(self) -> bytes | None:
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit() or int(length) > MAX_BODY:
+            return None
+        return self.rfile.read(int(length))
+
+    def send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def refuse(self, status: int, reason: str, message: str) -> None:
+        self.send_json(status, {"error": {"type": "pairproof_refused", "reason": reason, "message": message}})
+
+
+def serve(server: QuietServer, name: str) -> threading.Thread:
+    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
+    thread.start()
+    return thread

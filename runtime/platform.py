@@ -1,0 +1,65 @@
+"""The platform services around the instances: the product server and the model proxy, and the
+authorities whose capabilities the controller hands to each instance's broker.
+
+One ``Platform`` per controller. The provider is outside it (upstream; in the lab, the provider mock):
+the platform knows only its URL and key, and only the proxy holds that key.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from .authority import Current, TokenAuthority
+from .product import ProductServer
+from .proxy import ModelProxy
+
+PINNED_TOOLS = Path(__file__).with_name("pinned_tools.json")
+LEASE_TTL = 3600.0  # a lease is renewed by waking; tests shorten nothing through here
+MODEL_TTL = 900.0  # the model capability is short-lived next to the grant
+
+
+@dataclass(frozen=True)
+class PlatformConfig:
+    provider_url: str
+    provider_key: str
+    default_cap_usd: float = 1.0
+
+
+def load_pinned(path: Path = PINNED_TOOLS) -> dict:
+    """The managed configuration's pinned tools: exact name -> JSON schema of the arguments."""
+    return json.loads(path.read_text())
+
+
+class Platform:
+    def __init__(self, state: Path, config: PlatformConfig) -> None:
+        self.state = state
+        self.current = Current()
+        self.grants = TokenAuthority("grant")
+        self.models = TokenAuthority("model")
+        self.product = ProductServer(db_path=state / "product.sqlite", authority=self.grants, current=self.current)
+        self.proxy = ModelProxy(provider_url=config.provider_url, provider_key=config.provider_key,
+                                authority=self.models, current=self.current, ledger_path=state / "ledger.sqlite",
+                                default_cap_usd=config.default_cap_usd)
+        self.pinned = load_pinned()
+
+    def start(self) -> Platform:
+        # The platform's own log (decisions and reasons, never payloads): an artifact the scanners read.
+        self.log_path = self.state / "platform.log"
+        self._log_handler = logging.FileHandler(self.log_path)
+        self._log_handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        root = logging.getLogger("pairproof")
+        root.addHandler(self._log_handler)
+        root.setLevel(logging.INFO)
+        root.propagate = False
+        self.product.start()
+        self.proxy.start()
+        return self
+
+    def stop(self) -> None:
+        self.proxy.stop()
+        self.product.stop()
+        logging.getLogger("pairproof").removeHandler(self._log_handler)
+        self._log_handler.close()
