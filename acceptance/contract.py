@@ -137,6 +137,9 @@ class Target(Protocol):
     def pin_tool(self, ref: InstanceRef, name: str) -> None:
         """Pin an advertised tool for this instance, as an operator updating its managed configuration."""
 
+    def platform_log(self) -> str:
+        """The platform's own log so far (controller, brokers, proxy, product server)."""
+
     def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
         """(route, reason) of everything the instance's broker refused, as its log records them."""
 
@@ -146,7 +149,7 @@ class Target(Protocol):
         Yields the instance ref(s) to probe through it. The arrangements the cases use:
         ``shared-volume`` (owner=InstanceRef, intruder=Principal) -> InstanceRef;
         ``shared-tmp`` (owner=Principal, intruder=Principal) -> (InstanceRef, InstanceRef);
-        ``secret-in-env`` (principal=Principal) -> InstanceRef;
+        ``secret-in-env`` (principal=Principal, extra={NAME: secret}) -> InstanceRef;
         ``shared-pid-ns`` (intruder=Principal) -> InstanceRef;
         ``same-uid`` (owner=InstanceRef, intruder=Principal) -> InstanceRef.
         """

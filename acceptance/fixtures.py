@@ -8,7 +8,9 @@ finalizers on KeyboardInterrupt), and the target's ``close`` sweeps whatever rem
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -169,3 +171,43 @@ def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: st
     else:
         allure.dynamic.label("pairproof_supports", f"{case.id}:refusal")
         allure.dynamic.description(case.controls.get(role, ""))
+
+
+CASES = Path(__file__).resolve().parent / "cases"
+
+
+@pytest.fixture
+def broker_call(target: Target, sandbox_host) -> Callable[..., dict]:
+    """``broker_call(ref, method, path, body=None)``: one HTTP exchange with the instance's broker, made from
+    inside the instance; ``broker_call(ref, raw=bytes)`` sends bytes as they are. Returns
+    ``{"status", "body"}`` or ``{"error"}``."""
+    client = (CASES / "broker_client.py").read_bytes()
+
+    def call(ref: InstanceRef, method: str = "POST", path: str = "/mcp", body: object = None, *,
+             raw: bytes | None = None) -> dict:
+        host = sandbox_host(ref)
+        base = target.broker_endpoint(ref)
+        if raw is not None:
+            hostname, port = base.split("//", 1)[1].split(":")
+            args = ["raw", hostname, port, base64.b64encode(raw).decode()]
+        else:
+            args = [method, base + path] + ([body if isinstance(body, str) else json.dumps(body)] if body is not None else [])
+        quoted = " ".join(host.backend.quote("%s", a) for a in args)
+        out = host.backend.run_with_stdin(f"/usr/bin/python3 -I -S - {quoted}", stdin=client)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    return call
+
+
+@pytest.fixture
+def visible_bytes(sandbox_host) -> Callable[[InstanceRef], bytes]:
+    """``visible_bytes(ref)``: every file the sandbox can see (less /usr, /sys), with /proc environ and
+    cmdline, carried out for a host-side search for known secrets."""
+    dump = (CASES / "dump.py").read_bytes()
+
+    def collect(ref: InstanceRef) -> bytes:
+        host = sandbox_host(ref)
+        skips = " ".join(f"--skip {s}" for s in VISIBLE_SKIP)
+        out = host.backend.run_with_stdin(f"/usr/bin/python3 -I -S - / {skips}", stdin=dump)
+        chunks = [base64.b64decode(json.loads(line)["b64"]) for line in out.stdout.splitlines() if line.strip()]
+        return b"\n".join(chunks)
+    return collect

@@ -56,6 +56,11 @@ class ProbeLog:
     nonce: str
     records: list[ProbeRecord] = field(default_factory=list)
 
+    def witness(self, ref: InstanceRef, what: str, evidence: str) -> None:
+        """Record proof of a probe made from the platform side (not inside a sandbox): ``evidence`` is what
+        the instance's own component (its broker's log, say) recorded of that very request."""
+        self.records.append(ProbeRecord(ref.key, ref.principal.name, what, 0, f"witness {ref.key}: {evidence}", "", ""))
+
     def transcript(self) -> str:
         return "\n\n".join(
             f"[{r.principal}@{r.instance}] $ {r.command}\n# proof: {r.proof}\n# rc={r.rc}\n{r.stdout_head}"

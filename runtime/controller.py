@@ -24,8 +24,8 @@ from pathlib import Path
 from . import cgroups, sandbox, uids
 from .broker import AGENT_PORT, Broker
 from .cgroups import Limits
-from .platform import LEASE_TTL, MODEL_TTL, Platform
 from .errors import ConfigError, InstanceError, SandboxError
+from .platform import LEASE_TTL, MODEL_TTL, Platform
 from .registry import InstanceRecord, Registry
 
 DEFAULT_ROOT = Path("/var/lib/pairproof")

@@ -170,7 +170,8 @@ class McpFilter:
                 return _forward(message)
             return Decision(forward=False, reason="notification_dropped", request=None, response=None)
         if method == "notifications/initialized":
-            return _refuse(reply_id, "invalid_request", INVALID_REQUEST, "notifications/initialized is a notification; send it without an id")
+            return _refuse(reply_id, "invalid_request", INVALID_REQUEST,
+                           "notifications/initialized is a notification; send it without an id")
 
         if method in _EMPTY_LISTS:
             key, reason = _EMPTY_LISTS[method]

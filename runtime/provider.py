@@ -225,7 +225,8 @@ class ProviderMock:
         if self._server is not None:
             raise ConfigError(f"the provider mock already serves {self.url}: stop() it before starting it again")
         self._server = _Server((self._host, self._port), self)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+        # stop() waits up to one poll interval for the loop to notice; a short one keeps teardowns quick.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
                                         name=f"provider-mock:{self._server.server_address[1]}", daemon=True)
         self._thread.start()
         return self

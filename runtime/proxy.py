@@ -139,7 +139,7 @@ class ModelProxy:
                 try:
                     claims = proxy._admit(self.headers.get("Authorization"))
                 except AuthorityError as exc:
-                    log.warning("refused model call: %s", exc.reason)
+                    log.warning("refused model call: %s", exc.reason)  # the reason, never the capability
                     self.refuse(429 if exc.reason == "spend_exhausted" else 403, exc.reason, str(exc))
                     return
                 raw = self.read_body()

@@ -6,6 +6,8 @@ import secrets
 
 import pytest
 
+from canaries.known import find_known
+
 from .detectors import mount_identities, tokens_in, volume_identity
 
 pytestmark = pytest.mark.usefixtures("planted")
@@ -109,17 +111,33 @@ def test_fs2_broken_shared_tmp_is_detected(principals, target, sandbox_host):
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.case("FS-3", "refusal", pair=f"{n}->platform"), id=n)
                                   for n in ("A", "B", "C")])
-def test_fs3_platform_secrets_absent(name, instances, planted, sandbox_host, scan_visible):
-    """No platform secret (provider key, product grant) is in the sandbox's files, /proc environ and
-    cmdline of any process, or the environment a command inherits."""
+def test_fs3_platform_secrets_absent(name, instances, planted, target, sandbox_host, scan_visible, visible_bytes):
+    """No platform secret is in the sandbox's files, /proc environ and cmdline of any process, or the
+    environment a command inherits: not the provider key, and not the grant or model capability of any
+    instance (its own included: its broker holds them), in any encoding."""
     host = sandbox_host(instances[name])
     secrets_ = set(planted.platform.values())
     assert scan_visible(host) & secrets_ == set()
     assert tokens_in(host.run("env; cat /proc/1/environ").stdout_bytes) & secrets_ == set()
+    capabilities = {c for ref in instances.values() for c in target.capabilities(ref).values()}
+    assert find_known(visible_bytes(instances[name]), secrets_ | capabilities) == set()
+
+
+@pytest.mark.case("FS-3", "P", pair="A->model")
+def test_fs3_model_call_works_via_broker(instances, principals, target):
+    """Holding no key, A's agent still gets its model reply: the broker supplies the capability."""
+    target.script_model(principals["A"], [{"reply": "reply through the broker"}])
+    assert target.turn(instances["A"], "hello model") == "reply through the broker"
 
 
 @pytest.mark.case("FS-3", "X", pair="B->platform")
-def test_fs3_broken_secret_in_env_is_detected(principals, planted, target, sandbox_host, scan_visible):
-    """A sandbox launched with the secrets in its environment: the same scan finds every one."""
-    with target.broken("secret-in-env", principal=principals["B"]) as leaky:
+def test_fs3_broken_secret_in_env_is_detected(instances, principals, planted, target, sandbox_host, scan_visible,
+                                              visible_bytes):
+    """A sandbox launched with the secrets (and A's capabilities) in its environment: the same two scans
+    find every one."""
+    capabilities = dict(target.capabilities(instances["A"]))
+    with target.broken("secret-in-env", principal=principals["B"],
+                       extra={f"LEAKED_{k.upper()}": v for k, v in capabilities.items()}) as leaky:
         assert set(planted.platform.values()) <= scan_visible(sandbox_host(leaky))
+        found = {secret for secret, _ in find_known(visible_bytes(leaky), set(capabilities.values()))}
+        assert found == set(capabilities.values())

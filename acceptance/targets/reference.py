@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import secrets
-import urllib.error
-import urllib.request
 import shutil
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -211,6 +212,11 @@ class ReferenceTarget:
         schema = next(t["inputSchema"] for t in TOOLS if t["name"] == name)
         self.controller.pin_tool(ref.key, name, schema)
 
+    def platform_log(self) -> str:
+        for handler in logging.getLogger("pairproof").handlers:
+            handler.flush()
+        return self.platform.log_path.read_text() if self.platform.log_path.exists() else ""
+
     def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
         return list(self.controller.broker(ref.key).refusals)
 
@@ -297,9 +303,10 @@ class ReferenceTarget:
         self._extra_dirs.append(shared)
         return first, second
 
-    def _secret_in_env(self, principal: Principal) -> InstanceRef:
-        """A sandbox launched with the platform's secrets in its environment."""
-        extra = [a for key, value in self._secrets.items() for a in ("--setenv", key, value)]
+    def _secret_in_env(self, principal: Principal, extra: Mapping[str, str] | None = None) -> InstanceRef:
+        """A sandbox launched with the platform's secrets (and ``extra`` ones) in its environment."""
+        leaked = {**self._secrets, **(extra or {})}
+        extra = [a for key, value in leaked.items() for a in ("--setenv", key, value)]
         return self._start_broken(principal, uid=self._free_uid(), volume=None,
                                   edit=lambda argv: _before_command(argv, extra))
 

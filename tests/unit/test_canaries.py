@@ -46,7 +46,7 @@ DETERMINISTIC = settings(
     derandomize=True,
     database=None,
     deadline=None,
-    max_examples=60,
+    max_examples=40,
     suppress_health_check=[HealthCheck.too_slow],
 )
 
@@ -86,7 +86,7 @@ def _framed_forms(token: bytes) -> dict[str, bytes]:
 
 
 @DETERMINISTIC
-@given(st.lists(st.tuples(fields, fields), unique=True, max_size=40))
+@given(st.lists(st.tuples(fields, fields), unique=True, max_size=20))
 def test_minted_tokens_are_unique_well_formed_dns_labels(places: list[tuple[str, str]]) -> None:
     """Every minted token is unique, matches RAW_PATTERN, fits in 63 chars and is a DNS label."""
     mint = Mint("0123abcd")
@@ -101,6 +101,12 @@ def test_minted_tokens_are_unique_well_formed_dns_labels(places: list[tuple[str,
         assert parse(canary.token) == canary
         assert mint.origin(canary.token) == canary
     assert mint.all() == tuple(minted)
+
+
+def test_the_same_place_in_two_mints_of_one_run_gets_different_tokens() -> None:
+    """The entropy makes tokens unique even across mints that share a run id and a place."""
+    minted = {Mint("0123abcd").mint("a", "mem").token for _ in range(200)}
+    assert len(minted) == 200
 
 
 def test_minting_the_same_place_twice_is_refused() -> None:
@@ -184,7 +190,7 @@ def test_the_token_shape_is_defined_once_in_detect() -> None:
     assert token_module.RAW_PATTERN is detect.RAW_PATTERN
 
 
-def test_package_exports_what_all_names() -> None:
+def test_package_exports_every_name_in_all() -> None:
     """Every name in canaries.__all__ exists, and the public record types are among them."""
     assert [name for name in canaries.__all__ if not hasattr(canaries, name)] == []
     assert {"Canary", "Mint", "Hit", "Attributed", "find", "scan_tree"} <= set(canaries.__all__)
@@ -273,7 +279,7 @@ def test_token_ending_a_blob_is_found() -> None:
 def test_token_split_by_base64_line_wrapping_is_found() -> None:
     """`base64` wraps lines at 76 columns; a token split across a line break, or starting a line,
     is found once, at its offset in the wrapped text."""
-    for before in range(0, 160):
+    for before in range(120):
         wrapped = base64.encodebytes(bytes(before) + KNOWN.encode() + b" ")
         unwrapped_at = 4 * (before // 3) + before % 3
         at = unwrapped_at + unwrapped_at // 76  # one "\n" after every 76 characters
@@ -360,7 +366,7 @@ class ShortReads(io.RawIOBase):
         ),
         max_size=8,
     ),
-    chunk_size=st.integers(16, 700),
+    chunk_size=st.integers(32, 700),
     most=st.integers(1, 1000),
 )
 def test_scan_stream_reports_what_find_reports(parts: list[bytes], chunk_size: int, most: int) -> None:

@@ -1,0 +1,226 @@
+"""NT-3, NT-4, TL-1..TL-5: the broker is each instance's only way out, and it forwards only what it must."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("planted")
+
+
+def rpc(method: str, params: dict | None = None, rid: int = 1) -> dict:
+    request = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        request["params"] = params
+    return request
+
+
+def reason(answer: dict) -> str:
+    body = answer.get("body") or {}
+    if "error" in body:
+        err = body["error"]
+        return (err.get("data") or {}).get("reason") or err.get("reason", "")
+    return ""
+
+
+def tool_result(answer: dict) -> dict:
+    return answer["body"]["result"]["structuredContent"]
+
+
+# -- NT-3: each sandbox reaches its own broker, and only it -------------------------------------------
+
+@pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("NT-3", "refusal", pair=f"{n}->A"), id=n)
+                                      for n in ("B", "C")])
+def test_nt3_intruder_reaches_only_its_own_broker(intruder, instances, broker_call, sandbox_host):
+    """The broker address inside the intruder's sandbox is the intruder's own broker, the sandbox has no
+    interface but loopback, and no listening socket there belongs to A."""
+    answer = broker_call(instances[intruder], "GET", "/whoami")
+    assert answer["body"] == {"instance": instances[intruder].key}
+    assert sandbox_host(instances[intruder]).interface.names() == ["lo"]
+
+
+@pytest.mark.case("NT-3", "P", pair="A->A")
+def test_nt3_owner_reaches_its_broker(instances, broker_call):
+    assert broker_call(instances["A"], "GET", "/whoami")["body"] == {"instance": instances["A"].key}
+
+
+# -- NT-4: not an open relay --------------------------------------------------------------------------
+
+RELAY_ATTEMPTS = {
+    "absolute-uri": (b"GET http://203.0.113.7/ HTTP/1.1\r\nHost: 203.0.113.7\r\nConnection: close\r\n\r\n",
+                     "absolute_uri_refused"),
+    "connect": (b"CONNECT 203.0.113.7:443 HTTP/1.1\r\nHost: 203.0.113.7:443\r\nConnection: close\r\n\r\n",
+                "connect_refused"),
+    "url-parameter": (b"GET /fetch?url=http://203.0.113.7/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                      "route_not_allowed"),
+    "other-path": (b"POST /v1/proxy HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                   "route_not_allowed"),
+}
+
+
+@pytest.mark.case("NT-4", "refusal", pair="A->outside")
+@pytest.mark.parametrize("attempt", sorted(RELAY_ATTEMPTS))
+def test_nt4_broker_is_not_an_open_relay(attempt, instances, broker_call, target):
+    """Asking the broker to fetch a URL, tunnel, or serve any other path is refused with a reason, and
+    the refusal is logged (the address is a documentation range: nothing is ever sent to it)."""
+    payload, expected = RELAY_ATTEMPTS[attempt]
+    answer = broker_call(instances["A"], raw=payload)
+    assert answer["status"] in (400, 404, 405)
+    assert answer["body"]["error"]["reason"] == expected
+    assert expected in {r for _, r in target.broker_refusals(instances["A"])}
+
+
+@pytest.mark.case("NT-4", "P", pair="A->product")
+def test_nt4_permitted_route_works(instances, broker_call):
+    answer = broker_call(instances["A"], "POST", "/mcp", rpc("tools/list"))
+    assert answer["status"] == 200 and "tools" in answer["body"]["result"]
+
+
+# -- TL-1: methods -------------------------------------------------------------------------------------
+
+REFUSED_METHODS = {
+    "resources/read": (rpc("resources/read", {"uri": "file:///data/memory.md"}), "resources_not_offered"),
+    "prompts/get": (rpc("prompts/get", {"name": "x"}), "prompts_not_offered"),
+    "batch": ([rpc("tools/list"), rpc("tools/list", rid=2)], "batch_refused"),
+    "case-variant": (rpc("Tools/List"), "method_not_allowed"),
+    "sampling": (rpc("sampling/createMessage", {"messages": []}), "method_not_allowed"),
+    "unknown": (rpc("admin/shell", {"cmd": "id"}), "method_not_allowed"),
+}
+
+
+@pytest.mark.case("TL-1", "refusal", pair="A->product")
+@pytest.mark.parametrize("attempt", sorted(REFUSED_METHODS))
+def test_tl1_only_allowlisted_methods(attempt, instances, broker_call):
+    """Methods outside the allowlist get an explicit JSON-RPC error with the reason; resources, prompts
+    and batches are answered by the broker itself, never forwarded."""
+    request, expected = REFUSED_METHODS[attempt]
+    answer = broker_call(instances["A"], "POST", "/mcp", request)
+    assert answer["status"] == 200
+    assert reason(answer) == expected
+
+
+@pytest.mark.case("TL-1", "refusal", pair="A->product")
+def test_tl1_resource_and_prompt_listings_are_empty_and_notifications_dropped(instances, broker_call):
+    assert broker_call(instances["A"], "POST", "/mcp", rpc("resources/list"))["body"]["result"] == {"resources": []}
+    assert broker_call(instances["A"], "POST", "/mcp", rpc("prompts/list"))["body"]["result"] == {"prompts": []}
+    dropped = broker_call(instances["A"], "POST", "/mcp", {"jsonrpc": "2.0", "method": "notifications/cancelled"})
+    assert dropped["status"] == 202 and dropped["body"] is None
+
+
+@pytest.mark.case("TL-1", "P", pair="A->product")
+def test_tl1_allowed_method_works(instances, broker_call):
+    answer = broker_call(instances["A"], "POST", "/mcp", rpc("ping"))
+    assert answer["status"] == 200 and answer["body"]["result"] == {}
+
+
+# -- TL-2: exact names, checked arguments ---------------------------------------------------------------
+
+NAME_TRICKS = ["Notes_create", "NOTES_CREATE", "notes_create ", " notes_create", "notes_create\u200d",
+               "notes_creat", "notes_create_v2", "n\u043etes_create", "ｎｏｔｅｓ＿ｃｒｅａｔｅ"]
+ARGUMENT_TRICKS = [{"body": 5}, {"body": "x", "owner": "bob"}, {}, {"body": ["x"]}, {"body": "x" * 10001}]
+
+
+@pytest.mark.case("TL-2", "refusal", pair="A->product")
+@pytest.mark.parametrize("name", NAME_TRICKS, ids=[n.encode("unicode_escape").decode() for n in NAME_TRICKS])
+def test_tl2_tool_names_are_exact(name, instances, broker_call):
+    answer = broker_call(instances["A"], "POST", "/mcp", rpc("tools/call", {"name": name, "arguments": {"body": "x"}}))
+    assert reason(answer) == "tool_not_pinned"
+
+
+@pytest.mark.case("TL-2", "refusal", pair="A->product")
+@pytest.mark.parametrize("arguments", ARGUMENT_TRICKS, ids=["int", "extra-key", "missing", "list", "too-long"])
+def test_tl2_arguments_are_schema_checked(arguments, instances, broker_call):
+    answer = broker_call(instances["A"], "POST", "/mcp", rpc("tools/call", {"name": "notes_create", "arguments": arguments}))
+    assert reason(answer) == "arguments_invalid"
+
+
+@pytest.mark.case("TL-2", "P", pair="A->product")
+def test_tl2_valid_call_works(instances, broker_call):
+    answer = broker_call(instances["A"], "POST", "/mcp", rpc("tools/call", {"name": "notes_create", "arguments": {"body": "ok"}}))
+    assert answer["status"] == 200 and tool_result(answer)["id"] >= 1
+
+
+# -- TL-3: discovery is not authority -----------------------------------------------------------------
+
+@pytest.mark.case("TL-3", "refusal", pair="A->product")
+def test_tl3_newly_advertised_tool_is_not_callable(instances, broker_call):
+    """The product advertises notes_purge; until pinned it is neither offered to the agent nor callable."""
+    listed = broker_call(instances["A"], "POST", "/mcp", rpc("tools/list"))["body"]["result"]["tools"]
+    assert "notes_purge" not in {t["name"] for t in listed}
+    answer = broker_call(instances["A"], "POST", "/mcp", rpc("tools/call", {"name": "notes_purge", "arguments": {}}))
+    assert reason(answer) == "tool_not_pinned"
+
+
+@pytest.mark.case("TL-3", "P", pair="D->product")
+def test_tl3_pinned_tool_is_callable(target, broker_call):
+    from ..contract import Principal
+
+    dora = target.provision(Principal("D", "org3", "dora"))
+    try:
+        target.pin_tool(dora, "notes_purge")
+        listed = broker_call(dora, "POST", "/mcp", rpc("tools/list"))["body"]["result"]["tools"]
+        assert "notes_purge" in {t["name"] for t in listed}
+        answer = broker_call(dora, "POST", "/mcp", rpc("tools/call", {"name": "notes_purge", "arguments": {}}))
+        assert answer["status"] == 200 and "deleted" in tool_result(answer)
+    finally:
+        target.destroy(dora)
+
+
+# -- TL-4: the run-control route set --------------------------------------------------------------------
+
+FORBIDDEN_ROUTES = [("GET", "/v1/jobs"), ("GET", "/v1/sessions"), ("POST", "/v1/platform/events"),
+                    ("GET", "/v1/runs/../jobs"), ("GET", "/v1/runs/x/../../sessions"), ("GET", "/V1/runs/x"),
+                    ("GET", "/v1/runs?all=1"), ("DELETE", "/v1/runs/x"), ("GET", "/v1/runs/x/events/../../../jobs")]
+
+
+@pytest.mark.case("TL-4", "refusal", pair="platform->A")
+@pytest.mark.parametrize("method,path", FORBIDDEN_ROUTES)
+def test_tl4_only_the_run_control_routes(method, path, instances, target, probe_log):
+    """Routes outside start/read/events/stop are refused by A's broker itself (its log is the witness
+    that this request reached it), whatever the agent behind it would have answered."""
+    status, body = target.runctl(instances["A"], method, path, {} if method == "POST" else None)
+    assert (status, body["error"]["reason"]) == (403, "route_not_allowed")
+    logged = [route for route, why in target.broker_refusals(instances["A"]) if route == f"{method} {path}"]
+    assert logged, f"A's broker has no record of refusing {method} {path}"
+    probe_log.witness(instances["A"], f"{method} {path}", f"broker logged {logged[-1]!r} route_not_allowed")
+
+
+@pytest.mark.case("TL-4", "P", pair="platform->A")
+def test_tl4_permitted_routes_work(instances, principals, target):
+    target.script_model(principals["A"], [{"reply": "run reply"}])
+    status, started = target.runctl(instances["A"], "POST", "/v1/runs", {"input": "hello"})
+    assert status == 202
+    run = started["run_id"]
+    assert target.runctl(instances["A"], "GET", f"/v1/runs/{run}")[0] == 200
+    assert target.runctl(instances["A"], "GET", f"/v1/runs/{run}/events")[0] == 200
+    assert target.runctl(instances["A"], "POST", f"/v1/runs/{run}/stop", {})[0] == 200
+    assert target.runctl(instances["A"], "GET", "/v1/runs/run_doesnotexist")[1]["error"]["code"] == "run_not_found"
+
+
+# -- TL-5: the server authorizes, whatever the broker forwards ------------------------------------------
+
+@pytest.fixture
+def a_note(instances, broker_call, planted) -> tuple[int, str]:
+    token = planted.tokens["A"]["memory"]
+    call = rpc("tools/call", {"name": "notes_create", "arguments": {"body": token}})
+    return tool_result(broker_call(instances["A"], "POST", "/mcp", call))["id"], token
+
+
+@pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("TL-5", "refusal", pair=f"{n}->A"), id=n)
+                                      for n in ("B", "C")])
+def test_tl5_server_refuses_another_principals_record(intruder, a_note, instances, broker_call):
+    """The broker forwards B's well-formed call for A's note id (it checks shape, not ownership); the
+    server, judging by B's grant, answers as if the note did not exist, and B's own listing has none of A's."""
+    note_id, token = a_note
+    call = rpc("tools/call", {"name": "notes_get", "arguments": {"id": note_id}})
+    assert reason(broker_call(instances[intruder], "POST", "/mcp", call)) == "not_found_or_not_owner"
+    listing = broker_call(instances[intruder], "POST", "/mcp", rpc("tools/call", {"name": "notes_list", "arguments": {}}))
+    assert token not in json.dumps(listing)
+
+
+@pytest.mark.case("TL-5", "P", pair="A->A")
+def test_tl5_owner_reads_its_record(a_note, instances, broker_call):
+    note_id, token = a_note
+    call = rpc("tools/call", {"name": "notes_get", "arguments": {"id": note_id}})
+    assert tool_result(broker_call(instances["A"], "POST", "/mcp", call)) == {"id": note_id, "body": token}
