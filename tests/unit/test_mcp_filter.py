@@ -535,6 +535,11 @@ def test_arbitrary_json_values_never_raise(value):
 LOOKALIKES = list(CYRILLIC.values()) + INVISIBLE + PADDING + ["\uff3f", "\u0131", "\u017f", "\u212a"]
 
 
+def one_in(draw: st.DrawFn, n: int) -> bool:
+    # Hypothesis leans towards the first choice, so the rare (breaking) outcome is the last one.
+    return draw(st.sampled_from(range(n))) == n - 1
+
+
 @st.composite
 def perturbed(draw: st.DrawFn, word: str) -> str:
     i = draw(st.integers(0, len(word)))
@@ -563,8 +568,10 @@ argument_values = (plain_json | st.integers(-5, 60) | st.sampled_from(["a4", "le
                    | st.lists(st.integers(-2, 5), max_size=25))
 arguments = (st.sampled_from(list(VALID_ARGUMENTS.values())) | st.dictionaries(argument_keys, argument_values, max_size=4)
              | plain_json)
-ids = (st.integers(-(2**53) + 1, 2**53 - 1) | st.integers() | st.sampled_from([2**53, -(2**53), 2**53 - 1, 10**30])
-       | st.text(max_size=260) | st.booleans() | st.none() | st.floats(allow_nan=False, allow_infinity=False))
+valid_ids = st.integers(-(2**53) + 1, 2**53 - 1) | st.text(max_size=256) | st.sampled_from([2**53 - 1, -(2**53) + 1, "x" * 256])
+invalid_ids = (st.sampled_from([2**53, -(2**53), 10**30, "x" * 257]) | st.booleans() | st.none()
+               | st.floats(allow_nan=False, allow_infinity=False) | st.lists(st.integers(), max_size=1))
+ids = st.sampled_from([valid_ids] * 3 + [invalid_ids]).flatmap(lambda chosen: chosen)
 
 
 @st.composite
@@ -579,14 +586,14 @@ def messages(draw: st.DrawFn) -> Any:
         params: dict[str, Any] = {"name": draw(names)}
         if draw(st.integers(0, 4)):
             params["arguments"] = draw(arguments)
-        if draw(st.integers(0, 5)) == 0:
+        if one_in(draw, 6):
             params[draw(st.sampled_from(["_meta", "cursor", "tool"]))] = draw(plain_json)
         envelope["params"] = params
     elif shape == "json":
         envelope["params"] = draw(plain_json)
     elif shape == "list":
         envelope["params"] = draw(st.lists(plain_json, max_size=3))
-    if draw(st.integers(0, 9)) == 0:
+    if one_in(draw, 10):
         envelope[draw(st.sampled_from(["result", "error", "grant", "Method"]))] = draw(plain_json)
     return envelope
 
@@ -604,15 +611,18 @@ NEAR_VALID = {
 @st.composite
 def calls(draw: st.DrawFn) -> dict[str, Any]:
     pinned = draw(st.sampled_from(sorted(PINNED)))
-    name = draw(st.one_of(st.just(pinned), st.just(pinned), perturbed(pinned), st.text(max_size=16)))
-    params: dict[str, Any] = {"name": name, "arguments": draw(NEAR_VALID[pinned] | NEAR_VALID[pinned] | arguments)}
-    if draw(st.integers(0, 3)) == 0:
+    name = draw(st.one_of(perturbed(pinned), st.text(max_size=16))) if one_in(draw, 3) else pinned
+    params: dict[str, Any] = {"name": name, "arguments": draw(arguments if one_in(draw, 4) else NEAR_VALID[pinned])}
+    if one_in(draw, 4):
         params["_meta"] = draw(st.dictionaries(st.text(max_size=6), plain_json, max_size=2))
+    if one_in(draw, 8):
+        params[draw(st.sampled_from(["cursor", "tool", "Name", "name\u200b"]))] = draw(plain_json)
     return {"jsonrpc": "2.0", "id": draw(ids), "method": "tools/call", "params": params}
 
 
 single = messages() | calls()
-requests = single | calls() | st.lists(single | st.lists(single, max_size=2), max_size=3)  # about a third are batches
+batches = st.lists(single | st.lists(single, max_size=2), max_size=3)
+requests = st.sampled_from([calls(), calls(), messages(), batches]).flatmap(lambda chosen: chosen)
 
 
 def had_valid_id(message: Any) -> bool:
@@ -640,13 +650,19 @@ def test_whatever_is_forwarded_is_allowed_pinned_schema_valid_and_sanitized():
     # Control: the grammar does get calls through and does reach each refusal, or the property is vacuous.
     wanted = ["tools/call forwarded", "tool_not_pinned", "arguments_invalid", "method_not_allowed", "invalid_params",
               "invalid_request", "batch_refused", "notification_dropped"]
-    assert {} == {reason: seen[reason] for reason in wanted if seen[reason] < 5}, seen
+    assert {} == {reason: seen[reason] for reason in wanted if seen[reason] < 3}, seen
 
 
-@FUZZ
-@given(requests)
-def test_an_answer_carries_the_requests_id_when_it_had_a_valid_one(message):
-    decision = FILTER.decide(json.dumps(message).encode())
-    if decision.response is not None and had_valid_id(message):
-        assert message["id"] == decision.response["id"]
-        assert type(message["id"]) is type(decision.response["id"])
+def test_an_answer_carries_the_requests_id_when_it_had_a_valid_one():
+    checked = []
+
+    @FUZZ
+    @given(requests)
+    def answered_with_the_same_id(message: Any) -> None:
+        decision = FILTER.decide(json.dumps(message).encode())
+        if decision.response is not None and had_valid_id(message):
+            assert (message["id"], type(message["id"])) == (decision.response["id"], type(decision.response["id"]))
+            checked.append(decision.reason)
+
+    answered_with_the_same_id()
+    assert len(checked) >= 50 and len(set(checked)) >= 4, checked  # control: the property was exercised
