@@ -21,14 +21,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import socket
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# urllib.request and http.server are imported where used: start to ready is the agent's Python start-up,
+# and those two (with what they pull in) would add about half to it.
 
 DATA = os.environ.get("PAIRPROOF_DATA", "/data")
 SOCKET = os.environ.get("PAIRPROOF_CONTROL", "/run/agent/agent.sock")
@@ -91,7 +90,14 @@ class ModelUnavailable(Exception):
     pass
 
 
+def _token() -> str:
+    return os.urandom(6).hex()
+
+
 def _broker_post(path: str, payload: dict, headers: dict | None = None) -> dict:
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(BROKER + path, json.dumps(payload).encode(),
                                      {"Content-Type": "application/json", **(headers or {})}, method="POST")
     try:
@@ -105,7 +111,7 @@ def _broker_post(path: str, payload: dict, headers: dict | None = None) -> dict:
 
 
 def _mcp(method: str, params: dict | None = None) -> dict:
-    request = {"jsonrpc": "2.0", "id": secrets.randbelow(1 << 30), "method": method}
+    request = {"jsonrpc": "2.0", "id": int.from_bytes(os.urandom(4), "big") >> 2, "method": method}
     if params is not None:
         request["params"] = params
     return _broker_post("/mcp", request)
@@ -186,7 +192,7 @@ RUNS: dict[str, dict] = {}
 
 
 def start_run(message: str) -> str:
-    run_id = "run_" + secrets.token_hex(6)
+    run_id = "run_" + _token()
     RUNS[run_id] = {"id": run_id, "status": "running", "events": [{"type": "run.started"}]}
 
     def work() -> None:
@@ -198,56 +204,63 @@ def start_run(message: str) -> str:
     return run_id
 
 
-class RunControl(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+def _run_control_server():
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    def log_message(self, format, *args):  # noqa: A002
-        pass
+    class RunControl(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
 
-    def _send(self, status: int, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        def log_message(self, format, *args):  # noqa: A002
+            pass
 
-    def _run(self, run_id: str) -> dict | None:
-        run = RUNS.get(run_id)
-        if run is None:
-            self._send(404, {"error": {"code": "run_not_found", "message": f"no run {run_id}"}})
-        return run
+        def _send(self, status: int, payload: dict) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0") or 0)) or b"{}")
-        parts = self.path.strip("/").split("/")
-        if parts == ["v1", "runs"]:
-            self._send(202, {"run_id": start_run(str(body.get("input", "")))})
-        elif len(parts) == 4 and parts[:2] == ["v1", "runs"] and parts[3] == "stop":
-            run = self._run(parts[2])
-            if run:
-                run["status"] = "stopped"
-                self._send(200, {"run_id": parts[2], "status": "stopped"})
-        elif parts == ["v1", "platform", "events"]:
-            self._send(200, {"accepted": True})  # a gateway's own route: the broker must not expose it
-        else:
-            self._send(404, {"error": {"code": "not_found"}})
+        def _run(self, run_id: str) -> dict | None:
+            run = RUNS.get(run_id)
+            if run is None:
+                self._send(404, {"error": {"code": "run_not_found", "message": f"no run {run_id}"}})
+            return run
 
-    def do_GET(self) -> None:
-        parts = self.path.strip("/").split("/")
-        if len(parts) == 3 and parts[:2] == ["v1", "runs"]:
-            run = self._run(parts[2])
-            if run:
-                self._send(200, {"run_id": run["id"], "status": run["status"]})
-        elif len(parts) == 4 and parts[:2] == ["v1", "runs"] and parts[3] == "events":
-            run = self._run(parts[2])
-            if run:
-                self._send(200, {"events": run["events"]})
-        elif parts in (["v1", "jobs"], ["v1", "sessions"]):
-            # Routes a real gateway serves (cron jobs, every session of the instance): not for the platform.
-            self._send(200, {"items": list(RUNS) if parts[1] == "sessions" else []})
-        else:
-            self._send(404, {"error": {"code": "not_found"}})
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0") or 0)) or b"{}")
+            parts = self.path.strip("/").split("/")
+            if parts == ["v1", "runs"]:
+                self._send(202, {"run_id": start_run(str(body.get("input", "")))})
+            elif len(parts) == 4 and parts[:2] == ["v1", "runs"] and parts[3] == "stop":
+                run = self._run(parts[2])
+                if run:
+                    run["status"] = "stopped"
+                    self._send(200, {"run_id": parts[2], "status": "stopped"})
+            elif parts == ["v1", "platform", "events"]:
+                self._send(200, {"accepted": True})  # a gateway's own route: the broker must not expose it
+            else:
+                self._send(404, {"error": {"code": "not_found"}})
+
+        def do_GET(self) -> None:
+            parts = self.path.strip("/").split("/")
+            if len(parts) == 3 and parts[:2] == ["v1", "runs"]:
+                run = self._run(parts[2])
+                if run:
+                    self._send(200, {"run_id": run["id"], "status": run["status"]})
+            elif len(parts) == 4 and parts[:2] == ["v1", "runs"] and parts[3] == "events":
+                run = self._run(parts[2])
+                if run:
+                    self._send(200, {"events": run["events"]})
+            elif parts in (["v1", "jobs"], ["v1", "sessions"]):
+                # Routes a real gateway serves (cron jobs, every session of the instance): not for the platform.
+                self._send(200, {"items": list(RUNS) if parts[1] == "sessions" else []})
+            else:
+                self._send(404, {"error": {"code": "not_found"}})
+
+    server = ThreadingHTTPServer(("127.0.0.1", RUNCTL_PORT), RunControl)
+    server.daemon_threads = True
+    server.serve_forever()
 
 
 # -- the controller's control socket -------------------------------------------------------------------
@@ -282,9 +295,6 @@ def _answer(conn: socket.socket) -> None:
 
 def serve() -> None:
     os.makedirs(DATA, exist_ok=True)
-    runctl = ThreadingHTTPServer(("127.0.0.1", RUNCTL_PORT), RunControl)
-    runctl.daemon_threads = True
-    threading.Thread(target=runctl.serve_forever, daemon=True).start()
     try:
         os.unlink(SOCKET)
     except FileNotFoundError:
@@ -294,6 +304,8 @@ def serve() -> None:
     server.listen(16)
     os.chmod(SOCKET + ".new", 0o600)
     os.replace(SOCKET + ".new", SOCKET)  # appears only once it listens: readiness is "socket exists"
+    # The run-control API comes up just after readiness; the broker answers agent_unreachable meanwhile.
+    threading.Thread(target=_run_control_server, daemon=True).start()
     _serve_control(server)
 
 

@@ -542,12 +542,13 @@ def one_in(draw: st.DrawFn, n: int) -> bool:
 
 @st.composite
 def perturbed(draw: st.DrawFn, word: str) -> str:
-    i = draw(st.integers(0, len(word)))
-    kind = draw(st.sampled_from(["insert", "replace", "upper", "fullwidth"]))
+    """`word` with one change a reader, or a lenient comparison, might not notice."""
+    i = draw(st.integers(0, len(word) - 1))
+    kind = draw(st.sampled_from(["upper", "append", "fullwidth", "insert", "replace"]))  # the first is drawn most
+    if kind == "append":
+        return word + draw(st.sampled_from(LOOKALIKES + ["/", "s", "_all"]) | st.characters())
     if kind == "insert":
         return word[:i] + draw(st.sampled_from(LOOKALIKES) | st.characters()) + word[i:]
-    if i == len(word):
-        return word + draw(st.characters())
     new = {"replace": draw(st.sampled_from(LOOKALIKES) | st.characters()), "upper": word[i].upper(),
            "fullwidth": chr(ord(word[i]) + 0xFEE0) if "!" <= word[i] <= "~" else word[i]}[kind]
     return word[:i] + new + word[i + 1:]
@@ -577,11 +578,11 @@ ids = st.sampled_from([valid_ids] * 3 + [invalid_ids]).flatmap(lambda chosen: ch
 @st.composite
 def messages(draw: st.DrawFn) -> Any:
     method = draw(methods)
-    envelope: dict[str, Any] = {"jsonrpc": draw(st.sampled_from(["2.0", "2.0", "2.0", "1.0", 2]))}
-    if draw(st.booleans()) or method == "tools/call":
+    envelope: dict[str, Any] = {"jsonrpc": draw(st.sampled_from(["1.0", 2, None])) if one_in(draw, 6) else "2.0"}
+    if not one_in(draw, 4):
         envelope["id"] = draw(ids)
     envelope["method"] = method
-    shape = draw(st.sampled_from(["call", "call", "call", "none", "json", "list"]))
+    shape = draw(st.sampled_from(["none", "call", "json", "list"]))
     if shape == "call":
         params: dict[str, Any] = {"name": draw(names)}
         if draw(st.integers(0, 4)):
@@ -611,7 +612,7 @@ NEAR_VALID = {
 @st.composite
 def calls(draw: st.DrawFn) -> dict[str, Any]:
     pinned = draw(st.sampled_from(sorted(PINNED)))
-    name = draw(st.one_of(perturbed(pinned), st.text(max_size=16))) if one_in(draw, 3) else pinned
+    name = draw(st.one_of(perturbed(pinned), st.text(max_size=16))) if one_in(draw, 2) else pinned
     params: dict[str, Any] = {"name": name, "arguments": draw(arguments if one_in(draw, 4) else NEAR_VALID[pinned])}
     if one_in(draw, 4):
         params["_meta"] = draw(st.dictionaries(st.text(max_size=6), plain_json, max_size=2))
@@ -622,7 +623,7 @@ def calls(draw: st.DrawFn) -> dict[str, Any]:
 
 single = messages() | calls()
 batches = st.lists(single | st.lists(single, max_size=2), max_size=3)
-requests = st.sampled_from([calls(), calls(), messages(), batches]).flatmap(lambda chosen: chosen)
+requests = st.sampled_from([messages(), calls(), batches]).flatmap(lambda chosen: chosen)
 
 
 def had_valid_id(message: Any) -> bool:
@@ -634,11 +635,21 @@ def had_valid_id(message: Any) -> bool:
     return abs(value) < 2**53 if isinstance(value, int) else len(value) <= 256
 
 
-def test_whatever_is_forwarded_is_allowed_pinned_schema_valid_and_sanitized():
+# Each part of the grammar is run on its own, so that each gets its 300 examples: mixed, Hypothesis's
+# choice between them is far from even. The controls show each part reaches what it is there to reach.
+GRAMMAR_PARTS = {
+    "envelopes": (messages(), ["ok", "method_not_allowed", "invalid_request", "notification_dropped"]),
+    "calls": (calls(), ["tools/call forwarded", "tool_not_pinned", "arguments_invalid", "invalid_params", "invalid_request"]),
+}
+
+
+@pytest.mark.parametrize("part", sorted(GRAMMAR_PARTS))
+def test_whatever_is_forwarded_is_allowed_pinned_schema_valid_and_sanitized(part):
+    strategy, reached = GRAMMAR_PARTS[part]
     seen: Counter[str] = Counter()
 
     @FUZZ
-    @given(requests)
+    @given(strategy)
     def forwarded_only_what_is_allowed(message: Any) -> None:
         decision = FILTER.decide(json.dumps(message).encode())
         check_invariants(decision)
@@ -647,10 +658,7 @@ def test_whatever_is_forwarded_is_allowed_pinned_schema_valid_and_sanitized():
         seen["tools/call forwarded" if decision.forward and message["method"] == "tools/call" else decision.reason] += 1
 
     forwarded_only_what_is_allowed()
-    # Control: the grammar does get calls through and does reach each refusal, or the property is vacuous.
-    wanted = ["tools/call forwarded", "tool_not_pinned", "arguments_invalid", "method_not_allowed", "invalid_params",
-              "invalid_request", "batch_refused", "notification_dropped"]
-    assert {} == {reason: seen[reason] for reason in wanted if seen[reason] < 3}, seen
+    assert {} == {reason: seen[reason] for reason in reached if seen[reason] < 5}, seen
 
 
 def test_an_answer_carries_the_requests_id_when_it_had_a_valid_one():
@@ -660,6 +668,7 @@ def test_an_answer_carries_the_requests_id_when_it_had_a_valid_one():
     @given(requests)
     def answered_with_the_same_id(message: Any) -> None:
         decision = FILTER.decide(json.dumps(message).encode())
+        check_invariants(decision)  # the mixed grammar, batches included, is held to the forwarding property too
         if decision.response is not None and had_valid_id(message):
             assert (message["id"], type(message["id"])) == (decision.response["id"], type(decision.response["id"]))
             checked.append(decision.reason)
