@@ -14,7 +14,8 @@ carries the request's id when the request had a valid one, else ``null``.
 What the agent sent                                             reason                   code    answer
 ==============================================================  =======================  ======  ================
 more than MAX_BODY bytes, or nested deeper than MAX_DEPTH       too_large                -32600  error, id null
-not UTF-8, not JSON, NaN/Infinity, a number that overflows      parse_error              -32700  error, id null
+not UTF-8, not JSON, NaN/Infinity, a float that overflows, an   parse_error              -32700  error, id null
+  integer of more than MAX_INT_DIGITS digits
 an object with the same key twice, at any depth                 duplicate_key            -32600  error, id null
 a JSON array (a batch), of any size, even empty                 batch_refused            -32600  error, id null
 not an object; jsonrpc not "2.0"; method not a string; params   invalid_request          -32600  error
@@ -55,6 +56,9 @@ MAX_BODY = 1 << 20
 # Real tool arguments are a few levels deep; a deeper message is a probe for recursion limits in whatever
 # parses it after us (jsonschema, the broker's json.dumps, the tool server), so it stops here.
 MAX_DEPTH = 64
+# Turning decimal text into an int takes time quadratic in its length; Python's own cap is a process-wide
+# setting the host may lift, so the filter keeps its own. A double keeps 17 significant digits; 100 is ample.
+MAX_INT_DIGITS = 100
 MAX_ID_CHARS = 256
 # Ids must survive a JavaScript number (an IEEE double) unchanged, or two requests could share one.
 MAX_INT_ID = 2**53
@@ -214,7 +218,7 @@ class McpFilter:
             return _refuse(reply_id, "arguments_invalid", INVALID_PARAMS,
                            f"arguments do not match the pinned schema at {_json_path(error.absolute_path)} "
                            f"(keyword {error.validator!s})")
-        # _meta is dropped: progress tokens and the like are the agent's to keep, not upstream's to read.
+        # _meta is dropped: no pin describes it, so passing it on would open a channel nothing checks.
         return _forward({**message, "params": {"name": name, "arguments": arguments}})
 
     def _filter_tools_list(self, result: Mapping) -> dict[str, Any]:
@@ -246,7 +250,7 @@ class _DuplicateKey(ValueError):
 def _parse(raw: bytes) -> Any:
     # Decoded here because json.loads(bytes) would also accept UTF-16 and UTF-32, which the tool server may not.
     return json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant,
-                      parse_float=_finite_float)
+                      parse_float=_finite_float, parse_int=_bounded_int)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -266,6 +270,12 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise ValueError("number overflows a double")
     return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"integer longer than {MAX_INT_DIGITS} digits")
+    return int(text)
 
 
 def _nested_deeper_than(value: Any, limit: int) -> bool:

@@ -214,7 +214,7 @@ def test_tl5_server_refuses_another_principals_record(intruder, a_note, instance
     server, judging by B's grant, answers as if the note did not exist, and B's own listing has none of A's."""
     note_id, token = a_note
     call = rpc("tools/call", {"name": "notes_get", "arguments": {"id": note_id}})
-    assert reason(broker_call(instances[intruder], "POST", "/mcp", call)) == "not_found_or_not_owner"
+    assert reason(broker_call(instances[intruder], "POST", "/mcp", call)) == "not_found_or_not_visible"
     listing = broker_call(instances[intruder], "POST", "/mcp", rpc("tools/call", {"name": "notes_list", "arguments": {}}))
     assert token not in json.dumps(listing)
 

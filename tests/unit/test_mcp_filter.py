@@ -53,7 +53,7 @@ def flt() -> McpFilter:
     return McpFilter(PINNED)
 
 
-FILTER = McpFilter(PINNED)  # for hypothesis tests, which cannot take function-scoped fixtures
+FILTER = McpFilter(PINNED)  # for the property tests, whose inner functions take no fixtures
 
 
 def encode(message: Any) -> bytes:
@@ -117,7 +117,8 @@ def test_nesting_deeper_than_max_depth_is_too_large_and_at_max_depth_is_judged(f
     b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": Infinity}}',
     b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": -Infinity}}',
     b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": 1e400}}',
-    b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": 1' + b"0" * 5000 + b"}}",
+    b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": 1' + b"0" * 100 + b"}}",  # MAX_INT_DIGITS + 1
+    b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": -1' + b"0" * 900_000 + b"}}",
     "\ufeff" .encode() + request("ping"),  # a UTF-8 byte order mark
     '{"jsonrpc": "2.0", "id": 1, "method": "ping"}'.encode("utf-16"),  # json.loads(bytes) would accept this
     '{"jsonrpc": "2.0", "id": 1, "method": "ping"}'.encode("utf-32"),
@@ -136,6 +137,11 @@ def test_what_is_not_utf8_json_with_finite_numbers_is_a_parse_error(flt, raw):
 ], ids=["method", "id", "name", "argument", "escaped-deep"])
 def test_an_object_with_a_repeated_key_at_any_depth_is_refused(flt, raw):
     assert_refused(flt.decide(raw), "duplicate_key", -32600)
+
+
+def test_control_an_integer_of_max_int_digits_is_judged(flt):
+    raw = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": -' + b"9" * mcp_filter.MAX_INT_DIGITS + b"}}"
+    assert_forwarded(flt.decide(raw), {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": -int("9" * 100)}})
 
 
 def test_control_the_same_messages_without_repeats_are_forwarded(flt):
@@ -384,6 +390,18 @@ def test_a_caller_that_passes_text_instead_of_bytes_gets_an_answer(flt):
     assert_refused(flt.decide('{"jsonrpc": "2.0", "id": 1, "method": "ping"}'), "internal_filter_error", -32603)
 
 
+@pytest.mark.parametrize("fields", [
+    {"forward": True, "reason": "ok", "request": None, "response": None},
+    {"forward": True, "reason": "ok", "request": {"method": "ping"}, "response": {"id": 1}},
+    {"forward": True, "reason": "tool_not_pinned", "request": {"method": "ping"}, "response": None},
+    {"forward": False, "reason": "tool_not_pinned", "request": {"method": "ping"}, "response": None},
+    {"forward": False, "reason": "ok", "request": None, "response": None},
+], ids=["no-request", "forward-and-answer", "forward-with-a-refusal-reason", "refuse-with-a-request", "refuse-with-ok"])
+def test_a_decision_that_is_both_or_neither_cannot_be_made(fields):
+    with pytest.raises(ValueError):
+        Decision(**fields)
+
+
 # -- construction -------------------------------------------------------------------------------------
 
 
@@ -497,6 +515,7 @@ def check_invariants(decision: Decision) -> None:
         sent = decision.request
         assert sent["jsonrpc"] == "2.0" and set(sent) <= {"jsonrpc", "id", "method", "params"}
         assert sent["method"] in ALLOWED_METHODS
+        assert "id" not in sent or had_valid_id(sent)
         if sent["method"] == "tools/call":
             name, arguments = sent["params"]["name"], sent["params"]["arguments"]
             assert set(sent["params"]) == {"name", "arguments"}
@@ -517,7 +536,7 @@ def test_arbitrary_bytes_never_raise(raw):
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.integers(min_value=-(10**40), max_value=10**40)
+    st.none() | st.booleans() | st.integers() | st.sampled_from([2**53, -(2**63), 10**99, -(10**100), 10**4000])
     | st.floats(allow_nan=True, allow_infinity=True) | st.text(),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=20,
