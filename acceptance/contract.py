@@ -63,6 +63,12 @@ class Artifacts:
     logs: Sequence[Path] = ()
 
 
+class ProductClient(Protocol):
+    def request(self, method: str, path: str, body: Mapping[str, object] | None = None,
+                headers: Mapping[str, str] | None = None) -> tuple[int, object]:
+        """One call; the status and the parsed JSON (or the text of an HTML answer)."""
+
+
 # Where a canary may be planted in an instance; each is reached through the product's own path.
 LOCATIONS = ("memory", "transcript", "task", "volume")
 
@@ -143,6 +149,17 @@ class Target(Protocol):
     def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
         """(route, reason) of everything the instance's broker refused, as its log records them."""
 
+    # -- the product (issue: product server) ----------------------------------------------------------
+
+    def person(self, principal: Principal) -> ProductClient:
+        """A client of the product's people API, signed in as ``principal`` (the human, not the agent)."""
+
+    def operator(self, name: str) -> ProductClient:
+        """A client of the product signed in as a support operator."""
+
+    def product_routes(self) -> list[tuple[str, str, str]]:
+        """Every route the product server really serves: (method, path template, which credential opens it)."""
+
     def broken(self, control: str, **context: object) -> AbstractContextManager[object]:
         """Set up one deliberately broken arrangement for a control and tear it down on exit.
 
@@ -151,7 +168,9 @@ class Target(Protocol):
         ``shared-tmp`` (owner=Principal, intruder=Principal) -> (InstanceRef, InstanceRef);
         ``secret-in-env`` (principal=Principal, extra={NAME: secret}) -> InstanceRef;
         ``shared-pid-ns`` (intruder=Principal) -> InstanceRef;
-        ``same-uid`` (owner=InstanceRef, intruder=Principal) -> InstanceRef.
+        ``same-uid`` (owner=InstanceRef, intruder=Principal) -> InstanceRef;
+        ``unaudited-operator-route`` () -> the route's path template (``{id}`` for the record id);
+        ``debug-logging`` () -> None (the platform logs at debug level while it lasts).
         """
 
     def close(self) -> None:

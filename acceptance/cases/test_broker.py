@@ -67,7 +67,7 @@ def test_nt4_broker_is_not_an_open_relay(attempt, instances, broker_call, target
     payload, expected = RELAY_ATTEMPTS[attempt]
     answer = broker_call(instances["A"], raw=payload)
     assert answer["status"] in (400, 404, 405)
-    assert answer["body"]["error"]["reason"] == expected
+    assert ((answer.get("body") or {}).get("error") or {}).get("reason") == expected
     assert expected in {r for _, r in target.broker_refusals(instances["A"])}
 
 

@@ -90,6 +90,7 @@ class ReferenceTarget:
         self._broken: dict[str, sandbox.SandboxProcess] = {}
         self._counter = itertools.count(1)
         self._extra_dirs: list[Path] = []
+        self._undo: list[Callable[[], object]] = []
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -220,6 +221,17 @@ class ReferenceTarget:
     def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
         return list(self.controller.broker(ref.key).refusals)
 
+    # -- the product ----------------------------------------------------------------------------------
+
+    def person(self, principal: Principal) -> ProductHttpClient:
+        return ProductHttpClient(self.platform.product.url, self.platform.product.person_token(principal.org, principal.user))
+
+    def operator(self, name: str) -> ProductHttpClient:
+        return ProductHttpClient(self.platform.product.url, self.platform.product.operator_token(name))
+
+    def product_routes(self) -> list[tuple[str, str, str]]:
+        return [(r.method, r.template, r.door) for r in self.platform.product.routes()]
+
     # -- deliberately broken arrangements -------------------------------------------------------------
 
     @contextmanager
@@ -230,6 +242,8 @@ class ReferenceTarget:
             "secret-in-env": self._secret_in_env,
             "shared-pid-ns": self._shared_pid_ns,
             "same-uid": self._same_uid,
+            "unaudited-operator-route": self._unaudited_operator_route,
+            "debug-logging": self._debug_logging,
         }
         if control not in builders:
             raise TargetError(f"the reference target has no broken arrangement {control!r}: "
@@ -242,6 +256,8 @@ class ReferenceTarget:
                 self._stop_broken(key)
             while self._extra_dirs:
                 shutil.rmtree(self._extra_dirs.pop(), ignore_errors=True)
+            while self._undo:
+                self._undo.pop()()
 
     def _start_broken(self, principal: Principal, *, uid: int, volume: Path | None,
                       edit: Callable[[list[str]], list[str]] = lambda argv: argv) -> InstanceRef:
@@ -321,6 +337,22 @@ class ReferenceTarget:
         """The intruder's sandbox runs under the owner's host uid (its own volume, though)."""
         return self._start_broken(intruder, uid=self._record(owner).uid, volume=None)
 
+    def _unaudited_operator_route(self) -> str:
+        """A support 'debug' route that reads records without writing the audit, added the way a
+        deployment adds a route; removed again when the control ends."""
+        product = self.platform.product
+        template = r"/api/operator/debug/records/(\d+)"
+        product.add_route("GET", template, "operator", lambda who, rid: dict(product.store._row(int(rid))))
+        self._undo.append(lambda: product._routes.pop())
+        return "/api/operator/debug/records/{id}"
+
+    def _debug_logging(self) -> None:
+        """The platform's log level turned to DEBUG, as an operator chasing a bug would."""
+        root = logging.getLogger("pairproof")
+        before = root.level
+        root.setLevel(logging.DEBUG)
+        self._undo.append(lambda: root.setLevel(before))
+
     def _free_uid(self) -> int:
         # Broken sandboxes take uids from the top of the run's block, far from the instances' slots.
         return self.controller.uids.uid(999 - len(self._broken))
@@ -345,3 +377,25 @@ class ReferenceTarget:
             os.environ.pop(key, None)
         if errors:
             raise TargetError("reference target teardown was incomplete: " + "; ".join(errors))
+
+
+class ProductHttpClient:
+    """The product server over HTTP with one bearer token."""
+
+    def __init__(self, base: str, token: str) -> None:
+        self.base, self.token = base, token
+
+    def request(self, method: str, path: str, body: Mapping[str, object] | None = None,
+                headers: Mapping[str, str] | None = None) -> tuple[int, object]:
+        data = json.dumps(body).encode() if body is not None else (b"{}" if method == "POST" else None)
+        request = urllib.request.Request(self.base + path, data, {"Content-Type": "application/json",
+                                                                  "Authorization": f"Bearer {self.token}", **(headers or {})},
+                                         method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                raw, status, kind = response.read(), response.status, response.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as exc:
+            raw, status, kind = exc.read(), exc.code, exc.headers.get("Content-Type", "")
+        if kind.startswith("text/html"):
+            return status, raw.decode()
+        return status, json.loads(raw) if raw else None
