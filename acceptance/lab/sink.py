@@ -1,0 +1,115 @@
+"""The lab's sink: runs inside the lab's network namespace (started by ``Lab``), never anywhere else.
+
+It gives itself the addresses the world would have (``ADDRESSES``) on its loopback, answers DNS with
+NXDOMAIN, accepts TCP on a few ports, and records every DNS query, TCP SYN and UDP datagram reaching it,
+from a BPF-filtered raw capture of all its interfaces, as JSON lines; every captured frame also goes to
+a pcap. It prints ``ready`` once listening.
+
+    python -m acceptance.lab.sink RECORDS.jsonl CAPTURE.pcap
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from .bpf import EGRESS, raw_socket
+
+ADDRESSES = {
+    "internet": "198.51.100.10",
+    "resolver": "203.0.113.53",
+    "metadata": "169.254.169.254",
+    "product": "100.64.0.10",
+    "proxy": "100.64.0.11",
+    "provider": "100.64.0.12",
+}
+TCP_PORTS = (80, 443, 8080, 8765)
+
+
+def _record(out, lock: threading.Lock, entry: dict) -> None:
+    with lock:
+        out.write(json.dumps({"at": time.time(), **entry}) + "\n")
+        out.flush()
+
+
+def _dns(out, lock) -> None:
+    from scapy.layers.dns import DNS
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("0.0.0.0", 53))
+    while True:
+        data, peer = sock.recvfrom(4096)
+        try:
+            query = DNS(data)
+            name = query.qd.qname.decode(errors="replace").rstrip(".") if query.qd else ""
+            reply = DNS(id=query.id, qr=1, rcode=3, qd=query.qd)  # NXDOMAIN: the lab resolves nothing
+            sock.sendto(bytes(reply), peer)
+        except Exception:  # a malformed query is still recorded by the capture
+            name = ""
+        _record(out, lock, {"kind": "dns", "name": name, "src": peer[0]})
+
+
+def _tcp(port: int) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("0.0.0.0", port))
+    sock.listen(64)
+    while True:
+        conn, _ = sock.accept()
+        conn.settimeout(2)
+        try:
+            conn.recv(65536)
+        except OSError:
+            pass
+        conn.close()
+
+
+def _capture(out, lock, pcap_path: str) -> None:
+    from scapy.layers.inet import IP, TCP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import PcapWriter
+
+    sock = raw_socket(EGRESS)
+    writer = PcapWriter(pcap_path, linktype=1, sync=True)
+    while True:
+        frame, meta = sock.recvfrom(65535)
+        if meta[2] == socket.PACKET_OUTGOING:  # the sink's own answers
+            continue
+        packet = Ether(frame)
+        writer.write(packet)
+        ip = packet.getlayer(IP)
+        if ip is None:
+            continue
+        if packet.haslayer(TCP):
+            tcp = packet[TCP]
+            if tcp.flags & 0x02 and not tcp.flags & 0x10:
+                _record(out, lock, {"kind": "syn", "src": ip.src, "dst": ip.dst, "dport": tcp.dport,
+                                    "payload": bytes(tcp.payload).hex()})
+        elif packet.haslayer(UDP):
+            udp = packet[UDP]
+            _record(out, lock, {"kind": "udp", "src": ip.src, "dst": ip.dst, "dport": udp.dport,
+                                "payload": bytes(udp.payload).hex()})
+
+
+def main(records: str, pcap: str) -> None:
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    for address in ADDRESSES.values():
+        subprocess.run(["ip", "addr", "add", f"{address}/32", "dev", "lo"], check=True)
+    out, lock = open(records, "a"), threading.Lock()
+    workers = [threading.Thread(target=_dns, args=(out, lock), daemon=True),
+               threading.Thread(target=_capture, args=(out, lock, pcap), daemon=True)]
+    workers += [threading.Thread(target=_tcp, args=(port,), daemon=True) for port in TCP_PORTS]
+    for w in workers:
+        w.start()
+    time.sleep(0.2)  # the listeners bind at once; the capture socket too
+    print("ready", flush=True)
+    for w in workers:
+        w.join()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
