@@ -95,7 +95,9 @@ class Target(Protocol):
              timeout: float = 60.0) -> ExecResult:
         """Run ``argv`` inside the instance's sandbox as the agent would run it."""
 
-    def identity(self, ref: InstanceRef) -> Identity: ...
+    def identity(self, ref: InstanceRef) -> Identity:
+        """What the host sees of the sandbox; ``host_pid`` is a process in its namespaces (the lab
+        captures in its network namespace through it)."""
 
     def turn(self, ref: InstanceRef, message: str) -> str:
         """One agent turn; the reply text."""
@@ -170,7 +172,9 @@ class Target(Protocol):
         ``shared-pid-ns`` (intruder=Principal) -> InstanceRef;
         ``same-uid`` (owner=InstanceRef, intruder=Principal) -> InstanceRef;
         ``unaudited-operator-route`` () -> the route's path template (``{id}`` for the record id);
-        ``debug-logging`` () -> None (the platform logs at debug level while it lasts).
+        ``debug-logging`` () -> None (the platform logs at debug level while it lasts);
+        ``open-egress`` (principal=Principal, lab=Lab, catalog_refresh=seconds) -> InstanceRef (a sandbox
+        linked to the lab with a default route and the lab's resolver).
         """
 
     def close(self) -> None:

@@ -12,6 +12,8 @@ import base64
 import hashlib
 import json
 import secrets
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,3 +213,46 @@ def visible_bytes(sandbox_host) -> Callable[[InstanceRef], bytes]:
         chunks = [base64.b64decode(json.loads(line)["b64"]) for line in out.stdout.splitlines() if line.strip()]
         return b"\n".join(chunks)
     return collect
+
+
+@pytest.fixture(scope="session")
+def lab(request: pytest.FixtureRequest, pairproof_run: Run) -> Iterator[object]:
+    """The run's lab network (sinks for the world), torn down with the session."""
+    from .lab import Lab
+
+    workdir = Path(tempfile.mkdtemp(prefix=f"pairproof-lab-{pairproof_run.id}-"))
+    the_lab = Lab(workdir)
+    try:
+        yield the_lab
+    finally:
+        the_lab.close()
+        _attach_file(the_lab.pcap_path, "lab sinks (whole run).pcap")
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def egress_probe(target: Target, sandbox_host) -> Callable[..., dict]:
+    """``egress_probe(ref, label)``: from inside ``ref``, DNS to the lab resolver and the system resolver,
+    TCP to the internet, metadata and platform stand-ins, carrying ``label``. Returns the probe's report."""
+    from .lab import ADDRESSES
+
+    script = (CASES / "egress_probe.py").read_bytes()
+    targets = ["dns=" + ADDRESSES["resolver"] + ":53", "internet=" + ADDRESSES["internet"] + ":443",
+               "metadata=" + ADDRESSES["metadata"] + ":80"] + \
+              [f"{name}={ADDRESSES[name]}:8080" for name in ("product", "proxy", "provider")]
+
+    def run(ref: InstanceRef, label: str) -> dict:
+        host = sandbox_host(ref)
+        quoted = " ".join(host.backend.quote("%s", a) for a in [label, *targets])
+        out = host.backend.run_with_stdin(f"/usr/bin/python3 -I -S - {quoted}", stdin=script)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    return run
+
+
+def _attach_file(path: Path, name: str) -> None:
+    try:
+        import allure
+    except ImportError:
+        return
+    if path.exists():
+        allure.attach.file(str(path), name=name, extension="pcap")

@@ -31,6 +31,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write the verdict JSON here at the end of the run")
     group.addoption("--case", dest="pairproof_cases", action="append", default=[], metavar="ID",
                     help="run only this catalogue case (repeatable), its controls included")
+    group.addoption("--idle-seconds", dest="pairproof_idle_seconds", type=float, default=3.0,
+                    help="NT-5's idle observation window in seconds (default 3; the seed observed 23 minutes)")
     group.addoption("--pairproof-run", dest="pairproof_run", default=None,
                     help="run id (8 lowercase hex); minted when absent")
 

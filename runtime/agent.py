@@ -32,6 +32,10 @@ import time
 DATA = os.environ.get("PAIRPROOF_DATA", "/data")
 SOCKET = os.environ.get("PAIRPROOF_CONTROL", "/run/agent/agent.sock")
 BROKER = os.environ.get("PAIRPROOF_BROKER", "")
+# Seconds between model-catalog refreshes (a DNS lookup and a connection to the catalog host); 0, the
+# default, is off: the seed's idle experiment found this the one source of background egress.
+CATALOG_REFRESH = float(os.environ.get("PAIRPROOF_CATALOG_REFRESH", "0") or 0)
+CATALOG_HOST = "models.catalog.example"
 RUNCTL_PORT = 8642
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MAX_TOOL_ROUNDS = 5
@@ -258,9 +262,18 @@ def _run_control_server():
             else:
                 self._send(404, {"error": {"code": "not_found"}})
 
-    server = ThreadingHTTPServer(("127.0.0.1", RUNCTL_PORT), RunControl)
-    server.daemon_threads = True
-    server.serve_forever()
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+
+        def server_bind(self):
+            # HTTPServer's own server_bind does a reverse DNS lookup (getfqdn) of its address: egress for
+            # nothing, which NT-5 would rightly catch.
+            import socketserver
+
+            socketserver.TCPServer.server_bind(self)
+            self.server_name, self.server_port = "127.0.0.1", RUNCTL_PORT
+
+    Server(("127.0.0.1", RUNCTL_PORT), RunControl).serve_forever()
 
 
 # -- the controller's control socket -------------------------------------------------------------------
@@ -293,8 +306,20 @@ def _answer(conn: socket.socket) -> None:
         stream.flush()
 
 
+def _refresh_catalog() -> None:
+    while True:
+        try:
+            for *_, address in socket.getaddrinfo(CATALOG_HOST, 443, type=socket.SOCK_STREAM):
+                socket.create_connection(address[:2], timeout=2).close()
+        except OSError:
+            pass
+        time.sleep(CATALOG_REFRESH)
+
+
 def serve() -> None:
     os.makedirs(DATA, exist_ok=True)
+    if CATALOG_REFRESH > 0:
+        threading.Thread(target=_refresh_catalog, daemon=True).start()
     try:
         os.unlink(SOCKET)
     except FileNotFoundError:

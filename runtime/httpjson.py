@@ -7,6 +7,7 @@ helper to answer JSON; each server's handler stays a readable list of routes.
 from __future__ import annotations
 
 import json
+import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,6 +18,13 @@ MAX_BODY = 1 << 20
 class QuietServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls socket.getfqdn(): a reverse DNS lookup of its own address, i.e.
+        # network egress at start-up for nothing. Bind without it.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), port
 
 
 class JsonHandler(BaseHTTPRequestHandler):

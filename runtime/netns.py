@@ -24,7 +24,7 @@ def _setns(fd: int) -> None:
         raise OSError(err, f"setns(CLONE_NEWNET): {os.strerror(err)}")
 
 
-def socket_in(pid: int, family: int = socket.AF_INET, kind: int = socket.SOCK_STREAM) -> socket.socket:
+def socket_in(pid: int, family: int = socket.AF_INET, kind: int = socket.SOCK_STREAM, proto: int = 0) -> socket.socket:
     """A new socket in the network namespace of ``pid``."""
     result: dict[str, object] = {}
 
@@ -35,7 +35,7 @@ def socket_in(pid: int, family: int = socket.AF_INET, kind: int = socket.SOCK_ST
             try:
                 _setns(target)
                 try:
-                    result["socket"] = socket.socket(family, kind)
+                    result["socket"] = socket.socket(family, kind, proto)
                 finally:
                     _setns(own)  # if this failed the thread would end in the wrong namespace; it raises
             finally:

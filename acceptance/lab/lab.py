@@ -26,10 +26,11 @@ class Lab:
         self.records_path = workdir / "sink.jsonl"
         self.pcap_path = workdir / "sink.pcap"
         self._links = 0
-        # unshare gives the sink a fresh network namespace with nothing in it; --kill-child and setpriv's
-        # parent-death signal end it (and so the namespace) if this process dies, even by SIGKILL.
+        # unshare gives the sink a fresh network namespace with nothing in it. setpriv arms a parent-death
+        # signal on unshare itself (it execs into it), and --kill-child arms one on the sink: if this process
+        # dies, even by SIGKILL, both go, and the namespace with them.
         self._proc = subprocess.Popen(
-            ["unshare", "--net", "--kill-child", "setpriv", "--pdeathsig", "KILL", "--",
+            ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--net", "--kill-child", "--",
              sys.executable, "-m", "acceptance.lab.sink", str(self.records_path), str(self.pcap_path)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         end = time.monotonic() + READY_DEADLINE

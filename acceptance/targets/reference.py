@@ -49,6 +49,12 @@ BROKEN_COMMAND = ("/bin/sh", "-c", ": > /run/agent/ready && exec /bin/sleep infi
 READY_DEADLINE = 10.0
 
 
+def lab_addresses() -> dict[str, str]:
+    from ..lab.sink import ADDRESSES
+
+    return ADDRESSES
+
+
 def create(options: TargetOptions) -> ReferenceTarget:
     return ReferenceTarget(options)
 
@@ -244,6 +250,7 @@ class ReferenceTarget:
             "same-uid": self._same_uid,
             "unaudited-operator-route": self._unaudited_operator_route,
             "debug-logging": self._debug_logging,
+            "open-egress": self._open_egress,
         }
         if control not in builders:
             raise TargetError(f"the reference target has no broken arrangement {control!r}: "
@@ -260,7 +267,8 @@ class ReferenceTarget:
                 self._undo.pop()()
 
     def _start_broken(self, principal: Principal, *, uid: int, volume: Path | None,
-                      edit: Callable[[list[str]], list[str]] = lambda argv: argv) -> InstanceRef:
+                      edit: Callable[[list[str]], list[str]] = lambda argv: argv,
+                      command: Sequence[str] = BROKEN_COMMAND) -> InstanceRef:
         key = f"broken-{next(self._counter)}"
         home = self.controller.state / "broken" / key
         for sub in ("control", "etc"):
@@ -279,7 +287,7 @@ class ReferenceTarget:
                                    etc_dir=home / "etc", image_dir=self.controller.image, hostname="broken")
         cg = self.controller.hierarchy.create(self.controller.run, key, self.controller.limits)
         try:
-            proc = sandbox.launch(spec, cg, lambda fd: edit(sandbox.bwrap_argv(spec, BROKEN_COMMAND, info_fd=fd)))
+            proc = sandbox.launch(spec, cg, lambda fd: edit(sandbox.bwrap_argv(spec, command, info_fd=fd)))
         except BaseException:
             cg.remove()
             raise
@@ -336,6 +344,28 @@ class ReferenceTarget:
     def _same_uid(self, owner: InstanceRef, intruder: Principal) -> InstanceRef:
         """The intruder's sandbox runs under the owner's host uid (its own volume, though)."""
         return self._start_broken(intruder, uid=self._record(owner).uid, volume=None)
+
+    def _open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> InstanceRef:
+        """A sandbox linked to the lab with a default route and the lab's resolver: open egress, as a
+        sandbox on a bridged network would have, but into the lab only. With ``catalog_refresh`` it runs
+        the agent with its model-catalog refresh on."""
+        uid = self._free_uid()
+        home = self.controller.state / "broken" / f"egress-{next(self._counter)}"
+        home.mkdir(parents=True)
+        resolv = home / "resolv.conf"
+        resolv.write_text(f"nameserver {lab_addresses()['resolver']}\noptions timeout:1 attempts:1\n")
+        os.chmod(home, 0o755)
+        os.chmod(resolv, 0o644)
+        self._extra_dirs.append(home)
+        extra = ["--ro-bind", str(resolv), "/etc/resolv.conf"]
+        command = BROKEN_COMMAND
+        if catalog_refresh:
+            extra += ["--setenv", "PAIRPROOF_CATALOG_REFRESH", str(catalog_refresh)]
+            command = ("/bin/sh", "-c", ": > /run/agent/ready && exec /usr/bin/python3 -I -S /opt/pairproof/agent.py")
+        ref = self._start_broken(principal, uid=uid, volume=None, command=command,
+                                 edit=lambda argv: _before_command(argv, extra))
+        lab.connect(self._broken[ref.key].host_pid)
+        return ref
 
     def _unaudited_operator_route(self) -> str:
         """A support 'debug' route that reads records without writing the audit, added the way a

@@ -29,10 +29,10 @@ def root():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _qualify(root: Path, reports: Path, run: str) -> subprocess.Popen:
+def _qualify(root: Path, reports: Path, run: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "acceptance.cli", "qualify", "--state-dir", str(root), "--reports-dir", str(reports),
-         "--", "--pairproof-run", run],
+         "--", "--pairproof-run", run, *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -54,6 +54,12 @@ def _footprint(root: Path, run: str) -> dict[str, list[str]]:
         try:
             if f"/pairproof/{run}" in cg.read_text():
                 procs.append(cg.parent.name)
+        except OSError:
+            pass
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if b"acceptance.lab.sink" in cmdline.read_bytes() and f"pairproof-lab-{run}".encode() in cmdline.read_bytes():
+                procs.append(f"lab sink {cmdline.parent.name}")
         except OSError:
             pass
     hierarchy = cgroups.detect()
@@ -119,4 +125,22 @@ def test_finished_run_leaves_nothing(root, tmp_path):
         [sys.executable, "-m", "acceptance.cli", "qualify", "--state-dir", str(root), "--reports-dir", str(tmp_path),
          "--", "--pairproof-run", run, "--case", "RS-2"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:]
+    assert _footprint(root, run) == EMPTY
+
+
+def test_sigkill_takes_the_lab_down(root, tmp_path):
+    """The lab's sink (and so its network namespace and veths) dies with a SIGKILLed run, by itself."""
+    run = "c1ea0005"
+    proc = _qualify(root, tmp_path, run, "--case", "NT-1")
+    end = time.monotonic() + 60
+    while time.monotonic() < end and not [p for p in _footprint(root, run)["processes"] if p.startswith("lab sink")]:
+        time.sleep(0.05)
+    assert [p for p in _footprint(root, run)["processes"] if p.startswith("lab sink")], "the lab never started"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    end = time.monotonic() + 10
+    while time.monotonic() < end and [p for p in _footprint(root, run)["processes"] if p.startswith("lab sink")]:
+        time.sleep(0.05)
+    assert [p for p in _footprint(root, run)["processes"] if p.startswith("lab sink")] == []
+    cleanup.clean(root)
     assert _footprint(root, run) == EMPTY
