@@ -1,6 +1,7 @@
 """``pairproof``: qualify a target, or clean what an interrupted run left.
 
     pairproof qualify [--target reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
+    pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
     pairproof clean [--all]
 
 Bad input (an unknown target, not root, a missing kernel feature, an unwritable reports folder) gets
@@ -77,6 +78,20 @@ def clean(args: argparse.Namespace) -> int:
     return 0
 
 
+def mutants(args: argparse.Namespace) -> int:
+    from mutants import runner
+    from mutants.errors import MutantError
+
+    if os.geteuid() != 0:
+        raise SetupError("pairproof mutants must run as root (each run starts sandboxes): run it with sudo")
+    reports = _reports_dir(Path(args.reports_dir))
+    try:
+        return runner.run(reports=reports, jobs=args.jobs, only=args.only or None,
+                          suite=Path(args.suite).resolve() if args.suite else None, state_dir=args.state_dir)
+    except MutantError as exc:
+        raise SetupError(str(exc)) from exc
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pairproof", description="Qualify personal-agent isolation with paired canaries.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -89,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="run only this catalogue case, with its controls (repeatable)")
     q.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
     q.set_defaults(func=qualify)
+    m = sub.add_parser("mutants", help="run the suite against every mutant of the runtime; write the kill matrix")
+    m.add_argument("--reports-dir", default="reports", help="where to write mutants.json and mutants.txt")
+    m.add_argument("--state-dir", default="/var/lib/pairproof")
+    m.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="mutants run in parallel (default: cores)")
+    m.add_argument("--only", action="append", metavar="NAME", help="run only this mutant (repeatable)")
+    m.add_argument("--suite", help="a different cases folder to judge (the runner's own tests use a useless one)")
+    m.set_defaults(func=mutants)
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")
     c.add_argument("--state-dir", default="/var/lib/pairproof")
     c.add_argument("--all", action="store_true", help="also remove runs whose owner process is still alive")

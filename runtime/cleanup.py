@@ -49,11 +49,15 @@ def _procs_under(directory: Path) -> set[int]:
 
 
 def find(root: Path, hierarchy: cgroups.Hierarchy | None = None) -> list[Leftover]:
-    """Every run with state or cgroups on this machine, live or not."""
+    """Every run kept under ``root``, live or not, with its cgroups.
+
+    Only runs with state under this root: cgroups are machine-wide, and another state root's runs (another
+    CI job, another test session) are none of this root's business, even with ``--all``.
+    """
     hierarchy = hierarchy or cgroups.detect()
     by_cgroup = dict(hierarchy.run_dirs())
     runs_dir = root / "runs"
-    names = set(by_cgroup) | ({d.name for d in runs_dir.iterdir() if d.is_dir()} if runs_dir.is_dir() else set())
+    names = {d.name for d in runs_dir.iterdir() if d.is_dir()} if runs_dir.is_dir() else set()
     leftovers = []
     for run in sorted(names):
         state = runs_dir / run if (runs_dir / run).is_dir() else None

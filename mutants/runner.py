@@ -1,0 +1,151 @@
+"""``pairproof mutants``: prove the suite has teeth.
+
+The unmodified control runs first, the whole suite on a throwaway copy of the packages, and must exit 0.
+Then each mutant of the catalogue is applied to its own copy and the suite runs against it: its expected
+cases first (fast), then, if none of them failed, the whole suite. A mutant is *killed* when one of its
+expected cases is reported **failed** (a finding, not merely broken); killed only by cases it did not
+name, it is reported as such (the catalogue or the suite is wrong); otherwise it *survived*. Runs go in
+parallel across cores. The kill matrix (mutant x case) is written to ``reports/`` as JSON and a table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .catalogue import Mutant, apply, copy_suite, load
+from .errors import MutantError
+
+SCHEMA = "pairproof.mutants/1"
+
+
+@dataclass
+class SuiteRun:
+    exit: int
+    seconds: float
+    failed: list[str]
+    statuses: dict[str, str]
+    tail: str
+
+
+@dataclass
+class Outcome:
+    name: str
+    expected: list[str]
+    status: str = "survived"  # killed | killed_unexpected | survived | error
+    phase: str = ""
+    killed_by: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    detail: str = ""
+    runs: list[SuiteRun] = field(default_factory=list)
+
+
+def run_suite(tree: Path, suite: Path | None, cases: list[str], state_dir: str) -> SuiteRun:
+    verdict = tree / f"verdict-{len(cases)}-{time.monotonic_ns()}.json"
+    suite_dir = suite if suite is not None else tree / "acceptance" / "cases"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", str(suite_dir), "--target", "reference", "--pairproof-verdict", str(verdict),
+         "--pairproof-state-dir", state_dir, *(f"--case={c}" for c in cases), "-p", "no:cacheprovider", "-q",
+         "-p", "no:randomly"],
+        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True, timeout=1800)
+    seconds = time.monotonic() - started
+    tail = (proc.stdout + proc.stderr)[-2000:]
+    if not verdict.exists():
+        return SuiteRun(proc.returncode, seconds, [], {}, tail)
+    data = json.loads(verdict.read_text())
+    statuses = {c["id"]: c["status"] for c in data["cases"] if c["status"] != "not covered"}
+    return SuiteRun(proc.returncode, seconds, sorted(c for c, s in statuses.items() if s == "failed"), statuses, tail)
+
+
+def run_mutant(mutant: Mutant, workdir: Path, suite: Path | None, state_dir: str) -> Outcome:
+    outcome = Outcome(mutant.name, list(mutant.kills))
+    started = time.monotonic()
+    tree = workdir / mutant.name
+    try:
+        copy_suite(tree)
+        apply(mutant, tree)
+    except MutantError as exc:
+        outcome.status, outcome.detail = "error", str(exc)
+        return outcome
+    for phase, cases in (("expected", list(mutant.kills)), ("full", [])):
+        run = run_suite(tree, suite, cases, state_dir)
+        outcome.runs.append(run)
+        hits = [c for c in run.failed if c in mutant.kills]
+        if hits:
+            outcome.status, outcome.phase, outcome.killed_by = "killed", phase, run.failed
+            break
+        if phase == "full" and run.failed:
+            outcome.status, outcome.phase, outcome.killed_by = "killed_unexpected", phase, run.failed
+            outcome.detail = f"killed only by {', '.join(run.failed)}, not by its expected {', '.join(mutant.kills)}"
+    outcome.seconds = time.monotonic() - started
+    shutil.rmtree(tree, ignore_errors=True)
+    return outcome
+
+
+def table(report: dict) -> str:
+    control = report["control"]
+    lines = [f"control: exit {control['exit']} in {control['seconds']:.0f}s ({'passed' if control['exit'] == 0 else 'FAILED'})",
+             f"{'mutant':32} {'status':18} {'expected':14} killed by"]
+    for m in report["mutants"]:
+        lines.append(f"{m['name']:32} {m['status']:18} {','.join(m['expected']):14} "
+                     f"{','.join(m['killed_by']) or '-'}{'  ' + m['detail'] if m['detail'] else ''}")
+    lines.append(f"verdict: {report['status'].upper()} - {report['summary']}")
+    return "\n".join(lines)
+
+
+def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path | None = None,
+        state_dir: str = "/var/lib/pairproof", catalogue: list[Mutant] | None = None,
+        progress=print) -> int:
+    mutants = catalogue if catalogue is not None else load()
+    if only:
+        unknown = set(only) - {m.name for m in mutants}
+        if unknown:
+            raise MutantError(f"no mutant named {', '.join(sorted(unknown))} in mutants/catalogue.toml")
+        mutants = [m for m in mutants if m.name in only]
+    workdir = Path(tempfile.mkdtemp(prefix="pairproof-mutants-"))
+    started = time.monotonic()
+    try:
+        progress(f"control: the unmodified copy, whole suite{'' if suite is None else f' ({suite})'}...")
+        control_tree = copy_suite(workdir / "control")
+        control = run_suite(control_tree, suite, [], state_dir)
+        progress(f"control: exit {control.exit} in {control.seconds:.0f}s")
+        outcomes: list[Outcome] = []
+        if control.exit == 0:
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                futures = [pool.submit(run_mutant, m, workdir, suite, state_dir) for m in mutants]
+                for future in futures:
+                    outcome = future.result()
+                    outcomes.append(outcome)
+                    by = f" by {','.join(outcome.killed_by)}" if outcome.killed_by else ""
+                    progress(f"{outcome.name}: {outcome.status}{by} ({outcome.seconds:.0f}s)")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("killed", "killed_unexpected", "survived", "error")}
+    ok = control.exit == 0 and counts["killed"] == len(mutants)
+    report = {
+        "schema": SCHEMA, "status": "passed" if ok else "failed", "seconds": round(time.monotonic() - started, 1),
+        "summary": (f"{counts['killed']}/{len(mutants)} killed by an expected case, {counts['killed_unexpected']} killed "
+                    f"only by others, {counts['survived']} survived, {counts['error']} errors")
+        if control.exit == 0 else "the unmodified control did not pass: no mutant was run",
+        "control": {"exit": control.exit, "seconds": round(control.seconds, 1), "statuses": control.statuses,
+                    "tail": control.tail if control.exit else ""},
+        "mutants": [{k: v for k, v in asdict(o).items() if k != "runs"} | {"seconds": round(o.seconds, 1)}
+                    for o in outcomes],
+        "matrix": {o.name: (o.runs[-1].statuses if o.runs else {}) for o in outcomes},
+    }
+    reports.mkdir(parents=True, exist_ok=True)
+    tmp = reports / "mutants.json.tmp"
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    tmp.replace(reports / "mutants.json")
+    (reports / "mutants.txt").write_text(table(report) + "\n")
+    progress(table(report))
+    return 0 if ok else 1

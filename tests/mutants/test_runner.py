@@ -1,0 +1,78 @@
+"""The mutant runner's verdict depends on the suite: a suite that asserts nothing kills no mutant, a
+stale catalogue entry is an error, and a real mutant is killed by its expected case.
+
+The full qualification (the whole catalogue against the real suite) runs as ``tox -e mutants``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mutants import runner
+from mutants.catalogue import Edit, Mutant, apply, copy_suite, load
+
+pytestmark = pytest.mark.slow
+CATALOGUE = load()
+
+def useless_suite(cases: list[str]) -> str:
+    """A suite with a refusal and every control of each case: each probes (so the pairing and proof rules
+    are met) and asserts nothing."""
+    from acceptance.catalogue import load as load_cases
+
+    catalogue = load_cases()
+    lines = ["import pytest", ""]
+    for case in cases:
+        for role in ["refusal", *catalogue[case].controls]:
+            name = f"test_{case.replace('-', '_')}_{role}"
+            lines += [f"@pytest.mark.case({case!r}, {role!r})", f"def {name}(sandbox_host, instances):",
+                      '    sandbox_host(instances["A"]).run("true")', ""]
+    return "\n".join(lines)
+
+
+def test_a_suite_that_asserts_nothing_kills_no_mutant(tmp_path):
+    """Every mutant survives a useless suite, so a 'killed' verdict really comes from the suite."""
+    suite = tmp_path / "useless"
+    suite.mkdir()
+    cases = sorted({c for m in CATALOGUE for c in m.kills})
+    (suite / "test_useless.py").write_text(useless_suite(cases))
+    chosen = [m for m in CATALOGUE if m.name in ("shared-volume", "spend-cap-ignored", "audience-check-skipped")]
+    code = runner.run(reports=tmp_path / "reports", jobs=2, suite=suite, catalogue=chosen, progress=lambda _: None)
+    report = json.loads((tmp_path / "reports" / "mutants.json").read_text())
+    assert report["control"]["exit"] == 0, report["control"]["tail"]
+    assert code == 1
+    assert {m["name"]: m["status"] for m in report["mutants"]} == {m.name: "survived" for m in chosen}
+
+
+def test_a_real_mutant_is_killed_by_its_expected_case(tmp_path):
+    chosen = [m for m in CATALOGUE if m.name == "memory-limit-not-enforced"]
+    code = runner.run(reports=tmp_path, jobs=1, catalogue=chosen, progress=lambda _: None)
+    report = json.loads((tmp_path / "mutants.json").read_text())
+    assert code == 0, (tmp_path / "mutants.txt").read_text()
+    assert report["mutants"][0]["status"] == "killed" and "RS-1" in report["mutants"][0]["killed_by"]
+    assert "RS-1" in (tmp_path / "mutants.txt").read_text()
+
+
+def test_a_mutant_that_no_longer_applies_is_an_error(tmp_path):
+    from mutants.errors import PatchDoesNotApply
+
+    tree = copy_suite(tmp_path / "tree")
+    stale = Mutant("stale", "", ("FS-1",), (Edit("sandbox.py", "text that is not in the runtime", ""),))
+    with pytest.raises(PatchDoesNotApply, match="no longer applies"):
+        apply(stale, tree)
+    outcome = runner.run_mutant(stale, tmp_path / "work", None, "/var/lib/pairproof")
+    assert (outcome.status, "no longer applies" in outcome.detail) == ("error", True)
+
+
+def test_every_catalogue_entry_applies_to_the_current_runtime(tmp_path):
+    """A catalogue that drifted from the runtime fails here, fast, before any suite runs."""
+    tree = copy_suite(tmp_path / "tree")
+    pristine = tmp_path / "pristine"
+    import shutil
+
+    shutil.copytree(tree, pristine)
+    for mutant in CATALOGUE:
+        apply(mutant, tree)
+        shutil.rmtree(tree)
+        shutil.copytree(pristine, tree)
