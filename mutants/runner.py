@@ -1,7 +1,8 @@
 """``pairproof mutants``: prove the suite has teeth.
 
 The unmodified control runs first, the whole suite on a throwaway copy of the packages, and must exit 0.
-Then each mutant of the catalogue is applied to its own copy and the suite runs against it: its expected
+Then each mutant of the catalogue is applied to its own copy and the suite runs against it (every run in a
+network namespace of its own, loopback only, so no mutant can reach beyond the machine): its expected
 cases first (fast), then, if none of them failed, the whole suite. A mutant is *killed* when one of its
 expected cases is reported **failed** (a finding, not merely broken); killed only by cases it did not
 name, it is reported as such (the catalogue or the suite is wrong); otherwise it *survived*. Runs go in
@@ -52,11 +53,15 @@ def run_suite(tree: Path, suite: Path | None, cases: list[str], state_dir: str) 
     verdict = tree / f"verdict-{len(cases)}-{time.monotonic_ns()}.json"
     suite_dir = suite if suite is not None else tree / "acceptance" / "cases"
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(suite_dir), "--target", "reference", "--pairproof-verdict", str(verdict),
-         "--pairproof-state-dir", state_dir, *(f"--case={c}" for c in cases), "-p", "no:cacheprovider", "-q",
-         "-p", "no:randomly"],
-        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True, timeout=1800)
+    pytest = [sys.executable, "-m", "pytest", str(suite_dir), "--target", "reference", "--pairproof-verdict", str(verdict),
+              "--pairproof-state-dir", state_dir, *(f"--case={c}" for c in cases), "-p", "no:cacheprovider", "-q"]
+    # Each run lives in a network namespace of its own with loopback only: whatever a mutant does to the
+    # network (a route out of a sandbox, say), there is nowhere out of this namespace to send it. The
+    # platform's services are on loopback and the lab nests inside, so the suite runs unchanged.
+    contained = ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--net", "--kill-child", "--",
+                 "sh", "-c", 'ip link set lo up && exec "$@"', "contained", *pytest]
+    proc = subprocess.run(contained, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                          capture_output=True, text=True, timeout=1800)
     seconds = time.monotonic() - started
     tail = (proc.stdout + proc.stderr)[-2000:]
     if not verdict.exists():
