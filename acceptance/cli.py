@@ -2,6 +2,7 @@
 
     pairproof qualify [--target reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
     pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
+    pairproof gate [--results reports] [--mutants reports/mutants.json]
     pairproof clean [--all]
 
 Bad input (an unknown target, not root, a missing kernel feature, an unwritable reports folder) gets
@@ -92,6 +93,18 @@ def mutants(args: argparse.Namespace) -> int:
         raise SetupError(str(exc)) from exc
 
 
+def gate(args: argparse.Namespace) -> int:
+    from reports import gate as release_gate
+
+    result = release_gate.judge(Path(args.results), Path(args.mutants) if args.mutants else None)
+    for line in result.lines:
+        print(line)
+    for reason in result.reasons:
+        print(f"gate: {reason}")
+    print(f"gate: {'PASSED' if result.passed else 'FAILED'}")
+    return 0 if result.passed else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pairproof", description="Qualify personal-agent isolation with paired canaries.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -111,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--only", action="append", metavar="NAME", help="run only this mutant (repeatable)")
     m.add_argument("--suite", help="a different cases folder to judge (the runner's own tests use a useless one)")
     m.set_defaults(func=mutants)
+    g = sub.add_parser("gate", help="exit 0 only if the results prove the whole catalogue (and the mutants, if given)")
+    g.add_argument("--results", default="reports", help="folder with verdict.json (default: reports)")
+    g.add_argument("--mutants", help="also require this mutant report (reports/mutants.json) to show every mutant killed")
+    g.set_defaults(func=gate)
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")
     c.add_argument("--state-dir", default="/var/lib/pairproof")
     c.add_argument("--all", action="store_true", help="also remove runs whose owner process is still alive")

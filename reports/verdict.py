@@ -10,11 +10,36 @@ ICONS = {"passed": "PASS", "failed": "FAIL", "broken": "BROKEN", "skipped": "SKI
 
 
 def write(path: Path, verdict: dict) -> None:
-    """Write atomically: a reader (a release gate) never sees half a verdict."""
+    """Write the verdict and, beside it, ``junit.xml``; atomically: a gate never reads half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(verdict, indent=2, sort_keys=False) + "\n")
     os.replace(tmp, path)
+    junit_tmp = path.with_name("junit.xml.tmp")
+    junit_tmp.write_text(junit(verdict))
+    os.replace(junit_tmp, path.with_name("junit.xml"))
+
+
+def junit(verdict: dict) -> str:
+    """JUnit XML with one test case per catalogue case, for CI systems that read JUnit (the pytest
+    results alone would show a refusal passing whose control failed)."""
+    import xml.etree.ElementTree as ET
+
+    cases = verdict["cases"]
+    suite = ET.Element("testsuite", name="pairproof", tests=str(len(cases)),
+                       failures=str(sum(c["status"] == "failed" for c in cases)),
+                       errors=str(sum(c["status"] == "broken" for c in cases)),
+                       skipped=str(sum(c["status"] in ("skipped", "not covered") for c in cases)))
+    for c in cases:
+        case = ET.SubElement(suite, "testcase", classname=f"pairproof.{c['boundary']}", name=f"{c['id']} {c['refusal']}")
+        why = "; ".join(r["reason"] for r in c["refusals"] if r["reason"]) or c["status"]
+        if c["status"] == "failed":
+            ET.SubElement(case, "failure", message=why)
+        elif c["status"] == "broken":
+            ET.SubElement(case, "error", message=why)
+        elif c["status"] in ("skipped", "not covered"):
+            ET.SubElement(case, "skipped", message=c["status"])
+    return ET.tostring(suite, encoding="unicode")
 
 
 def table(verdict: dict, *, include_uncovered: bool = False) -> str:
