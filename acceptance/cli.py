@@ -59,7 +59,24 @@ def qualify(args: argparse.Namespace) -> int:
     pytest_args += [f"--case={c}" for c in args.case]
     code = pytest.main(pytest_args + args.pytest_args)
     print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}")
+    if (reports / "verdict.json").exists():
+        _report(reports)
     return int(code)
+
+
+def _report(reports: Path) -> None:
+    from reports import allure_html, html
+
+    print(f"pairproof: summary page {html.write(reports)}")
+    print("pairproof: " + allure_html.build(reports / "allure-results", reports / "allure-report.html"))
+
+
+def report(args: argparse.Namespace) -> int:
+    reports = Path(args.reports_dir)
+    if not (reports / "verdict.json").exists():
+        raise SetupError(f"no verdict in {reports}: run `pairproof qualify --reports-dir {reports}` first")
+    _report(reports)
+    return 0
 
 
 def clean(args: argparse.Namespace) -> int:
@@ -124,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--only", action="append", metavar="NAME", help="run only this mutant (repeatable)")
     m.add_argument("--suite", help="a different cases folder to judge (the runner's own tests use a useless one)")
     m.set_defaults(func=mutants)
+    r = sub.add_parser("report", help="rebuild reports/summary.html and reports/allure-report.html")
+    r.add_argument("--reports-dir", default="reports")
+    r.set_defaults(func=report)
     g = sub.add_parser("gate", help="exit 0 only if the results prove the whole catalogue (and the mutants, if given)")
     g.add_argument("--results", default="reports", help="folder with verdict.json (default: reports)")
     g.add_argument("--mutants", help="also require this mutant report (reports/mutants.json) to show every mutant killed")

@@ -1,0 +1,41 @@
+"""The Allure 3 HTML report as one file (``reports/allure-report.html``), built by the npm package
+``allure`` on the machine's Node.js (no Java). ``tools/setup-machine`` installs it under ``.tools/``;
+``PAIRPROOF_ALLURE`` may name another ``allure`` executable."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+LOCAL = Path(__file__).resolve().parent.parent / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
+
+
+def find() -> str | None:
+    here = Path.cwd() / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
+    for candidate in (os.environ.get("PAIRPROOF_ALLURE"), str(LOCAL), str(here), shutil.which("allure")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def build(results: Path, target: Path) -> str:
+    """Build the single-file report; return a one-line account of what happened."""
+    allure = find()
+    if allure is None:
+        return ("Allure HTML report skipped: the npm package `allure` is not installed "
+                "(run tools/setup-machine, or `npm install --prefix .tools/allure allure@3`)")
+    with tempfile.TemporaryDirectory(prefix="pairproof-allure-") as work:
+        config = Path(work) / "allurerc.json"
+        config.write_text(json.dumps({"name": "pairproof", "output": str(Path(work) / "out"),
+                                      "plugins": {"awesome": {"options": {"singleFile": True, "reportName": "pairproof"}}}}))
+        proc = subprocess.run([allure, "generate", "--config", str(config), str(results)], capture_output=True,
+                              text=True, timeout=600, env={**os.environ, "NO_COLOR": "1"})
+        built = Path(work) / "out" / "index.html"
+        if proc.returncode != 0 or not built.exists():
+            return f"Allure HTML report failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-300:]}"
+        shutil.copyfile(built, target)
+    return f"Allure HTML report: {target}"
