@@ -151,6 +151,26 @@ class Target(Protocol):
     def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
         """(route, reason) of everything the instance's broker refused, as its log records them."""
 
+    # -- lifecycle and snapshots (issue: snapshots, journal, recovery) ------------------------------------
+
+    def rotate(self, ref: InstanceRef) -> None:
+        """Rotate the instance's credentials (lease, grant, model capability)."""
+
+    def revoke(self, ref: InstanceRef) -> None:
+        """The kill switch: the instance's grant and capabilities stop being honoured, in flight too."""
+
+    def snapshot(self, ref: InstanceRef) -> str:
+        """Snapshot the instance's volume; the snapshot id."""
+
+    def snapshots(self, principal: Principal) -> list[str]:
+        """The snapshot ids ``principal`` may see (their own)."""
+
+    def restore(self, snapshot_id: str, into: InstanceRef) -> InstanceRef:
+        """Restore a snapshot into ``into`` (refused unless the snapshot is its owner's); the new ref."""
+
+    def snapshot_bytes(self, snapshot_id: str) -> bytes:
+        """The snapshot as stored at rest, for the scanners."""
+
     # -- the product (issue: product server) ----------------------------------------------------------
 
     def person(self, principal: Principal) -> ProductClient:
@@ -174,7 +194,8 @@ class Target(Protocol):
         ``unaudited-operator-route`` () -> the route's path template (``{id}`` for the record id);
         ``debug-logging`` () -> None (the platform logs at debug level while it lasts);
         ``open-egress`` (principal=Principal, lab=Lab, catalog_refresh=seconds) -> InstanceRef (a sandbox
-        linked to the lab with a default route and the lab's resolver).
+        linked to the lab with a default route and the lab's resolver);
+        ``unencrypted-snapshot`` (ref=InstanceRef) -> bytes (the volume as a snapshot stored compressed only).
         """
 
     def close(self) -> None:

@@ -256,3 +256,18 @@ def _attach_file(path: Path, name: str) -> None:
         return
     if path.exists():
         allure.attach.file(str(path), name=name, extension="pcap")
+
+
+@pytest.fixture
+def refused_by_proxy(target, probe_log):
+    """``refused_by_proxy(ref, capability, body)``: present a capability to the proxy and return
+    (status, reason); the proxy's own log line for this refusal is recorded as the probe's witness."""
+    def call(ref, capability: str, body: dict) -> tuple[int, str]:
+        before = target.platform_log().count("refused model call")
+        status, answer = target.model_call(capability, body)
+        reason = (answer.get("error") or {}).get("reason", "") if isinstance(answer, dict) else ""
+        log = target.platform_log()
+        if log.count("refused model call") > before:
+            probe_log.witness(ref, "model call with a replayed capability", log.strip().splitlines()[-1][-120:])
+        return status, reason
+    return call

@@ -31,8 +31,9 @@ def junit(verdict: dict) -> str:
                        errors=str(sum(c["status"] == "broken" for c in cases)),
                        skipped=str(sum(c["status"] in ("skipped", "not covered") for c in cases)))
     for c in cases:
-        case = ET.SubElement(suite, "testcase", classname=f"pairproof.{c['boundary']}", name=f"{c['id']} {c['refusal']}")
-        why = "; ".join(r["reason"] for r in c["refusals"] if r["reason"]) or c["status"]
+        name = f"{c['id']} {c.get('refusal', '')}".strip()
+        case = ET.SubElement(suite, "testcase", classname=f"pairproof.{c['boundary']}", name=name)
+        why = "; ".join(r.get("reason", "") for r in c["refusals"] if r.get("reason")) or c["status"]
         if c["status"] == "failed":
             ET.SubElement(case, "failure", message=why)
         elif c["status"] == "broken":

@@ -27,6 +27,7 @@ from .cgroups import Limits
 from .errors import ConfigError, InstanceError, SandboxError
 from .platform import LEASE_TTL, MODEL_TTL, Platform
 from .registry import InstanceRecord, Registry
+from .snapshots import SnapshotStore
 
 DEFAULT_ROOT = Path("/var/lib/pairproof")
 DEFAULT_LIMITS = Limits(memory_bytes=256 << 20, pids_max=64)
@@ -79,6 +80,7 @@ class Controller:
         self._write_owner()
         self.registry = Registry(self.state / "registry.sqlite")
         self.image = self._build_image()
+        self.snapshots = SnapshotStore(self.state)
         self._sandboxes: dict[str, sandbox.SandboxProcess] = {}
         # Without a platform an instance has no broker and no way out at all (the sandbox tests use that).
         self.platform = platform
@@ -178,6 +180,44 @@ class Controller:
         broker = self.broker(instance_id)
         broker.filter = type(broker.filter)({**self.platform.pinned, **broker.pinned_extra, name: schema})
         broker.pinned_extra[name] = schema
+
+    # -- lifecycle operations on authority and state -------------------------------------------------
+
+    def rotate(self, instance_id: str) -> None:
+        """New lease, grant and model capability for the running instance; the old ones stop working."""
+        record = self.registry.get(instance_id)
+        broker = self.broker(instance_id)
+        lease = secrets.token_hex(8)
+        self.platform.current.admit(record.id, record.generation, lease, time.time() + LEASE_TTL)
+        claims = (record.id, record.org, record.user, record.generation, lease)
+        broker.rotate(grant=self.platform.grants.issue(*claims, ttl=LEASE_TTL),
+                      model_capability=self.platform.models.issue(*claims, ttl=MODEL_TTL))
+
+    def revoke(self, instance_id: str) -> None:
+        """Kill switch: nothing the instance holds is honoured any more, in flight or new."""
+        self.platform.current.revoke(instance_id)
+
+    def snapshot(self, instance_id: str):
+        record = self.registry.get(instance_id)
+        return self.snapshots.take(self._instance_dir(record) / "volume", org=record.org, user=record.user,
+                                   instance=record.id, generation=record.generation)
+
+    def restore(self, snapshot_id: str, into: str) -> InstanceRecord:
+        """Restore a snapshot into an instance of the same owner; it comes back under a new generation."""
+        record = self.registry.get(into)
+        was_running = into in self._sandboxes
+        self._stop(into)
+        try:
+            self.snapshots.restore(snapshot_id, org=record.org, user=record.user,
+                                   volume=self._instance_dir(record) / "volume", uid=record.uid)
+        except BaseException:
+            if was_running:
+                self.wake(into)  # refused: the instance goes on as it was, same generation
+            raise
+        self.registry.bump_generation(into)
+        if was_running:
+            self.wake(into)
+        return self.registry.get(into)
 
     def broker(self, instance_id: str) -> Broker:
         broker = self._brokers.get(instance_id)

@@ -23,20 +23,6 @@ def _refusal(answer: tuple[int, dict]) -> tuple[int, str]:
     return status, (body.get("error") or {}).get("reason", "")
 
 
-@pytest.fixture
-def refused_by_proxy(target, probe_log):
-    """``refused_by_proxy(ref, capability, body)``: present a capability to the proxy and return
-    (status, reason); the proxy's own log line for this refusal is recorded as the probe's witness."""
-    def call(ref, capability: str, body: dict) -> tuple[int, str]:
-        before = target.platform_log().count("refused model call")
-        status, reason = _refusal(target.model_call(capability, body))
-        log = target.platform_log()
-        if log.count("refused model call") > before:
-            probe_log.witness(ref, "model call with a replayed capability", log.strip().splitlines()[-1][-120:])
-        return status, reason
-    return call
-
-
 # -- MD-1 ---------------------------------------------------------------------------------------------
 
 @pytest.mark.case("MD-1", "refusal", pair="A->provider")

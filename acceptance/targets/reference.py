@@ -227,6 +227,32 @@ class ReferenceTarget:
     def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
         return list(self.controller.broker(ref.key).refusals)
 
+    # -- lifecycle and snapshots -------------------------------------------------------------------------
+
+    def rotate(self, ref: InstanceRef) -> None:
+        self.controller.rotate(ref.key)
+
+    def revoke(self, ref: InstanceRef) -> None:
+        self.controller.revoke(ref.key)
+
+    def snapshot(self, ref: InstanceRef) -> str:
+        return self.controller.snapshot(ref.key).id
+
+    def snapshots(self, principal: Principal) -> list[str]:
+        return [s.id for s in self.controller.snapshots.list(principal.org, principal.user)]
+
+    def restore(self, snapshot_id: str, into: InstanceRef) -> InstanceRef:
+        from runtime.snapshots import SnapshotError
+
+        try:
+            record = self.controller.restore(snapshot_id, into.key)
+        except SnapshotError as exc:
+            raise TargetError(f"{exc.reason}: {exc}") from exc
+        return InstanceRef(into.principal, into.key, record.generation)
+
+    def snapshot_bytes(self, snapshot_id: str) -> bytes:
+        return (self.controller.snapshots.dir / f"{snapshot_id}.snap").read_bytes()
+
     # -- the product ----------------------------------------------------------------------------------
 
     def person(self, principal: Principal) -> ProductHttpClient:
@@ -251,6 +277,7 @@ class ReferenceTarget:
             "unaudited-operator-route": self._unaudited_operator_route,
             "debug-logging": self._debug_logging,
             "open-egress": self._open_egress,
+            "unencrypted-snapshot": self._unencrypted_snapshot,
         }
         if control not in builders:
             raise TargetError(f"the reference target has no broken arrangement {control!r}: "
@@ -366,6 +393,18 @@ class ReferenceTarget:
                                  edit=lambda argv: _before_command(argv, extra))
         lab.connect(self._broken[ref.key].host_pid)
         return ref
+
+    def _unencrypted_snapshot(self, ref: InstanceRef) -> bytes:
+        """The instance's volume as a snapshot compressed but never encrypted, as a store without keys would."""
+        import io
+        import tarfile
+
+        import zstandard
+
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            tar.add(self.controller.state / "instances" / ref.key / "volume", arcname=".")
+        return zstandard.ZstdCompressor(level=3).compress(buffer.getvalue())
 
     def _unaudited_operator_route(self) -> str:
         """A support 'debug' route that reads records without writing the audit, added the way a

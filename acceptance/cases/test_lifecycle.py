@@ -1,0 +1,144 @@
+"""SN-1..SN-3 and LF-1..LF-3: snapshots keep private state private at rest and belong to their owner;
+rotation, revocation and recreation leave no old credential working."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from canaries import detect
+
+from ..contract import Principal
+from ..errors import TargetError
+from .test_model import BODY
+
+pytestmark = pytest.mark.usefixtures("planted")
+
+
+def tokens_at_rest(blob: bytes) -> set[str]:
+    """Canaries in stored bytes, looking through the layers a snapshot store might leave readable:
+    zstandard compression and tar, as well as the bytes themselves in every encoding."""
+    import zstandard
+
+    layers = [blob]
+    if blob.startswith(b"\x28\xb5\x2f\xfd"):
+        layers.append(zstandard.ZstdDecompressor().decompress(blob, max_output_size=1 << 30))
+    for layer in list(layers):
+        try:
+            with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
+                layers += [tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()]
+        except tarfile.TarError:
+            pass
+    return {h.token for layer in layers for h in detect.find(layer)}
+
+
+# -- SN-1 ---------------------------------------------------------------------------------------------
+
+@pytest.mark.case("SN-1", "refusal", pair="A->rest")
+def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_log):
+    snap = target.snapshot(instances["A"])
+    blob = target.snapshot_bytes(snap)
+    assert tokens_at_rest(blob) & planted.of("A") == set()
+    probe_log.witness(instances["A"], f"snapshot {snap}", f"{len(blob)} bytes at rest scanned")
+
+
+@pytest.mark.case("SN-1", "X", pair="A->rest")
+def test_sn1_broken_unencrypted_snapshot_is_detected(instances, planted, target):
+    with target.broken("unencrypted-snapshot", ref=instances["A"]) as blob:
+        assert planted.of("A") <= tokens_at_rest(blob)
+
+
+# -- SN-2 ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("SN-2", "refusal", pair=f"{n}->A"), id=n)
+                                      for n in ("B", "C")])
+def test_sn2_others_cannot_list_or_restore_a_snapshot(intruder, instances, principals, planted, target, probe_log):
+    snap = target.snapshot(instances["A"])
+    assert snap not in target.snapshots(principals[intruder])
+    with pytest.raises(TargetError, match="not_found"):
+        target.restore(snap, into=instances[intruder])
+    own = target.read_back(instances[intruder], "memory")
+    assert planted.tokens[intruder]["memory"] in own and planted.tokens["A"]["memory"] not in own
+    probe_log.witness(instances[intruder], f"restore {snap}", "refused not_found; volume unchanged")
+
+
+@pytest.mark.case("SN-2", "P", pair="A->A")
+def test_sn2_owner_restores_with_canaries_intact(instances, principals, planted, target):
+    snap = target.snapshot(instances["A"])
+    assert snap in target.snapshots(principals["A"])
+    restored = target.restore(snap, into=instances["A"])
+    for location, token in planted.tokens["A"].items():
+        assert token in target.read_back(restored, location)
+
+
+# -- SN-3 ---------------------------------------------------------------------------------------------
+
+@pytest.mark.case("SN-3", "refusal", pair="A->proxy")
+def test_sn3_restored_instance_has_a_new_generation_and_old_tokens_die(instances, target, refused_by_proxy):
+    old = target.capabilities(instances["A"])["model"]
+    before = target.wake(instances["A"]).generation
+    restored = target.restore(target.snapshot(instances["A"]), into=instances["A"])
+    assert restored.generation == before + 1
+    assert refused_by_proxy(instances["A"], old, BODY) == (403, "generation_stale")
+
+
+@pytest.mark.case("SN-3", "P", pair="A->proxy")
+def test_sn3_new_token_works(instances, target):
+    restored = target.restore(target.snapshot(instances["A"]), into=instances["A"])
+    assert target.model_call(target.capabilities(restored)["model"], BODY)[0] == 200
+
+
+# -- LF-1 / LF-2 / LF-3 ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def gina(target):
+    ref = target.provision(Principal("G", "org3", "gina"))
+    yield ref
+    target.destroy(ref)
+
+
+@pytest.mark.case("LF-1", "refusal", pair="G->proxy")
+def test_lf1_rotated_credentials_old_ones_refused(gina, target, refused_by_proxy):
+    old = target.capabilities(gina)["model"]
+    target.rotate(gina)
+    assert target.capabilities(gina)["model"] != old
+    assert refused_by_proxy(gina, old, BODY) == (403, "lease_stale")
+
+
+@pytest.mark.case("LF-1", "P", pair="G->proxy")
+def test_lf1_new_credentials_work(gina, target):
+    target.rotate(gina)
+    assert target.model_call(target.capabilities(gina)["model"], BODY)[0] == 200
+    assert target.turn(gina, "still working?") == "ok"
+
+
+@pytest.mark.case("LF-2", "refusal", pair="G->proxy")
+def test_lf2_revocation_stops_new_and_in_flight_calls(gina, target, refused_by_proxy):
+    """After the kill switch, the capability the broker already holds (the one any in-flight call uses) is
+    refused, and a new turn gets no model call through."""
+    held = target.capabilities(gina)["model"]
+    target.revoke(gina)
+    assert refused_by_proxy(gina, held, BODY) == (403, "revoked")
+    assert target.turn(gina, "anything?") == "model unavailable: revoked"
+
+
+@pytest.mark.case("LF-2", "P", pair="G->proxy")
+def test_lf2_before_revocation_works(gina, target):
+    assert target.turn(gina, "hello") == "ok"
+
+
+@pytest.mark.case("LF-3", "refusal", pair="G->proxy")
+def test_lf3_recreated_instance_refuses_the_old_token_at_the_same_address(gina, target, refused_by_proxy):
+    old = target.capabilities(gina)["model"]
+    endpoint = target.broker_endpoint(gina)
+    again = target.recreate(gina)
+    assert target.broker_endpoint(again) == endpoint  # the address is reused...
+    assert refused_by_proxy(again, old, BODY) == (403, "generation_stale")  # ...the token is not
+
+
+@pytest.mark.case("LF-3", "P", pair="G->proxy")
+def test_lf3_new_token_works(gina, target):
+    again = target.recreate(gina)
+    assert target.model_call(target.capabilities(again)["model"], BODY)[0] == 200

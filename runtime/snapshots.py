@@ -1,0 +1,135 @@
+"""Snapshots of an instance's private volume: compressed (zstandard), then encrypted (AES-256-GCM) under a
+key per owner that never enters a sandbox, stored with owner, generation and a digest.
+
+The authenticated header (owner, instance, generation, snapshot id) is the AEAD's associated data, so a
+snapshot cannot be passed off as someone else's or another instance's. Restore goes only into an instance
+of the same owner; it decrypts and unpacks into a fresh folder first and swaps it in only when all of it
+is good, so a corrupt or truncated snapshot changes nothing. The controller then recreates the instance,
+so the restored one runs under a new generation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import secrets
+import shutil
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+MAGIC = b"PPSNAP1\n"
+
+
+class SnapshotError(Exception):
+    """A snapshot was refused (not the owner's, corrupt, truncated); ``reason`` is machine-readable."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    id: str
+    org: str
+    user: str
+    instance: str
+    generation: int
+    path: Path
+    digest: str
+
+
+class SnapshotStore:
+    def __init__(self, state: Path) -> None:
+        self.dir = state / "snapshots"
+        self.keys = state / "snapshot-keys"
+        for d in (self.dir, self.keys):
+            d.mkdir(parents=True, exist_ok=True)
+            os.chmod(d, 0o700)
+
+    def _key(self, org: str, user: str) -> bytes:
+        path = self.keys / f"{org}-{user}.key"
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(32))
+        return path.read_bytes()
+
+    def take(self, volume: Path, *, org: str, user: str, instance: str, generation: int) -> SnapshotRef:
+        import zstandard
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            tar.add(volume, arcname=".")
+        compressed = zstandard.ZstdCompressor(level=3).compress(buffer.getvalue())
+        snap_id = secrets.token_hex(8)
+        header = {"id": snap_id, "org": org, "user": user, "instance": instance, "generation": generation,
+                  "at": time.time()}
+        aad = json.dumps(header, sort_keys=True).encode()
+        nonce = secrets.token_bytes(12)
+        sealed = AESGCM(self._key(org, user)).encrypt(nonce, compressed, aad)
+        blob = MAGIC + len(aad).to_bytes(4, "big") + aad + nonce + sealed
+        path = self.dir / f"{snap_id}.snap"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(blob)
+        tmp.replace(path)
+        return SnapshotRef(snap_id, org, user, instance, generation, path, hashlib.sha256(blob).hexdigest())
+
+    def list(self, org: str, user: str) -> list[SnapshotRef]:
+        return [ref for ref in (self._read_header(p) for p in sorted(self.dir.glob("*.snap"))) if ref and
+                (ref.org, ref.user) == (org, user)]
+
+    def _read_header(self, path: Path) -> SnapshotRef | None:
+        blob = path.read_bytes()
+        if not blob.startswith(MAGIC):
+            return None
+        size = int.from_bytes(blob[len(MAGIC):len(MAGIC) + 4], "big")
+        header = json.loads(blob[len(MAGIC) + 4:len(MAGIC) + 4 + size])
+        return SnapshotRef(header["id"], header["org"], header["user"], header["instance"], header["generation"], path,
+                           hashlib.sha256(blob).hexdigest())
+
+    def restore(self, snap_id: str, *, org: str, user: str, volume: Path, uid: int) -> None:
+        """Replace ``volume`` with the snapshot's content, if (org, user) owns it and it is intact."""
+        import zstandard
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        path = self.dir / f"{snap_id}.snap"
+        if not path.exists() or not snap_id.isalnum():
+            raise SnapshotError("not_found", f"no snapshot {snap_id!r}")
+        blob = path.read_bytes()
+        try:
+            ref = self._read_header(path)
+        except (ValueError, KeyError) as exc:
+            raise SnapshotError("corrupt", f"snapshot {snap_id} has a damaged header: {exc}") from exc
+        if ref is None:
+            raise SnapshotError("corrupt", f"snapshot {snap_id} is not a pairproof snapshot")
+        if (ref.org, ref.user) != (org, user):
+            # Same answer as absent: a snapshot id must not tell a stranger it exists.
+            raise SnapshotError("not_found", f"no snapshot {snap_id!r}")
+        size = int.from_bytes(blob[len(MAGIC):len(MAGIC) + 4], "big")
+        aad = blob[len(MAGIC) + 4:len(MAGIC) + 4 + size]
+        rest = blob[len(MAGIC) + 4 + size:]
+        try:
+            compressed = AESGCM(self._key(org, user)).decrypt(rest[:12], rest[12:], aad)
+            raw = zstandard.ZstdDecompressor().decompress(compressed)
+        except (InvalidTag, ValueError, zstandard.ZstdError) as exc:
+            raise SnapshotError("corrupt", f"snapshot {snap_id} does not decrypt or decompress: it is corrupt or "
+                                           "truncated; nothing was restored") from exc
+        staging = volume.with_name(volume.name + ".restoring")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(mode=0o700)
+        with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+            tar.extractall(staging, filter="data")
+        for p in [staging, *staging.rglob("*")]:
+            os.lchown(p, uid, uid)
+        old = volume.with_name(volume.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        volume.rename(old)
+        staging.rename(volume)
+        shutil.rmtree(old, ignore_errors=True)
