@@ -81,8 +81,15 @@ class SnapshotStore:
         return SnapshotRef(snap_id, org, user, instance, generation, path, hashlib.sha256(blob).hexdigest())
 
     def list(self, org: str, user: str) -> list[SnapshotRef]:
-        return [ref for ref in (self._read_header(p) for p in sorted(self.dir.glob("*.snap"))) if ref and
-                (ref.org, ref.user) == (org, user)]
+        found = []
+        for path in sorted(self.dir.glob("*.snap")):
+            try:
+                ref = self._read_header(path)
+            except (ValueError, KeyError):
+                continue  # a damaged file lists as nothing; restoring it says why
+            if ref and (ref.org, ref.user) == (org, user):
+                found.append(ref)
+        return found
 
     def _read_header(self, path: Path) -> SnapshotRef | None:
         blob = path.read_bytes()
