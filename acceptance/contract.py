@@ -159,6 +159,12 @@ class Target(Protocol):
     def revoke(self, ref: InstanceRef) -> None:
         """The kill switch: the instance's grant and capabilities stop being honoured, in flight too."""
 
+    def recover(self, ref: InstanceRef) -> InstanceRef:
+        """After ``crash``: fence the stale lease, reconcile the old run's effects, admit a successor."""
+
+    def journal(self, ref: InstanceRef) -> list[dict]:
+        """The instance's effect journal: operation id, tool, state, attempts."""
+
     def snapshot(self, ref: InstanceRef) -> str:
         """Snapshot the instance's volume; the snapshot id."""
 
@@ -195,7 +201,9 @@ class Target(Protocol):
         ``debug-logging`` () -> None (the platform logs at debug level while it lasts);
         ``open-egress`` (principal=Principal, lab=Lab, catalog_refresh=seconds) -> InstanceRef (a sandbox
         linked to the lab with a default route and the lab's resolver);
-        ``unencrypted-snapshot`` (ref=InstanceRef) -> bytes (the volume as a snapshot stored compressed only).
+        ``unencrypted-snapshot`` (ref=InstanceRef) -> bytes (the volume as a snapshot stored compressed only);
+        ``lossy-product-link`` (ref=InstanceRef) -> None (requests reach the product, answers are lost);
+        ``unreachable-product`` (ref=InstanceRef) -> None (the product refuses connections).
         """
 
     def close(self) -> None:

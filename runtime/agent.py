@@ -132,7 +132,11 @@ def _model(messages: list, purpose: str, tools: list | None = None) -> dict:
 
 
 def _openai_tools() -> list:
-    listed = _mcp("tools/list").get("result", {}).get("tools", [])
+    try:
+        listed = _mcp("tools/list").get("result", {}).get("tools", [])
+    except ModelUnavailable:
+        listed = []  # the tool server is unreachable: the turn goes on without tools
+
     return [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
                                               "parameters": t.get("inputSchema", {})}} for t in listed]
 
@@ -173,7 +177,12 @@ def _converse(message: str) -> str:
                 arguments = json.loads(fn.get("arguments") or "{}")
             except ValueError:
                 arguments = {}
-            result = _mcp("tools/call", {"name": fn["name"], "arguments": arguments})
+            try:
+                result = _mcp("tools/call", {"name": fn["name"], "arguments": arguments})
+            except ModelUnavailable as exc:
+                # Reported to the model as the tool's result; whether the effect happened is for the
+                # platform's journal to settle, not for the conversation.
+                result = {"error": {"reason": str(exc)}}
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)})
     return "I stopped after too many tool calls."
 

@@ -22,19 +22,26 @@ import logging
 import re
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from .httpjson import JsonHandler, QuietServer, serve
+from .journal import Journal
 from .mcp_filter import McpFilter
 from .netns import socket_in
 
 log = logging.getLogger("pairproof.broker")
 AGENT_PORT = 8765  # where the agent finds its broker, inside its own network namespace
 RUNCTL_PORT = 8642  # where the agent serves its run-control API, inside its namespace
+RUNCTL_STARTUP = 5.0  # how long a just-woken agent may take to open it
 MODEL_ROUTES = ("/v1/chat/completions", "/v1/messages")
 RUN_ID = r"[A-Za-z0-9_-]{1,64}"
+# Tools whose call changes something at the product: journaled, sent with an idempotency key.
+EFFECT_TOOLS = frozenset({"notes_create", "notes_purge", "issue_comment", "task_create", "crm_note", "message_send",
+                          "invite", "conversation_post", "conversation_add_participant"})
 RUNCTL_ROUTES = (
     ("POST", re.compile(r"/v1/runs")),
     ("GET", re.compile(rf"/v1/runs/{RUN_ID}")),
@@ -45,12 +52,14 @@ RUNCTL_ROUTES = (
 
 class Broker:
     def __init__(self, *, instance: str, sandbox_pid: int, grant: str, model_capability: str, product_url: str,
-                 proxy_url: str, pinned: Mapping[str, Mapping]) -> None:
+                 proxy_url: str, pinned: Mapping[str, Mapping], journal: Journal | None = None,
+                 generation: int = 0) -> None:
         self.instance, self.sandbox_pid = instance, sandbox_pid
         self._grant, self._model = grant, model_capability
         self.product_url, self.proxy_url = product_url.rstrip("/"), proxy_url.rstrip("/")
         self.filter = McpFilter(pinned)
         self.pinned_extra: dict[str, Mapping] = {}
+        self.journal, self.generation = journal, generation
         self.refusals: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         inner = socket_in(sandbox_pid)
@@ -105,8 +114,14 @@ class Broker:
             return (200, decision.response) if decision.response is not None else (202, None)
         with self._lock:
             grant = self._grant
-        status, body = self._post(self.product_url + "/mcp", json.dumps(decision.request).encode(),
-                                  {"Content-Type": "application/json", "Authorization": f"Bearer {grant}"})
+        request = decision.request or {}
+        tool = (request.get("params") or {}).get("name", "")
+        if self.journal is not None and request.get("method") == "tools/call" and tool in EFFECT_TOOLS:
+            op = self.journal.begin(tool, request, self.generation)
+            status, body = dispatch_effect(self.product_url, self.journal, op, request, grant)
+        else:
+            status, body = self._post(self.product_url + "/mcp", json.dumps(request).encode(),
+                                      {"Content-Type": "application/json", "Authorization": f"Bearer {grant}"})
         if status == 202:
             return 202, None
         answer = json.loads(body or b"{}")
@@ -123,16 +138,26 @@ class Broker:
                           {"Content-Type": "application/json", "Authorization": f"Bearer {capability}"})
 
     def forward_runctl(self, method: str, path: str, raw: bytes | None) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", RUNCTL_PORT, timeout=120)
-        sock = socket_in(self.sandbox_pid)
-        try:
+        deadline = time.monotonic() + RUNCTL_STARTUP
+        while True:
+            sock = socket_in(self.sandbox_pid)
             sock.settimeout(120)
-            sock.connect(("127.0.0.1", RUNCTL_PORT))
-            conn.sock = sock
+            try:
+                sock.connect(("127.0.0.1", RUNCTL_PORT))
+                break
+            except ConnectionRefusedError as exc:
+                sock.close()
+                # The agent serves its run-control API a moment after it is ready for the controller.
+                if time.monotonic() > deadline:
+                    return 502, json.dumps({"error": {"reason": "agent_unreachable", "message": str(exc)}}).encode()
+                time.sleep(0.02)
+        conn = http.client.HTTPConnection("127.0.0.1", RUNCTL_PORT, timeout=120)
+        conn.sock = sock
+        try:
             conn.request(method, path, body=raw, headers={"Content-Type": "application/json"})
             response = conn.getresponse()
             return response.status, response.read()
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             return 502, json.dumps({"error": {"reason": "agent_unreachable", "message": str(exc)}}).encode()
         finally:
             conn.close()
@@ -226,3 +251,29 @@ class Broker:
             do_PUT = do_DELETE = do_PATCH = do_CONNECT = do_OPTIONS = _other
 
         return PlatformSide
+
+
+def dispatch_effect(product_url: str, journal: Journal, op: str, request: dict, grant: str) -> tuple[int, bytes]:
+    """Send one effectful call with its idempotency key, journaling what is known at each step."""
+    split = urlsplit(product_url)
+    conn = http.client.HTTPConnection(split.hostname, split.port, timeout=30)
+    try:
+        conn.connect()
+    except OSError as exc:
+        journal.mark(op, "not_dispatched", attempt=True)
+        return 502, json.dumps({"error": {"reason": "not_dispatched", "message": str(exc)}}).encode()
+    journal.mark(op, "dispatched", attempt=True)
+    try:
+        conn.request("POST", split.path.rstrip("/") + "/mcp", body=json.dumps(request).encode(),
+                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {grant}",
+                              "Idempotency-Key": op})
+        response = conn.getresponse()
+        body = response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        # Sent, and no answer: it may or may not have happened. Only the product can say.
+        journal.mark(op, "unknown")
+        return 502, json.dumps({"error": {"reason": "outcome_unknown", "message": str(exc)}}).encode()
+    finally:
+        conn.close()
+    journal.mark(op, "completed")
+    return response.status, body

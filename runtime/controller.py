@@ -22,9 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import cgroups, sandbox, uids
-from .broker import AGENT_PORT, Broker
+from .broker import AGENT_PORT, Broker, dispatch_effect
 from .cgroups import Limits
 from .errors import ConfigError, InstanceError, SandboxError
+from .journal import Journal
 from .platform import LEASE_TTL, MODEL_TTL, Platform
 from .registry import InstanceRecord, Registry
 from .snapshots import SnapshotStore
@@ -85,6 +86,7 @@ class Controller:
         # Without a platform an instance has no broker and no way out at all (the sandbox tests use that).
         self.platform = platform
         self._brokers: dict[str, Broker] = {}
+        self._journals: dict[str, Journal] = {}
         for record in self.registry.all():
             if record.state == "running":  # its sandbox died with the controller that started it
                 self.registry.set_state(record.id, "sleeping")
@@ -172,7 +174,7 @@ class Controller:
                         grant=self.platform.grants.issue(*claims, ttl=LEASE_TTL),
                         model_capability=self.platform.models.issue(*claims, ttl=MODEL_TTL),
                         product_url=self.platform.product.url, proxy_url=self.platform.proxy.url,
-                        pinned=self.platform.pinned)
+                        pinned=self.platform.pinned, journal=self.journal(record.id), generation=record.generation)
         self._brokers[record.id] = broker.start()
 
     def pin_tool(self, instance_id: str, name: str, schema: dict) -> None:
@@ -218,6 +220,45 @@ class Controller:
         if was_running:
             self.wake(into)
         return self.registry.get(into)
+
+    def journal(self, instance_id: str) -> Journal:
+        """The instance's effect journal (kept across sandboxes and generations, outside every sandbox)."""
+        if instance_id not in self._journals:
+            record = self.registry.get(instance_id)
+            self._journals[instance_id] = Journal(self._instance_dir(record) / "journal.sqlite")
+        return self._journals[instance_id]
+
+    def recover(self, instance_id: str) -> InstanceRecord:
+        """After a crash: fence the stale lease, reconcile the old run's effects, then admit a successor.
+
+        Unknown effects are settled by asking the product server whether the operation happened (never by
+        asking the model); effects known not to have been dispatched are retried once with the same
+        idempotency key; completed ones are left alone. Only then does the instance wake, under a new
+        generation.
+        """
+        record = self.registry.get(instance_id)
+        self._stop(instance_id)  # fences: the old lease ends with its broker
+        record = self.registry.bump_generation(instance_id)
+        lease = secrets.token_hex(8)
+        self.platform.current.admit(record.id, record.generation, lease, time.time() + LEASE_TTL)
+        grant = self.platform.grants.issue(record.id, record.org, record.user, record.generation, lease, ttl=300)
+        journal = self.journal(instance_id)
+        for op in journal.ops("dispatched", "unknown", "pending"):
+            happened = self._ask_product(op["op"], grant)
+            journal.mark(op["op"], "completed" if happened else "not_dispatched")
+        for op in journal.ops("not_dispatched"):
+            if op["attempts"] < 2:  # one retry, with the original idempotency key
+                dispatch_effect(self.platform.product.url, journal, op["op"], op["request"], grant)
+        self.platform.current.end(instance_id)
+        return self.wake(instance_id)
+
+    def _ask_product(self, op: str, grant: str) -> bool:
+        import urllib.request
+
+        request = urllib.request.Request(f"{self.platform.product.url}/api/effects/{op}",
+                                         headers={"Authorization": f"Bearer {grant}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return bool(json.loads(response.read())["happened"])
 
     def broker(self, instance_id: str) -> Broker:
         broker = self._brokers.get(instance_id)
@@ -334,6 +375,8 @@ class Controller:
             except Exception as exc:  # keep tearing down the others, report all at the end
                 errors.append(f"{instance_id}: {exc}")
         self.registry.close()
+        for journal in self._journals.values():
+            journal.close()
         from .cleanup import remove_run
         try:
             remove_run(self.root, self.run, hierarchy=self.hierarchy, keep_state=keep_state)

@@ -32,6 +32,7 @@ from .render import render
 from .store import Caller, ProductError, ProductStore
 
 log = logging.getLogger("pairproof.product")
+IDEMPOTENCY = "__idempotency_key"
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -148,6 +149,8 @@ class ProductServer:
         s = self.store
         add = self.add_route
         add("POST", r"/mcp", "agent", self._mcp)
+        add("GET", r"/api/effects/(op_[0-9a-f]{16})", "agent",
+            lambda who, key: {"operation": key, "happened": s.effect(who, key) is not None})
         add("POST", r"/api/issues", "person",
             lambda who, body: {"id": s.person_write(who, "issue", "team", _text(body, "body"), _text(body, "title"))})
         add("POST", r"/api/conversations", "person", lambda who, body: {"id": s.conversation(who, _text(body, "title"))})
@@ -175,6 +178,19 @@ class ProductServer:
     # -- the MCP tool server -----------------------------------------------------------------------------
 
     def _mcp(self, who: Caller, request: dict[str, Any]) -> dict[str, Any] | None:
+        key = request.pop(IDEMPOTENCY, None)
+        if key and request.get("method") == "tools/call":
+            # One operation, one effect: the same key again gets the first answer, nothing is done twice.
+            earlier = self.store.effect(who, key)
+            if earlier is not None:
+                return {**earlier, "id": request.get("id")}
+            answer = self._mcp_call(who, request)
+            if answer is not None and "result" in answer:
+                self.store.record_effect(who, key, answer)
+            return answer
+        return self._mcp_call(who, request)
+
+    def _mcp_call(self, who: Caller, request: dict[str, Any]) -> dict[str, Any] | None:
         rid, method, params = request.get("id"), request.get("method"), request.get("params") or {}
         if method == "initialize":
             result: Any = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
@@ -277,6 +293,9 @@ class ProductServer:
                             body = None
                         if not isinstance(body, dict):
                             raise ProductError(400, "bad_request", "the body must be one JSON object under 1 MiB")
+                        body.pop(IDEMPOTENCY, None)  # only the header may carry it
+                        if r.template == "/mcp" and self.headers.get("Idempotency-Key"):
+                            body[IDEMPOTENCY] = self.headers["Idempotency-Key"][:64]
                         args: tuple[Any, ...] = (*m.groups(), body)
                     else:
                         args = m.groups() or ({k: v[-1] for k, v in parse_qs(split.query).items()},)

@@ -16,6 +16,7 @@ import copy
 import hmac
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from email.message import Message
@@ -61,11 +62,14 @@ def parse_steps(steps: object) -> list[dict[str, Any]]:
         if not isinstance(step, dict):
             raise ConfigError(f"{where} must be an object: {STEP_FORMS}")
         if "reply" in step:
-            if set(step) != {"reply"}:
-                raise ConfigError(f"{where} mixes 'reply' with {sorted(set(step) - {'reply'})}: {STEP_FORMS}")
+            if set(step) - {"reply", "delay"}:
+                raise ConfigError(f"{where} mixes 'reply' with {sorted(set(step) - {'reply', 'delay'})}: {STEP_FORMS}")
             if not isinstance(step["reply"], str):
                 raise ConfigError(f"{where}.reply must be a string")
-            parsed.append({"reply": step["reply"]})
+            delay = step.get("delay", 0)
+            if not isinstance(delay, (int, float)) or isinstance(delay, bool) or not 0 <= delay <= 30:
+                raise ConfigError(f"{where}.delay must be a number of seconds from 0 to 30 (a turn held in flight)")
+            parsed.append({"reply": step["reply"], **({"delay": float(delay)} if delay else {})})
         elif "tool" in step:
             if set(step) - {"tool", "arguments"}:
                 raise ConfigError(f"{where} has unknown fields {sorted(set(step) - {'tool', 'arguments'})}: {STEP_FORMS}")
@@ -328,6 +332,8 @@ class ProviderMock:
         prompt = prompt_tokens(body["messages"])
         seq, step = self._record(call, 200, prompt)
         usage = {"input": prompt, "output": completion_tokens(step)}
+        if step and step.get("delay"):
+            time.sleep(step["delay"])  # a scripted slow answer: keeps a turn in flight for crash and revocation cases
         build = _openai_reply if style == "openai" else _anthropic_reply
         return _Response(200, build(seq, call.model, step, usage))
 

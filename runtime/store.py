@@ -32,6 +32,9 @@ CREATE TABLE IF NOT EXISTS cards (
 CREATE TABLE IF NOT EXISTS participants (
     conversation INTEGER NOT NULL, user TEXT NOT NULL, joined REAL NOT NULL, PRIMARY KEY (conversation, user)
 );
+CREATE TABLE IF NOT EXISTS effects (
+    key TEXT PRIMARY KEY, org TEXT NOT NULL, owner TEXT NOT NULL, answer TEXT NOT NULL, at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, operator TEXT NOT NULL, route TEXT NOT NULL,
     record INTEGER NOT NULL, org TEXT NOT NULL, owner TEXT NOT NULL
@@ -218,6 +221,20 @@ class ProductStore:
         with self._lock:
             cur = self._db.execute("DELETE FROM records WHERE kind = 'note' AND org = ? AND owner = ?", (who.org, who.user))
             return cur.rowcount
+
+    # -- idempotent effects ------------------------------------------------------------------------------
+
+    def effect(self, who: Caller, key: str) -> dict[str, Any] | None:
+        """The stored answer of operation ``key`` for this caller, or None if it never happened."""
+        with self._lock:
+            row = self._db.execute("SELECT answer FROM effects WHERE key = ? AND org = ? AND owner = ?",
+                                   (key, who.org, who.user)).fetchone()
+        return json.loads(row["answer"]) if row else None
+
+    def record_effect(self, who: Caller, key: str, answer: dict[str, Any]) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO effects VALUES (?, ?, ?, ?, ?)",
+                             (key, who.org, who.user, json.dumps(answer), time.time()))
 
     # -- operators -------------------------------------------------------------------------------------
 

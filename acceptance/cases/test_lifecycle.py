@@ -142,3 +142,86 @@ def test_lf3_recreated_instance_refuses_the_old_token_at_the_same_address(gina, 
 def test_lf3_new_token_works(gina, target):
     again = target.recreate(gina)
     assert target.model_call(target.capabilities(again)["model"], BODY)[0] == 200
+
+
+# -- LF-4 / LF-5: crash and recovery ----------------------------------------------------------------------
+
+@pytest.fixture
+def hank(target):
+    ref = target.provision(Principal("H", "org3", "hank"))
+    yield ref
+    target.destroy(ref)
+
+
+def _until(predicate, what: str, deadline: float = 20.0):
+    import time
+
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"{what} did not happen within {deadline}s")
+
+
+@pytest.mark.case("LF-4", "refusal", pair="H")
+def test_lf4_crash_mid_run(hank, target, refused_by_proxy):
+    """SIGKILL while a run waits on the model: after recovery the conversation is there, the lost run is
+    reported not found, and the crashed generation's capability is fenced."""
+    target.script_model(hank.principal, [{"reply": "too late", "delay": 5}])
+    status, started = target.runctl(hank, "POST", "/v1/runs", {"input": "remember: the crash marker"})
+    assert status == 202
+    _until(lambda: [r for r in target.provider_records() if r["user"] == "org3:hank" and r["purpose"] == "turn"],
+           "the run's model call")
+    stale = target.capabilities(hank)["model"]
+    target.crash(hank)
+    successor = target.recover(hank)
+    assert "the crash marker" in target.read_back(successor, "transcript")
+    status, body = _until(lambda: (a := target.runctl(successor, "GET", f"/v1/runs/{started['run_id']}"))[0] != 502 and a,
+                          "the successor's run-control API")
+    assert (status, (body.get("error") or {}).get("code")) == (404, "run_not_found")
+    assert refused_by_proxy(successor, stale, BODY) == (403, "generation_stale")
+
+
+@pytest.mark.case("LF-4", "P", pair="H")
+def test_lf4_successor_is_admitted(hank, target):
+    target.crash(hank)
+    successor = target.recover(hank)
+    assert target.turn(successor, "are you back?") == "ok"
+
+
+def _notes_with(target, principal, body: str) -> int:
+    records = target.person(principal).request("GET", "/api/records?kind=note")[1]["records"]
+    return sum(r["body"] == body for r in records)
+
+
+@pytest.mark.case("LF-5", "refusal", pair="H->product")
+def test_lf5_unknown_effect_is_reconciled_not_repeated(hank, target, probe_log):
+    """A note whose creation reached the product but whose answer was lost is 'unknown'; recovery asks the
+    product, marks it completed and does not send it again: exactly one note."""
+    marker = "effect-with-lost-answer"
+    target.script_model(hank.principal, [{"tool": "notes_create", "arguments": {"body": marker}}, {"reply": "done"}])
+    with target.broken("lossy-product-link", ref=hank):
+        target.turn(hank, "make the note")
+    [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
+    assert op["state"] == "unknown"
+    target.recover(hank)
+    [after] = [o for o in target.journal(hank) if o["op"] == op["op"]]
+    assert (after["state"], after["attempts"]) == ("completed", 1)
+    assert _notes_with(target, hank.principal, marker) == 1
+    probe_log.witness(hank, "journal", f"{op['op']} unknown -> completed by asking the product; 1 effect")
+
+
+@pytest.mark.case("LF-5", "P", pair="H->product")
+def test_lf5_not_dispatched_effect_is_retried_once(hank, target):
+    marker = "effect-never-sent"
+    target.script_model(hank.principal, [{"tool": "notes_create", "arguments": {"body": marker}}, {"reply": "done"}])
+    with target.broken("unreachable-product", ref=hank):
+        target.turn(hank, "make the note")
+    [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
+    assert op["state"] == "not_dispatched" and _notes_with(target, hank.principal, marker) == 0
+    target.recover(hank)
+    [after] = [o for o in target.journal(hank) if o["op"] == op["op"]]
+    assert (after["state"], after["attempts"]) == ("completed", 2)
+    assert _notes_with(target, hank.principal, marker) == 1

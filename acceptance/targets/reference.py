@@ -235,6 +235,13 @@ class ReferenceTarget:
     def revoke(self, ref: InstanceRef) -> None:
         self.controller.revoke(ref.key)
 
+    def recover(self, ref: InstanceRef) -> InstanceRef:
+        record = self.controller.recover(ref.key)
+        return InstanceRef(ref.principal, ref.key, record.generation)
+
+    def journal(self, ref: InstanceRef) -> list[dict]:
+        return self.controller.journal(ref.key).ops()
+
     def snapshot(self, ref: InstanceRef) -> str:
         return self.controller.snapshot(ref.key).id
 
@@ -278,6 +285,8 @@ class ReferenceTarget:
             "debug-logging": self._debug_logging,
             "open-egress": self._open_egress,
             "unencrypted-snapshot": self._unencrypted_snapshot,
+            "lossy-product-link": self._lossy_product_link,
+            "unreachable-product": self._unreachable_product,
         }
         if control not in builders:
             raise TargetError(f"the reference target has no broken arrangement {control!r}: "
@@ -406,6 +415,25 @@ class ReferenceTarget:
             tar.add(self.controller.state / "instances" / ref.key / "volume", arcname=".")
         return zstandard.ZstdCompressor(level=3).compress(buffer.getvalue())
 
+    def _lossy_product_link(self, ref: InstanceRef) -> None:
+        """The link from the instance's broker to the product loses every answer (the request arrives)."""
+        relay = _LossyRelay(self.platform.product.url)
+        broker = self.controller.broker(ref.key)
+        before = broker.product_url
+        broker.product_url = relay.url
+        self._undo.append(lambda: (setattr(broker, "product_url", before), relay.close()))
+
+    def _unreachable_product(self, ref: InstanceRef) -> None:
+        """The product refuses the broker's connections: nothing can be sent."""
+        import socket as _socket
+
+        closed = _socket.socket()
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused at once
+        broker = self.controller.broker(ref.key)
+        before = broker.product_url
+        broker.product_url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        self._undo.append(lambda: (setattr(broker, "product_url", before), closed.close()))
+
     def _unaudited_operator_route(self) -> str:
         """A support 'debug' route that reads records without writing the audit, added the way a
         deployment adds a route; removed again when the control ends."""
@@ -468,3 +496,57 @@ class ProductHttpClient:
         if kind.startswith("text/html"):
             return status, raw.decode()
         return status, json.loads(raw) if raw else None
+
+
+class _LossyRelay:
+    """Forwards each HTTP request to the product, reads the whole answer, and drops it (closes the
+    connection instead): the request happened, its requester can never know."""
+
+    def __init__(self, upstream: str) -> None:
+        import socket as _socket
+        import threading
+
+        self.upstream = upstream.split("//", 1)[1].split(":")
+        self._server = _socket.socket()
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen(16)
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _read_http(conn) -> bytes:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        while len(body) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return head + b"\r\n\r\n" + body
+
+    def _serve(self) -> None:
+        import socket as _socket
+
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            with client:
+                request = self._read_http(client)
+                with _socket.create_connection((self.upstream[0], int(self.upstream[1])), timeout=30) as up:
+                    up.sendall(request)
+                    self._read_http(up)  # the product answered; the answer goes nowhere
+
+    def close(self) -> None:
+        self._server.close()
