@@ -33,6 +33,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only this catalogue case (repeatable), its controls included")
     group.addoption("--idle-seconds", dest="pairproof_idle_seconds", type=float, default=3.0,
                     help="NT-5's idle observation window in seconds (default 3; the seed observed 23 minutes)")
+    group.addoption("--lf6-examples", dest="pairproof_lf6_examples", type=int, default=3,
+                    help="LF-6: how many random interleavings hypothesis tries (default 3, derandomized)")
     group.addoption("--pairproof-run", dest="pairproof_run", default=None,
                     help="run id (8 lowercase hex); minted when absent")
 
