@@ -39,3 +39,16 @@ def build(results: Path, target: Path) -> str:
             return f"Allure HTML report failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-300:]}"
         shutil.copyfile(built, target)
     return f"Allure HTML report: {target}"
+
+
+def quality_gate(results: Path, *, min_tests: int, success_rate: float = 1.0) -> tuple[bool, str]:
+    """Allure's own quality gate over the results (minTestsCount, successRate): (passed, what it said)."""
+    allure = find()
+    if allure is None:
+        return False, ("Allure's quality gate could not run: the npm package `allure` is not installed "
+                       "(run tools/setup-machine)")
+    proc = subprocess.run([allure, "quality-gate", "--min-tests-count", str(min_tests), "--success-rate",
+                           str(success_rate), str(results)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "NO_COLOR": "1"})
+    said = " ".join(line.strip() for line in (proc.stdout + proc.stderr).splitlines() if "⨯" in line or "failed" in line)
+    return proc.returncode == 0, said or f"exit {proc.returncode}"

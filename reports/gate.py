@@ -1,7 +1,8 @@
 """``pairproof gate``: the release gate. It reads what a run wrote and exits 0 only if that proves the case
 catalogue, so a pipeline can trust its exit code.
 
-It passes only if: the verdict exists and follows the schema; pytest itself ended cleanly (a usage error
+It passes only if: Allure's own quality gate passes over the Allure results (at least one test per
+catalogue case, every test passed); the verdict exists and follows the schema; pytest itself ended cleanly (a usage error
 or an interrupted run never passes); every case of the catalogue ran and passed, with every refusal's
 controls passed and nothing skipped; and, when a mutant report is given, its control passed and every
 mutant was killed by one of its expected cases. It prints why, case by case.
@@ -31,7 +32,8 @@ def _schema_problems(verdict: dict) -> list[str]:
             for e in sorted(validator.iter_errors(verdict), key=str)[:5]]
 
 
-def judge(results: Path, mutants: Path | None = None, catalogue_ids: list[str] | None = None) -> GateResult:
+def judge(results: Path, mutants: Path | None = None, catalogue_ids: list[str] | None = None,
+          allure: bool = True) -> GateResult:
     from acceptance import catalogue
 
     ids = catalogue_ids if catalogue_ids is not None else list(catalogue.load())
@@ -80,5 +82,17 @@ def judge(results: Path, mutants: Path | None = None, catalogue_ids: list[str] |
                 if m["status"] != "killed":
                     result.reasons.append(f"mutant {m['name']}: {m['status']} {m.get('detail', '')}".rstrip())
             result.lines.append(f"mutants: {report.get('summary', '?')}")
+    if allure:
+        from . import allure_html
+
+        allure_results = results / "allure-results"
+        if not allure_results.is_dir():
+            result.reasons.append(f"no Allure results in {allure_results}: Allure's quality gate has nothing to judge")
+        else:
+            ok, said = allure_html.quality_gate(allure_results, min_tests=len(ids))
+            result.lines.append(f"allure quality gate (minTestsCount {len(ids)}, successRate 1): "
+                                f"{'passed' if ok else 'FAILED'} {said}".rstrip())
+            if not ok:
+                result.reasons.append(f"Allure's quality gate failed: {said}")
     result.passed = not result.reasons
     return result

@@ -35,7 +35,7 @@ def _gate(capsys, folder, *extra):
     original = gate.judge
     code = None
     try:
-        gate.judge = lambda results, mutants=None: original(results, mutants, IDS)
+        gate.judge = lambda results, mutants=None: original(results, mutants, IDS, allure=False)
         code = cli.main(["gate", "--results", str(folder), *extra])
     finally:
         gate.judge = original
@@ -96,3 +96,18 @@ def test_junit_has_one_case_per_catalogue_case(tmp_path):
     _write(tmp_path, [_o("RS-1", "refusal", "failed"), _o("RS-1", "P")])
     suite = ET.parse(tmp_path / "junit.xml").getroot()
     assert suite.get("tests") == "2" and suite.get("failures") == "1" and suite.get("skipped") == "1"
+
+
+def test_allures_own_quality_gate_runs_and_can_fail(tmp_path):
+    """With Allure results present, the gate also runs Allure's quality gate (here: too few tests)."""
+    from reports import allure_html, gate
+
+    folder = _write(tmp_path, ALL_PASSED)
+    results = folder / "allure-results"
+    results.mkdir()
+    (results / "x-result.json").write_text(json.dumps({"uuid": "x", "name": "t", "status": "passed", "start": 1, "stop": 2}))
+    outcome = gate.judge(folder, None, IDS)
+    if allure_html.find() is None:
+        assert not outcome.passed and any("could not run" in r for r in outcome.reasons)
+    else:
+        assert not outcome.passed and any("Allure's quality gate failed" in r for r in outcome.reasons), outcome.reasons
