@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from html.parser import HTMLParser
 
-from acceptance.catalogue import load
-from acceptance.pairing import Declared, Outcome, judge
+from support.verdicts import sample_verdict as _verdict
+
 from reports import allure_html, html
 
 
@@ -25,16 +25,6 @@ class Tables(HTMLParser):
     def handle_data(self, data):
         if self._in and data.strip():
             self.cells.append(data.strip())
-
-
-def _verdict():
-    outcomes = [Outcome(Declared("t::r", "FS-1", "refusal", "B->A"), proofs=1),
-                Outcome(Declared("t::p", "FS-1", "P")), Outcome(Declared("t::x", "FS-1", "X")),
-                Outcome(Declared("t::r2", "RS-1", "refusal", "A"), outcome="failed", proofs=1),
-                Outcome(Declared("t::p2", "RS-1", "P"))]
-    v = judge(outcomes, load())
-    v.update(run="0badc0de", target="reference", pytest_exit=1)
-    return v
 
 
 def test_summary_page_has_the_matrix_pairing_and_mutants(tmp_path):
