@@ -48,11 +48,11 @@ def test_nt3_owner_reaches_its_broker(instances, broker_call):
 # -- NT-4: not an open relay --------------------------------------------------------------------------
 
 RELAY_ATTEMPTS = {
-    "absolute-uri": (b"GET http://203.0.113.7/ HTTP/1.1\r\nHost: 203.0.113.7\r\nConnection: close\r\n\r\n",
+    "absolute-uri": (b"GET http://198.51.100.7/ HTTP/1.1\r\nHost: 198.51.100.7\r\nConnection: close\r\n\r\n",
                      "absolute_uri_refused"),
-    "connect": (b"CONNECT 203.0.113.7:443 HTTP/1.1\r\nHost: 203.0.113.7:443\r\nConnection: close\r\n\r\n",
+    "connect": (b"CONNECT 198.51.100.7:443 HTTP/1.1\r\nHost: 198.51.100.7:443\r\nConnection: close\r\n\r\n",
                 "connect_refused"),
-    "url-parameter": (b"GET /fetch?url=http://203.0.113.7/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    "url-parameter": (b"GET /fetch?url=http://198.51.100.7/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
                       "route_not_allowed"),
     "other-path": (b"POST /v1/proxy HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
                    "route_not_allowed"),

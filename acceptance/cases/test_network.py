@@ -99,9 +99,11 @@ def test_nt3_nothing_of_the_intruder_arrives_in_a_namespace(intruder, instances,
 
     a_pid = target.identity(instances["A"]).host_pid
     seen: list[dict] = []
-    watcher = threading.Thread(target=lambda: seen.extend(capture(a_pid, 2.0, "ip or ip6 or arp", tmp_path / "a.pcap")))
+    listening = threading.Event()
+    watcher = threading.Thread(target=lambda: seen.extend(
+        capture(a_pid, 2.0, "ip or ip6 or arp", tmp_path / "a.pcap", ready=listening)))
     watcher.start()
-    time.sleep(0.2)  # the capture socket is open well before the intruder starts
+    assert listening.wait(30), "the capture in A's namespace did not start"
     for _ in range(3):
         assert broker_call(instances[intruder], "GET", "/whoami")["body"] == {"instance": instances[intruder].key}
     watcher.join()

@@ -21,4 +21,18 @@ def raw_socket(expression: str) -> socket.socket:
     """An AF_PACKET socket on every interface of the current network namespace, BPF-filtered."""
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     attach(sock, expression)
+    drain(sock)
     return sock
+
+
+def drain(sock: socket.socket) -> None:
+    """Discard what the socket queued before its filter was attached: between socket() and the filter it
+    took every frame, and those would read as matches (libpcap does the same)."""
+    sock.setblocking(False)
+    try:
+        while True:
+            sock.recv(65535)
+    except BlockingIOError:
+        pass
+    finally:
+        sock.setblocking(True)

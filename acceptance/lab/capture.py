@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import select
 import socket
+import threading
 import time
 from pathlib import Path
 
 from runtime.netns import socket_in
 
-from .bpf import ETH_P_ALL, attach
+from .bpf import ETH_P_ALL, attach, drain
 
 
-def capture(pid: int, seconds: float, expression: str, pcap: Path) -> list[dict]:
-    """Every frame matching ``expression`` seen in the network namespace of ``pid`` during ``seconds``."""
+def capture(pid: int, seconds: float, expression: str, pcap: Path, ready: threading.Event | None = None) -> list[dict]:
+    """Every frame matching ``expression`` seen in the network namespace of ``pid`` during ``seconds``
+    (counted from when the capture is really listening; ``ready`` is set then)."""
     from scapy.layers.inet import IP, TCP, UDP
     from scapy.layers.l2 import Ether
     from scapy.utils import wrpcap
 
     sock = socket_in(pid, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     attach(sock, expression)
+    drain(sock)
+    if ready is not None:
+        ready.set()
     frames, seen = [], []
     end = time.monotonic() + seconds
     try:

@@ -19,9 +19,11 @@ import time
 
 from .bpf import EGRESS, raw_socket
 
+# All of the lab's world sits in TEST-NET-2 (198.51.100.0/24) and shared address space: none of it is an
+# address this machine's own network uses (it lives in TEST-NET-1 and reaches its registries in TEST-NET-3).
 ADDRESSES = {
     "internet": "198.51.100.10",
-    "resolver": "203.0.113.53",
+    "resolver": "198.51.100.53",
     "metadata": "169.254.169.254",
     "product": "100.64.0.10",
     "proxy": "100.64.0.11",

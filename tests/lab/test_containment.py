@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -21,8 +20,10 @@ pytestmark = pytest.mark.slow
 LAB_TRAFFIC = " or ".join([f"host {a}" for a in ADDRESSES.values()] + ["net 100.64.0.0/10"])
 
 
-def watch(stop: threading.Event, seen: list[tuple[str, bytes]]) -> None:
+def watch(stop: threading.Event, seen: list[tuple[str, bytes]], ready: threading.Event | None = None) -> None:
     sock = raw_socket(LAB_TRAFFIC)
+    if ready is not None:
+        ready.set()
     try:
         while not stop.is_set():
             ready, _, _ = select.select([sock], [], [], 0.1)
@@ -41,8 +42,8 @@ def test_the_capture_sees_lab_traffic_where_there_is_some():
         "from tests.lab.test_containment import watch\n"
         "subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)\n"
         "subprocess.run(['ip', 'addr', 'add', '198.51.100.10/32', 'dev', 'lo'], check=True)\n"
-        "stop, seen = threading.Event(), []\n"
-        "t = threading.Thread(target=watch, args=(stop, seen)); t.start(); time.sleep(0.3)\n"
+        "stop, seen, ready = threading.Event(), [], threading.Event()\n"
+        "t = threading.Thread(target=watch, args=(stop, seen, ready)); t.start(); assert ready.wait(30)\n"
         "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('198.51.100.10', 9))\n"
         "time.sleep(0.3); stop.set(); t.join(); print(len(seen))\n"
     )
@@ -52,10 +53,10 @@ def test_the_capture_sees_lab_traffic_where_there_is_some():
 
 
 def test_no_lab_packet_on_the_machines_interfaces(tmp_path):
-    stop, seen = threading.Event(), []
-    watcher = threading.Thread(target=watch, args=(stop, seen))
+    stop, seen, ready = threading.Event(), [], threading.Event()
+    watcher = threading.Thread(target=watch, args=(stop, seen, ready))
     watcher.start()
-    time.sleep(0.3)
+    assert ready.wait(30), "the capture did not start"
     try:
         result = subprocess.run(
             [sys.executable, "-m", "pytest", "acceptance/cases", "--target", "reference", "-p", "no:cacheprovider",
