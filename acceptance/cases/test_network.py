@@ -93,22 +93,30 @@ def test_nt2_broken_open_path_syns_are_recorded(principals, planted, lab, target
 @pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("NT-3", "refusal", pair=f"{n}->A"), id=n)
                                       for n in ("B", "C")])
 def test_nt3_nothing_of_the_intruder_arrives_in_a_namespace(intruder, instances, target, broker_call, tmp_path):
-    """While the intruder calls 'the broker' and probes every port it can name, a capture inside A's
-    network namespace sees no packet at all."""
+    """While the intruder calls 'the broker' a capture inside A's network namespace sees no packet at all;
+    the same capture, while A calls its own broker, does see A's packets (so the silence means something)."""
     import threading
 
     a_pid = target.identity(instances["A"]).host_pid
-    seen: list[dict] = []
-    listening = threading.Event()
-    watcher = threading.Thread(target=lambda: seen.extend(
-        capture(a_pid, 2.0, "ip or ip6 or arp", tmp_path / "a.pcap", ready=listening)))
-    watcher.start()
-    assert listening.wait(30), "the capture in A's namespace did not start"
-    for _ in range(3):
-        assert broker_call(instances[intruder], "GET", "/whoami")["body"] == {"instance": instances[intruder].key}
-    watcher.join()
-    _attach_file(tmp_path / "a.pcap", f"A's namespace while {intruder} probed.pcap")
-    assert seen == []
+
+    def captured_during(action, name: str) -> list[dict]:
+        seen: list[dict] = []
+        listening = threading.Event()
+        watcher = threading.Thread(target=lambda: seen.extend(
+            capture(a_pid, 2.0, "ip or ip6 or arp", tmp_path / f"{name}.pcap", ready=listening)))
+        watcher.start()
+        assert listening.wait(30), "the capture in A's namespace did not start"
+        action()
+        watcher.join()
+        _attach_file(tmp_path / f"{name}.pcap", f"A's namespace during {name}.pcap")
+        return seen
+
+    def intruder_calls() -> None:
+        for _ in range(3):
+            assert broker_call(instances[intruder], "GET", "/whoami")["body"] == {"instance": instances[intruder].key}
+
+    assert captured_during(intruder_calls, f"{intruder}'s calls") == []
+    assert captured_during(lambda: broker_call(instances["A"], "GET", "/whoami"), "A's own call") != []
 
 
 # -- NT-5 -------------------------------------------------------------------------------------------------
