@@ -18,13 +18,20 @@ pytestmark = pytest.mark.usefixtures("planted")
 
 
 def tokens_at_rest(blob: bytes) -> set[str]:
-    """Canaries in stored bytes, looking through the layers a snapshot store might leave readable:
-    zstandard compression and tar, as well as the bytes themselves in every encoding."""
+    """Canaries in stored bytes, looking through the layers a snapshot store might leave readable: a
+    zstandard frame anywhere in the file (behind a header, say), tar inside it, and the bytes themselves,
+    in every encoding the detector knows."""
     import zstandard
 
     layers = [blob]
-    if blob.startswith(b"\x28\xb5\x2f\xfd"):
-        layers.append(zstandard.ZstdDecompressor().decompress(blob, max_output_size=1 << 30))
+    start = blob.find(ZSTD_MAGIC)
+    while start != -1:
+        try:
+            reader = zstandard.ZstdDecompressor().stream_reader(blob[start:], read_across_frames=False)
+            layers.append(reader.read(1 << 30))
+        except zstandard.ZstdError:
+            pass
+        start = blob.find(ZSTD_MAGIC, start + 1)
     for layer in list(layers):
         try:
             with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
@@ -32,6 +39,9 @@ def tokens_at_rest(blob: bytes) -> set[str]:
         except tarfile.TarError:
             pass
     return {h.token for layer in layers for h in detect.find(layer)}
+
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 # -- SN-1 ---------------------------------------------------------------------------------------------
@@ -225,3 +235,35 @@ def test_lf5_not_dispatched_effect_is_retried_once(hank, target):
     [after] = [o for o in target.journal(hank) if o["op"] == op["op"]]
     assert (after["state"], after["attempts"]) == ("completed", 2)
     assert _notes_with(target, hank.principal, marker) == 1
+
+
+# -- LF-5 at every kill point -------------------------------------------------------------------------------
+
+KILL_POINTS = {
+    # where the agent dies relative to one tool call's effect, and the link fault that puts it there
+    "before-dispatch": "unreachable-product",
+    "after-dispatch-before-answer": "lossy-product-link",
+    "after-answer": None,
+}
+
+
+@pytest.mark.case("LF-5", "refusal", pair="H->product")
+@pytest.mark.parametrize("point", sorted(KILL_POINTS))
+def test_lf5_one_effect_per_operation_whatever_the_kill_point(point, hank, target, probe_log):
+    """The agent is SIGKILLed with one effect before dispatch, sent but unanswered, or answered; after
+    recovery the product holds exactly one effect of that operation."""
+    marker = f"kill-point-{point}"
+    target.script_model(hank.principal, [{"tool": "notes_create", "arguments": {"body": marker}}, {"reply": "done"}])
+    fault = KILL_POINTS[point]
+    if fault is None:
+        target.turn(hank, "make the note")
+    else:
+        with target.broken(fault, ref=hank):
+            target.turn(hank, "make the note")
+    [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
+    target.crash(hank)
+    successor = target.recover(hank)
+    [after] = [o for o in target.journal(successor) if o["op"] == op["op"]]
+    assert after["state"] == "completed"
+    assert _notes_with(target, hank.principal, marker) == 1
+    probe_log.witness(hank, f"kill at {point}", f"{op['op']}: {op['state']} -> completed; exactly one effect")
