@@ -35,12 +35,12 @@ def main(argv):
         try:
             if name.startswith("dns"):
                 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                s.settimeout(1.0)
+                s.settimeout(5.0)
                 s.sendto(dns_query(f"{label}.{name}.lab.example"), (host, int(port)))
                 s.recv(512)
                 report["attempts"][name] = "answered"
             else:
-                c = socket.create_connection((host, int(port)), timeout=1.0)
+                c = socket.create_connection((host, int(port)), timeout=5.0)
                 c.sendall(label.encode())
                 c.close()
                 report["attempts"][name] = "connected"

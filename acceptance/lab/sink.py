@@ -38,11 +38,9 @@ def _record(out, lock: threading.Lock, entry: dict) -> None:
         out.flush()
 
 
-def _dns(out, lock) -> None:
+def _dns(out, lock, sock: socket.socket) -> None:
     from scapy.layers.dns import DNS
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("0.0.0.0", 53))
     while True:
         data, peer = sock.recvfrom(4096)
         try:
@@ -55,11 +53,7 @@ def _dns(out, lock) -> None:
         _record(out, lock, {"kind": "dns", "name": name, "src": peer[0]})
 
 
-def _tcp(port: int) -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("0.0.0.0", port))
-    sock.listen(64)
+def _tcp(sock: socket.socket) -> None:
     while True:
         conn, _ = sock.accept()
         conn.settimeout(2)
@@ -70,12 +64,11 @@ def _tcp(port: int) -> None:
         conn.close()
 
 
-def _capture(out, lock, pcap_path: str) -> None:
+def _capture(out, lock, pcap_path: str, sock: socket.socket) -> None:
     from scapy.layers.inet import IP, TCP, UDP
     from scapy.layers.l2 import Ether
     from scapy.utils import PcapWriter
 
-    sock = raw_socket(EGRESS)
     writer = PcapWriter(pcap_path, linktype=1, sync=True)
     while True:
         frame, meta = sock.recvfrom(65535)
@@ -101,13 +94,27 @@ def main(records: str, pcap: str) -> None:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     for address in ADDRESSES.values():
         subprocess.run(["ip", "addr", "add", f"{address}/32", "dev", "lo"], check=True)
+    # Everything is imported, bound and listening before "ready": a probe that comes at once is answered.
+    import scapy.layers.dns  # noqa: F401
+    import scapy.layers.inet  # noqa: F401
+    import scapy.utils  # noqa: F401
+
     out, lock = open(records, "a"), threading.Lock()
-    workers = [threading.Thread(target=_dns, args=(out, lock), daemon=True),
-               threading.Thread(target=_capture, args=(out, lock, pcap), daemon=True)]
-    workers += [threading.Thread(target=_tcp, args=(port,), daemon=True) for port in TCP_PORTS]
+    capture = raw_socket(EGRESS)
+    dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    dns.bind(("0.0.0.0", 53))
+    listeners = []
+    for port in TCP_PORTS:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("0.0.0.0", port))
+        sock.listen(64)
+        listeners.append(sock)
+    workers = [threading.Thread(target=_dns, args=(out, lock, dns), daemon=True),
+               threading.Thread(target=_capture, args=(out, lock, pcap, capture), daemon=True)]
+    workers += [threading.Thread(target=_tcp, args=(sock,), daemon=True) for sock in listeners]
     for w in workers:
         w.start()
-    time.sleep(0.2)  # the listeners bind at once; the capture socket too
     print("ready", flush=True)
     for w in workers:
         w.join()
