@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -18,15 +16,6 @@ from runtime import cgroups, cleanup
 
 pytestmark = pytest.mark.slow
 RUN = "c1ea0001"
-
-
-@pytest.fixture
-def root():
-    # Instance uids must traverse the state root's parents, so not under pytest's 0700 tmp_path.
-    path = Path(tempfile.mkdtemp(prefix="pairproof-test-", dir="/var/tmp"))
-    yield path
-    cleanup.clean(path, include_live=True)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _qualify(root: Path, reports: Path, run: str, *extra: str) -> subprocess.Popen:

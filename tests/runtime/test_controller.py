@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from runtime import cleanup
 from runtime.controller import Controller
 from runtime.errors import ConfigError, InstanceError, SandboxError
-
-
-@pytest.fixture
-def root():
-    path = Path(tempfile.mkdtemp(prefix="pairproof-test-", dir="/var/tmp"))
-    yield path
-    cleanup.clean(path, include_live=True)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -1,0 +1,22 @@
+"""Shared fixtures of the runtime tests."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from runtime import cleanup
+
+
+@pytest.fixture
+def root():
+    """A state root for one test, swept of everything its runs left, then removed.
+
+    Instance uids must traverse the root's parents, so it is not under pytest's 0700 tmp_path."""
+    path = Path(tempfile.mkdtemp(prefix="pairproof-test-", dir="/var/tmp"))
+    yield path
+    cleanup.clean(path, include_live=True)
+    shutil.rmtree(path, ignore_errors=True)
