@@ -177,6 +177,31 @@ class Target(Protocol):
     def snapshot_bytes(self, snapshot_id: str) -> bytes:
         """The snapshot as stored at rest, for the scanners."""
 
+    # -- the tool surface (catalogue TS-1..TS-3) ---------------------------------------------------------
+
+    def intended_tools(self) -> Mapping[str, str]:
+        """The tool surface the security team signed off: tool name -> the route it is meant to come by
+        (``builtin`` for the agent's own, ``mcp:<server>`` for a tool server's). The driver declares it; it
+        is not read from the platform's configuration, which is what is being checked against it."""
+
+    def tool_surface(self, ref: InstanceRef) -> Mapping[str, str]:
+        """The surface as the agent resolved it right now: tool name -> the route it came by. The decisive
+        observation is still the provider's record of the tools offered (``provider_records``)."""
+
+    def configure(self, ref: InstanceRef, settings: object) -> None:
+        """Write the user's own agent settings through the product's path, exactly as given (a user may
+        write anything there); the platform decides what of it applies."""
+
+    def managed_config(self) -> bytes:
+        """The managed configuration the platform deploys to every agent, as bytes."""
+
+    def start_with_managed_config(self, principal: Principal, config: bytes) -> InstanceRef:
+        """Provision and wake ``principal``'s instance under ``config`` instead of the deployed file. A
+        platform that refuses raises ``TargetError`` saying why, having started nothing."""
+
+    def running(self, principal: Principal) -> bool:
+        """Whether any instance of ``principal``'s pair has a running sandbox."""
+
     # -- the product (issue: product server) ----------------------------------------------------------
 
     def person(self, principal: Principal) -> ProductClient:

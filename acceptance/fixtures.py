@@ -113,6 +113,22 @@ def planted(target: Target, instances: dict[str, InstanceRef], pairproof_run: Ru
 
 
 @pytest.fixture
+def dedicated(target: Target) -> Iterator[Callable[..., InstanceRef]]:
+    """Provision instances for principals of their own (org3) that this test alone uses, destroyed after
+    it whatever happens: ``dedicated("T", "tess")``."""
+    made: list[InstanceRef] = []
+
+    def make(name: str, user: str, **options: object) -> InstanceRef:
+        ref = target.provision(Principal(name, "org3", user), **options)
+        made.append(ref)
+        return ref
+
+    yield make
+    for ref in reversed(made):
+        target.destroy(ref)
+
+
+@pytest.fixture
 def probe_log(pairproof_run: Run) -> probe.ProbeLog:
     return probe.ProbeLog(nonce=pairproof_run.nonce)
 

@@ -22,7 +22,7 @@ from testinfra.backend import base
 
 from canaries import detect as detect_module
 
-from .contract import InstanceRef, Target
+from .contract import InstanceRef, Principal, Target
 from .errors import ProofError
 
 PROOF_NAMESPACES = ("mnt", "pid", "net", "user", "uts", "ipc")
@@ -56,10 +56,13 @@ class ProbeLog:
     nonce: str
     records: list[ProbeRecord] = field(default_factory=list)
 
-    def witness(self, ref: InstanceRef, what: str, evidence: str) -> None:
+    def witness(self, subject: InstanceRef | Principal, what: str, evidence: str) -> None:
         """Record proof of a probe made from the platform side (not inside a sandbox): ``evidence`` is what
-        the instance's own component (its broker's log, say) recorded of that very request."""
-        self.records.append(ProbeRecord(ref.key, ref.principal.name, what, 0, f"witness {ref.key}: {evidence}", "", ""))
+        the instance's own component (its broker's log, say) recorded of that very request. ``subject`` is
+        a principal when the probe was refused before any instance existed."""
+        key = subject.key if isinstance(subject, InstanceRef) else "(no instance)"
+        name = subject.principal.name if isinstance(subject, InstanceRef) else subject.name
+        self.records.append(ProbeRecord(key, name, what, 0, f"witness {key}: {evidence}", "", ""))
 
     def transcript(self) -> str:
         return "\n\n".join(

@@ -13,6 +13,14 @@ and a run-control HTTP API on 127.0.0.1:8642 inside the sandbox (start a run, re
 it) which only the broker can reach. The agent also serves routes a real gateway has (jobs, sessions,
 platform events) so that the broker's route set is tested against something real.
 
+Its tool surface comes from the operator's managed configuration (``/etc/pairproof/managed.json``,
+read-only) through two loaders: tools the agent implements itself (``toolsets.builtin``) and the tools of
+each MCP server reached through the broker (``mcp.servers``; the product's unprefixed, another server's as
+``server__name``). Two bridges would widen it (``tool_search`` offers every built-in tool on request,
+``connections`` lists linked accounts); the managed file keeps them off. The user's own settings
+(``/data/config.json``, written by a ``settings:`` message) are applied only at the exact paths the managed
+file lists in ``user_settable``: everything else in them is ignored and reported, never merged.
+
 Standard library only: it runs under the sandbox's system Python and is copied into the instance image.
 """
 
@@ -32,6 +40,7 @@ import time
 DATA = os.environ.get("PAIRPROOF_DATA", "/data")
 SOCKET = os.environ.get("PAIRPROOF_CONTROL", "/run/agent/agent.sock")
 BROKER = os.environ.get("PAIRPROOF_BROKER", "")
+MANAGED = os.environ.get("PAIRPROOF_MANAGED", "/etc/pairproof/managed.json")
 # Seconds between model-catalog refreshes (a DNS lookup and a connection to the catalog host); 0, the
 # default, is off: the seed's idle experiment found this the one source of background egress.
 CATALOG_REFRESH = float(os.environ.get("PAIRPROOF_CATALOG_REFRESH", "0") or 0)
@@ -39,6 +48,7 @@ CATALOG_HOST = "models.catalog.example"
 RUNCTL_PORT = 8642
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MAX_TOOL_ROUNDS = 5
+MAX_SETTING = 200
 _state_lock = threading.Lock()
 
 
@@ -81,11 +91,171 @@ def _remember(message: str) -> None:
         tasks = _tasks()
         tasks.append({"id": len(tasks) + 1, "title": message[len("task:"):].strip(), "state": "open"})
         _write_atomic(os.path.join(DATA, "tasks.json"), json.dumps(tasks))
+    elif message.startswith("settings:"):
+        # The user's own file, kept as given: what of it applies is decided when it is read (resolve()).
+        _write_atomic(os.path.join(DATA, "config.json"), message[len("settings:"):].strip())
     elif message.startswith("save "):
         name, _, content = message[len("save "):].partition(":")
         if SAFE_NAME.match(name.strip()):
             os.makedirs(os.path.join(DATA, "files"), mode=0o700, exist_ok=True)
             _write_atomic(os.path.join(DATA, "files", name.strip()), content.strip())
+
+
+# -- configuration: the managed file, the user's settings, the effective tool surface -------------------
+
+class ManagedConfigInvalid(Exception):
+    pass
+
+
+def _strict_json(text: str) -> object:
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        if len(keys) != len(set(keys)):
+            raise ValueError("duplicate key")
+        return dict(pairs)
+    return json.loads(text, object_pairs_hook=no_duplicates)
+
+
+def load_managed(path: str = MANAGED) -> dict:
+    """The managed file, or ManagedConfigInvalid: the agent runs on nothing it cannot fully read."""
+    try:
+        config = _strict_json(_read(path, ""))
+    except ValueError as exc:
+        raise ManagedConfigInvalid(f"{path}: not strict JSON ({exc})") from None
+    expected = {"schema": str, "model": dict, "toolsets": dict, "mcp": dict, "tool_search": dict,
+                "connections": dict, "defaults": dict, "user_settable": list}
+    if not isinstance(config, dict) or set(config) != set(expected):
+        raise ManagedConfigInvalid(f"{path}: expected exactly the keys {sorted(expected)}")
+    for key, kind in expected.items():
+        if not isinstance(config[key], kind):
+            raise ManagedConfigInvalid(f"{path}: {key} must be a {kind.__name__}")
+    if config["schema"] != "pairproof.managed/1":
+        raise ManagedConfigInvalid(f"{path}: schema {config['schema']!r} is not pairproof.managed/1")
+    unknown = [t for t in config["toolsets"].get("builtin", []) if t not in BUILTIN]
+    if unknown:
+        raise ManagedConfigInvalid(f"{path}: unknown built-in tools {unknown}")
+    return config
+
+
+def _flatten(value: object, prefix: str = "") -> list[tuple[str, object]]:
+    if isinstance(value, dict) and value:
+        return [leaf for k, v in value.items() for leaf in _flatten(v, f"{prefix}{k}.")]
+    return [(prefix[:-1], value)]
+
+
+def resolve(managed: dict, user: object) -> tuple[dict, list[str]]:
+    """The effective settings: the managed defaults, with each user leaf applied only if its exact path is
+    in ``user_settable`` and its value has the default's type; the refused paths, for the record."""
+    settings = json.loads(json.dumps(managed["defaults"]))
+    refused: list[str] = []
+    if not isinstance(user, dict):
+        return settings, ([] if user is None else ["(not an object)"])
+    for path, value in _flatten(user):
+        parts = path.split(".")
+        node = settings
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        allowed = path in managed["user_settable"] and isinstance(node, dict) and parts[-1] in node
+        if allowed and type(value) is type(node[parts[-1]]) and len(str(value)) <= MAX_SETTING:
+            node[parts[-1]] = value
+        else:
+            refused.append(path)
+    return settings, refused
+
+
+def user_config() -> object:
+    try:
+        return _strict_json(_read(os.path.join(DATA, "config.json"), "null"))
+    except ValueError:
+        return "(unreadable)"
+
+
+def effective() -> dict:
+    """Managed plus what the user may set: the configuration one turn runs under."""
+    settings, refused = resolve(MANAGED_CONFIG, user_config())
+    return {**MANAGED_CONFIG, "settings": settings, "refused_settings": refused}
+
+
+# Tools the agent implements itself, each with its JSON schema; the managed file says which are offered.
+BUILTIN = {
+    "memory_note": {"description": "Keep a note in the user's private memory.",
+                    "parameters": {"type": "object", "properties": {"text": {"type": "string", "maxLength": 2000}},
+                                   "required": ["text"], "additionalProperties": False}},
+    "task_add": {"description": "Add a task to the user's private task list.",
+                 "parameters": {"type": "object", "properties": {"title": {"type": "string", "maxLength": 500}},
+                                "required": ["title"], "additionalProperties": False}},
+    "shell": {"description": "Run a command in the agent's sandbox.",
+              "parameters": {"type": "object", "properties": {"argv": {"type": "array", "items": {"type": "string"}}},
+                             "required": ["argv"], "additionalProperties": False}},
+}
+BRIDGES = {
+    "tool_search": {"description": "Find more tools by name; every built-in tool becomes callable.",
+                    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}},
+    "connections_list": {"description": "List the user's linked accounts.",
+                         "parameters": {"type": "object", "properties": {}}},
+}
+MANAGED_CONFIG: dict = {}
+
+
+def surface(config: dict) -> dict[str, dict]:
+    """Every tool offered to the model under ``config``: name -> {route, description, parameters}.
+
+    The route is how the tool became available: ``builtin``, ``bridge:<name>`` or ``mcp:<server>``."""
+    tools: dict[str, dict] = {}
+    for name in config["toolsets"].get("builtin", []):
+        tools[name] = {"route": "builtin", **BUILTIN[name]}
+    if config["tool_search"].get("enabled") is True:
+        tools["tool_search"] = {"route": "bridge:tool_search", **BRIDGES["tool_search"]}
+    if config["connections"].get("enabled") is True:
+        tools["connections_list"] = {"route": "bridge:connections", **BRIDGES["connections_list"]}
+    for server, how in config["mcp"].get("servers", {}).items():
+        if not isinstance(how, dict) or how.get("via") != "broker":
+            continue  # the broker is the only way out of the sandbox; anything else is not a server here
+        for t in list_server_tools(server):
+            name = t["name"] if server == "product" else f"{server}__{t['name']}"
+            tools[name] = {"route": f"mcp:{server}", "upstream": t["name"], "description": t.get("description", ""),
+                           "parameters": t.get("inputSchema", {})}
+    return tools
+
+
+def _call_builtin(name: str, arguments: dict) -> dict:
+    if name == "memory_note":
+        with _state_lock, open(os.path.join(DATA, "memory.md"), "a", encoding="utf-8") as f:
+            f.write("- " + str(arguments.get("text", "")) + "\n")
+        return {"ok": True}
+    if name == "task_add":
+        with _state_lock:
+            tasks = _tasks()
+            tasks.append({"id": len(tasks) + 1, "title": str(arguments.get("title", "")), "state": "open"})
+            _write_atomic(os.path.join(DATA, "tasks.json"), json.dumps(tasks))
+        return {"ok": True, "id": len(tasks)}
+    if name == "shell":
+        import subprocess
+
+        done = subprocess.run([str(a) for a in arguments.get("argv", [])], capture_output=True, timeout=10)
+        return {"rc": done.returncode, "stdout": done.stdout.decode(errors="replace")[:4000]}
+    if name == "tool_search":
+        return {"tools": sorted(BUILTIN)}
+    if name == "connections_list":
+        return {"connections": []}
+    return {"error": {"reason": f"no built-in tool {name}"}}
+
+
+def call_tool(tools: dict[str, dict], config: dict, name: str, arguments: dict) -> dict:
+    """Run one tool call the model asked for, if (and only if) the surface offers it."""
+    tool = tools.get(name)
+    if tool is None and name in BUILTIN and "tool_search" in tools:
+        tool = {"route": "bridge:tool_search"}  # what a search bridge does: any built-in tool, on request
+    if tool is None:
+        return {"error": {"reason": f"tool {name} is not offered"}}
+    if tool["route"].startswith("mcp:"):
+        try:
+            return _mcp("tools/call", {"name": tool["upstream"], "arguments": arguments})
+        except ModelUnavailable as exc:
+            # Reported to the model as the tool's result; whether the effect happened is for the
+            # platform's journal to settle, not for the conversation.
+            return {"error": {"reason": str(exc)}}
+    return _call_builtin(name, arguments)
 
 
 # -- the broker: model and tools -----------------------------------------------------------------------
@@ -98,14 +268,14 @@ def _token() -> str:
     return os.urandom(6).hex()
 
 
-def _broker_post(path: str, payload: dict, headers: dict | None = None) -> dict:
+def _broker_post(path: str, payload: dict, headers: dict | None = None, timeout: float = 120) -> dict:
     import urllib.error
     import urllib.request
 
     request = urllib.request.Request(BROKER + path, json.dumps(payload).encode(),
                                      {"Content-Type": "application/json", **(headers or {})}, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=120) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
             return json.loads(body) if body else {}
     except urllib.error.HTTPError as exc:
@@ -114,15 +284,31 @@ def _broker_post(path: str, payload: dict, headers: dict | None = None) -> dict:
         raise ModelUnavailable(str(reason)) from None
 
 
-def _mcp(method: str, params: dict | None = None) -> dict:
+def _mcp(method: str, params: dict | None = None, timeout: float = 120) -> dict:
     request = {"jsonrpc": "2.0", "id": int.from_bytes(os.urandom(4), "big") >> 2, "method": method}
     if params is not None:
         request["params"] = params
-    return _broker_post("/mcp", request)
+    return _broker_post("/mcp", request, timeout=timeout)
 
 
-def _model(messages: list, purpose: str, tools: list | None = None) -> dict:
-    body = {"model": "reference-main" if purpose == "turn" else "reference-aux", "messages": messages,
+_listed: dict[str, list] = {}
+
+
+def list_server_tools(server: str, timeout: float = 120) -> list:
+    """The server's tools (through the broker), listed anew; while it cannot be reached, the last list
+    it gave (loaded at start), so a link fault does not change what the model is offered."""
+    try:
+        answer = _mcp("tools/list", timeout=timeout)
+    except (ModelUnavailable, OSError):
+        return _listed.get(server, [])
+    if "result" in answer:
+        _listed[server] = answer["result"].get("tools", [])
+    return _listed.get(server, [])
+
+
+def _model(messages: list, purpose: str, tools: list | None = None, config: dict | None = None) -> dict:
+    config = config or MANAGED_CONFIG
+    body = {"model": config["model"]["main" if purpose == "turn" else "aux"], "messages": messages,
             "metadata": {"purpose": purpose}}
     if tools:
         body["tools"] = tools
@@ -131,14 +317,9 @@ def _model(messages: list, purpose: str, tools: list | None = None) -> dict:
     return answer["choices"][0]["message"]
 
 
-def _openai_tools() -> list:
-    try:
-        listed = _mcp("tools/list").get("result", {}).get("tools", [])
-    except ModelUnavailable:
-        listed = []  # the tool server is unreachable: the turn goes on without tools
-
-    return [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
-                                              "parameters": t.get("inputSchema", {})}} for t in listed]
+def _openai_tools(tools: dict[str, dict]) -> list:
+    return [{"type": "function", "function": {"name": name, "description": t["description"],
+                                              "parameters": t["parameters"]}} for name, t in tools.items()]
 
 
 def turn(message: str) -> str:
@@ -163,10 +344,14 @@ def turn(message: str) -> str:
 
 
 def _converse(message: str) -> str:
-    tools = _openai_tools()
-    messages = [{"role": "user", "content": message}]
+    config = effective()
+    tools = surface(config)
+    display = config["settings"]["display"]
+    messages = [{"role": "system", "content": f"You are the user's personal agent. Personality: "
+                 f"{display['personality']}. Language: {display['language']}."},
+                {"role": "user", "content": message}]
     for _ in range(MAX_TOOL_ROUNDS):
-        answer = _model(messages, "turn", tools)
+        answer = _model(messages, "turn", _openai_tools(tools), config)
         calls = answer.get("tool_calls") or []
         if not calls:
             return answer.get("content") or ""
@@ -177,12 +362,7 @@ def _converse(message: str) -> str:
                 arguments = json.loads(fn.get("arguments") or "{}")
             except ValueError:
                 arguments = {}
-            try:
-                result = _mcp("tools/call", {"name": fn["name"], "arguments": arguments})
-            except ModelUnavailable as exc:
-                # Reported to the model as the tool's result; whether the effect happened is for the
-                # platform's journal to settle, not for the conversation.
-                result = {"error": {"reason": str(exc)}}
+            result = call_tool(tools, config, fn["name"], arguments if isinstance(arguments, dict) else {})
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)})
     return "I stopped after too many tool calls."
 
@@ -295,6 +475,10 @@ def handle(request: dict) -> dict:
         return {"ok": True, "reply": turn(str(request["message"]))}
     if op == "read":
         return {"ok": True, "content": read(str(request["what"]))}
+    if op == "surface":
+        config = effective()
+        return {"ok": True, "tools": {name: t["route"] for name, t in surface(config).items()},
+                "settings": config["settings"], "refused_settings": config["refused_settings"]}
     return {"ok": False, "error": f"unknown op {op!r}"}
 
 
@@ -325,8 +509,17 @@ def _refresh_catalog() -> None:
         time.sleep(CATALOG_REFRESH)
 
 
-def serve() -> None:
+def serve() -> int:
+    global MANAGED_CONFIG
+    try:
+        MANAGED_CONFIG = load_managed()
+    except ManagedConfigInvalid as exc:
+        print(f"pairproof agent: refusing to start: managed config {exc}", file=sys.stderr)
+        return 78  # EX_CONFIG
     os.makedirs(DATA, exist_ok=True)
+    if BROKER:  # tool servers are loaded at start, as a gateway loads its MCP servers; turns refresh them
+        for server in MANAGED_CONFIG["mcp"]["servers"]:
+            list_server_tools(server, timeout=5)
     if CATALOG_REFRESH > 0:
         threading.Thread(target=_refresh_catalog, daemon=True).start()
     try:

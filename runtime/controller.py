@@ -12,6 +12,7 @@ controller finds its instances asleep, with their volumes and generations intact
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import secrets
@@ -21,7 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import cgroups, sandbox, uids
+from . import cgroups, managed, sandbox, uids
 from .broker import AGENT_PORT, Broker, dispatch_effect
 from .cgroups import Limits
 from .errors import ConfigError, InstanceError, SandboxError
@@ -35,6 +36,7 @@ DEFAULT_LIMITS = Limits(memory_bytes=256 << 20, pids_max=64)
 NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,31}$")
 RUN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 AGENT_COMMAND = ("/usr/bin/python3", "-I", "-S", "/opt/pairproof/agent.py")
+log = logging.getLogger("pairproof.controller")
 
 
 def process_start_time(pid: int) -> int | None:
@@ -67,10 +69,11 @@ class Controller:
 
     def __init__(self, root: Path = DEFAULT_ROOT, run: str = "default", *, limits: Limits = DEFAULT_LIMITS,
                  hierarchy: cgroups.Hierarchy | None = None, ready_deadline: float = 10.0,
-                 platform: Platform | None = None) -> None:
+                 platform: Platform | None = None, managed_sha256: str = managed.PINNED_SHA256) -> None:
         if not RUN.match(run):
             raise ConfigError(f"run name {run!r} is invalid: use 1-48 of a-z, 0-9, '_' and '-', starting alphanumeric")
         self.root, self.run, self.limits, self.ready_deadline = Path(root), run, limits, ready_deadline
+        self.managed_sha256 = managed_sha256
         self.state = self.root / "runs" / run
         self.state.mkdir(parents=True, exist_ok=True)
         _traversable(self.root)
@@ -113,12 +116,17 @@ class Controller:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def provision(self, org: str, user: str, *, limits: Limits | None = None) -> InstanceRecord:
-        """Register the pair's instance with its own uid, volume and limits (the run's by default)."""
+    def provision(self, org: str, user: str, *, limits: Limits | None = None,
+                  managed_config: bytes | None = None) -> InstanceRecord:
+        """Register the pair's instance with its own uid, volume and limits (the run's by default), and the
+        managed configuration its agent will run under (the shipped one by default; it must be the pinned
+        file, or nothing is registered)."""
         for what, value in (("org", org), ("user", user)):
             if not NAME.match(value):
                 raise ConfigError(f"{what} name {value!r} is invalid: use 1-32 of a-z, 0-9 and '_', starting alphanumeric")
         limits = limits or self.limits
+        config = managed.shipped() if managed_config is None else managed_config
+        self._check_managed(config, f"managed config for {org}/{user}")
         record = self.registry.add(org, user, self.uids.uid, limits.memory_bytes, limits.pids_max)
         home = self._instance_dir(record)
         home.mkdir(parents=True, exist_ok=True)
@@ -129,7 +137,16 @@ class Controller:
         etc.mkdir(exist_ok=True)
         (etc / "passwd").write_text(f"agent:x:{record.uid}:{record.uid}:agent:/data:/bin/sh\n")
         (etc / "group").write_text(f"agent:x:{record.uid}:\n")
+        (home / "managed.json").write_bytes(config)  # root's, 0644: the agent reads it, nobody inside writes it
+        os.chmod(home / "managed.json", 0o644)
         return record
+
+    def _check_managed(self, raw: bytes, source: str) -> None:
+        try:
+            managed.check(raw, pinned_sha256=self.managed_sha256, source=source)
+        except managed.ManagedConfigError as exc:
+            log.warning("refused to start: %s", exc)
+            raise
 
     def spec(self, record: InstanceRecord) -> sandbox.SandboxSpec:
         home = self._instance_dir(record)
@@ -137,6 +154,7 @@ class Controller:
         return sandbox.SandboxSpec(
             instance_id=record.id, uid=record.uid, gid=record.uid, volume=home / "volume",
             control_dir=home / "control", etc_dir=home / "etc", image_dir=self.image, hostname="agent", env=env,
+            managed_config=home / "managed.json",
         )
 
     def wake(self, instance_id: str) -> InstanceRecord:
@@ -145,6 +163,9 @@ class Controller:
             raise InstanceError(f"instance {instance_id} was destroyed: provision a new one")
         if instance_id in self._sandboxes and self._sandboxes[instance_id].alive():
             return record
+        # The file may have changed since provision: it is checked again, before anything starts.
+        self._check_managed((self._instance_dir(record) / "managed.json").read_bytes(),
+                            f"managed config of instance {record.id} ({record.org}/{record.user})")
         limits = Limits(record.memory_bytes, record.pids_max)
         cg = self.hierarchy.create(self.run, f"{record.id}-g{record.generation}", limits)
         socket_path = self._instance_dir(record) / "control" / "agent.sock"

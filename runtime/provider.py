@@ -3,7 +3,7 @@
 It speaks enough of the OpenAI chat-completions (``POST /v1/chat/completions``) and Anthropic messages
 (``POST /v1/messages``) APIs for a platform to run its turns against it. What it answers is scripted per
 end user, as a queue of replies and tool calls; what it was asked is recorded (which end user, for what
-purpose, which tools were offered, how many tokens); and everything it returns, ids and token counts
+purpose, which tools were offered, the system prompt, how many tokens); and everything it returns, ids and token counts
 included, is a function of the scripts and the requests alone, so a case sees the same bytes on every
 run. The harness drives it in-process or over HTTP through ``/_control/...``. Its boundary: it checks
 the provider key and the request shape, and nothing else; it is no model, keeps no conversation state
@@ -121,6 +121,7 @@ class _Call:
     purpose: str
     tools: tuple[str, ...]
     messages: int
+    system: str  # the system prompt as sent: where a platform puts the settings a user chose
 
     @classmethod
     def read(cls, style: str, path: str, body: object) -> _Call:
@@ -129,9 +130,14 @@ class _Call:
         user = body.get("user") if style == "openai" else metadata.get("user_id")
         tools = body.get("tools") if isinstance(body.get("tools"), list) else []
         names = [_tool_name(style, t) for t in tools]
+        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        if style == "openai":
+            system = next((m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "system"), "")
+        else:
+            system = body.get("system")
         return cls(style=style, path=path, model=_str(body.get("model")), user=_str(user),
                    purpose=_str(metadata.get("purpose")), tools=tuple(n for n in names if n),
-                   messages=len(body["messages"]) if isinstance(body.get("messages"), list) else 0)
+                   messages=len(messages), system=_str(system))
 
 
 def _str(value: object) -> str:
@@ -362,7 +368,8 @@ class ProviderMock:
                 usage = {"input": prompt, "output": completion_tokens(step or {"reply": DEFAULT_REPLY})}
             self._records.append({
                 "seq": seq, "style": call.style, "path": call.path, "model": call.model, "user": call.user,
-                "purpose": call.purpose, "tools": list(call.tools), "messages": call.messages, "status": status,
+                "purpose": call.purpose, "tools": list(call.tools), "messages": call.messages, "system": call.system,
+                "status": status,
                 "usage": usage, "step": copy.deepcopy(step),
             })
         return seq, step or {"reply": DEFAULT_REPLY}

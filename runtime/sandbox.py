@@ -58,6 +58,8 @@ class SandboxSpec:
     image_dir: Path
     hostname: str
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    # The operator's managed configuration (checked by the controller), read-only at /etc/pairproof.
+    managed_config: Path | None = None
 
 
 def _usr_merged_links() -> list[str]:
@@ -96,6 +98,10 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> li
     argv += [
         "--ro-bind", str(spec.etc_dir / "passwd"), "/etc/passwd",
         "--ro-bind", str(spec.etc_dir / "group"), "/etc/group",
+    ]
+    if spec.managed_config is not None:
+        argv += ["--dir", "/etc/pairproof", "--ro-bind", str(spec.managed_config), "/etc/pairproof/managed.json"]
+    argv += [
         "--proc", "/proc",
         "--dir", "/dev",
     ]

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from runtime import managed, sandbox
 from runtime import preflight as runtime_preflight
-from runtime import sandbox
 from runtime.broker import AGENT_PORT
 from runtime.cgroups import Limits
 from runtime.controller import Controller
@@ -47,6 +47,11 @@ READ_BACK = {"memory": "memory", "transcript": "transcript", "task": "tasks", "v
 # that), and the driver waits for the mark before anyone probes it.
 BROKEN_COMMAND = ("/bin/sh", "-c", ": > /run/agent/ready && exec /bin/sleep infinity")
 READY_DEADLINE = 10.0
+# The tool surface signed off for the reference agent (TS-1), declared here and not read from the runtime's
+# managed file: two tools of the agent's own, and the product's tools through the broker.
+PRODUCT_TOOLS = ("notes_create", "notes_get", "notes_list", "issues_list", "issue_get", "issue_comment", "task_create",
+                 "crm_note", "message_send", "invite", "conversation_post", "conversation_add_participant")
+INTENDED_TOOLS = {"memory_note": "builtin", "task_add": "builtin", **{name: "mcp:product" for name in PRODUCT_TOOLS}}
 
 
 def lab_addresses() -> dict[str, str]:
@@ -260,6 +265,36 @@ class ReferenceTarget:
     def snapshot_bytes(self, snapshot_id: str) -> bytes:
         return (self.controller.snapshots.dir / f"{snapshot_id}.snap").read_bytes()
 
+    # -- the tool surface -------------------------------------------------------------------------------
+
+    def intended_tools(self) -> Mapping[str, str]:
+        return dict(INTENDED_TOOLS)
+
+    def tool_surface(self, ref: InstanceRef) -> Mapping[str, str]:
+        return self.controller.agent(ref.key, {"op": "surface"})["tools"]
+
+    def configure(self, ref: InstanceRef, settings: object) -> None:
+        self.turn(ref, "settings: " + json.dumps(settings))
+
+    def managed_config(self) -> bytes:
+        return managed.shipped()
+
+    def start_with_managed_config(self, principal: Principal, config: bytes) -> InstanceRef:
+        try:
+            record = self.controller.provision(principal.org, principal.user, managed_config=config)
+        except RuntimeFault as exc:
+            raise TargetError(str(exc)) from exc
+        try:
+            record = self.controller.wake(record.id)
+        except RuntimeFault as exc:
+            self.controller.destroy(record.id)
+            raise TargetError(str(exc)) from exc
+        return InstanceRef(principal, record.id, record.generation)
+
+    def running(self, principal: Principal) -> bool:
+        return any(r.state == "running" for r in self.controller.instances()
+                   if (r.org, r.user) == (principal.org, principal.user))
+
     # -- the product ----------------------------------------------------------------------------------
 
     def person(self, principal: Principal) -> ProductHttpClient:
@@ -319,8 +354,11 @@ class ReferenceTarget:
         os.chown(home / "control", uid, uid)
         (home / "etc" / "passwd").write_text(f"agent:x:{uid}:{uid}:agent:/data:/bin/sh\n")
         (home / "etc" / "group").write_text(f"agent:x:{uid}:\n")
+        (home / "managed.json").write_bytes(managed.shipped())
+        os.chmod(home / "managed.json", 0o644)
         spec = sandbox.SandboxSpec(instance_id=key, uid=uid, gid=uid, volume=volume, control_dir=home / "control",
-                                   etc_dir=home / "etc", image_dir=self.controller.image, hostname="broken")
+                                   etc_dir=home / "etc", image_dir=self.controller.image, hostname="broken",
+                                   managed_config=home / "managed.json")
         cg = self.controller.hierarchy.create(self.controller.run, key, self.controller.limits)
         try:
             proc = sandbox.launch(spec, cg, lambda fd: edit(sandbox.bwrap_argv(spec, command, info_fd=fd)))

@@ -1,0 +1,197 @@
+"""TS-1..TS-3: the tools the model is offered are the ones signed off, by the routes signed off, whatever a
+user writes in their own settings; and no agent starts from a managed configuration that is not the
+reviewed one.
+
+The decisive observation is the provider's record of the tools each request offered: what the model
+really saw, not what a configuration table says it should see.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+
+from ..contract import Principal
+from ..errors import TargetError
+
+# Eight adversarial user settings after the seed's eight, and one with look-alike keys. Each tries to add a
+# tool, open a bridge, reroute a loader, or change a pinned key; none may change what the model is offered.
+ADVERSARIAL = {
+    "add-builtin-tool": {"toolsets": {"builtin": ["memory_note", "task_add", "shell"]}},
+    "enable-tool-search": {"tool_search": {"enabled": True}},
+    "enable-connections": {"connections": {"enabled": True}},
+    "add-mcp-server": {"mcp": {"servers": {"mirror": {"via": "broker"}}}},
+    # Loopback inside the sandbox: even an agent that obeyed would send nothing beyond it.
+    "reroute-mcp-server": {"mcp": {"servers": {"product": {"via": "direct", "url": "http://127.0.0.1:9/"}}}},
+    "override-model": {"model": {"main": "unpinned-model", "aux": "unpinned-model"}},
+    "widen-user-settable": {"user_settable": ["display.personality", "display.language", "toolsets.builtin"],
+                            "toolsets": {"builtin": ["memory_note", "task_add", "shell"]}},
+    "drop-pinned-tool": {"toolsets": {"builtin": []}},
+    "look-alike-keys": {"Tool_Search": {"enabled": True}, "toolsets.builtin": ["shell"], "tool_search ": {"enabled": True}},
+}
+
+
+def last_turn(target, principal: Principal) -> dict:
+    user = f"{principal.org}:{principal.user}"
+    records = [r for r in target.provider_records() if r["user"] == user and r["purpose"] == "turn"]
+    assert records, f"the provider saw no turn of {user}"
+    return records[-1]
+
+
+def surface_problems(offered: list[str], intended: dict[str, str]) -> list[str]:
+    problems = []
+    if extra := sorted(set(offered) - set(intended)):
+        problems.append(f"offered but not intended: {extra}")
+    if missing := sorted(set(intended) - set(offered)):
+        problems.append(f"intended but not offered: {missing}")
+    if len(offered) != len(set(offered)):
+        problems.append(f"offered twice: {sorted({t for t in offered if offered.count(t) > 1})}")
+    return problems
+
+
+# -- TS-1 ---------------------------------------------------------------------------------------------
+
+@pytest.mark.case("TS-1", "refusal", pair="T->provider")
+def test_ts1_offered_tools_are_the_intended_set(dedicated, target, probe_log):
+    """The tools a turn offers the model, as the provider recorded them, are exactly the intended set, and
+    each came by its intended route (the agent's own loader or the broker's tool server)."""
+    ref = dedicated("T", "tess")
+    intended = dict(target.intended_tools())
+    target.turn(ref, "hello")
+    offered = last_turn(target, ref.principal)["tools"]
+    assert surface_problems(offered, intended) == []
+    assert dict(target.tool_surface(ref)) == intended
+    probe_log.witness(ref, "provider record of the turn", f"offered {sorted(offered)}")
+
+
+@pytest.mark.case("TS-1", "refusal", pair="T->sandbox")
+def test_ts1_a_tool_not_offered_cannot_be_called_by_name(dedicated, target, sandbox_host):
+    """A model that names a tool it was not offered (the agent's own shell) gets a refusal as the tool's
+    result, and nothing runs: the file the call would have written does not exist."""
+    ref = dedicated("T", "tess")
+    marker = f"/data/ts1-{secrets.token_hex(4)}"
+    target.script_model(ref.principal, [{"tool": "shell", "arguments": {"argv": ["/usr/bin/touch", marker]}},
+                                        {"reply": "done"}])
+    assert target.turn(ref, "run it") == "done"
+    assert "shell" not in last_turn(target, ref.principal)["tools"]
+    result = sandbox_host(ref).run("test -e %s", marker)
+    assert result.rc == 1, f"{marker} exists: the un-offered tool ran"
+
+
+@pytest.mark.case("TS-1", "P", pair="T->provider")
+def test_ts1_intended_tools_of_both_loaders_are_used(dedicated, target):
+    """One intended tool of each loader, called by the model, does its work: the agent's own memory_note
+    writes the memory; the product's notes_create (through the broker) stores a note the owner can list."""
+    ref = dedicated("T", "tess")
+    memo, note = f"memo-{secrets.token_hex(4)}", f"note-{secrets.token_hex(4)}"
+    target.script_model(ref.principal, [{"tool": "memory_note", "arguments": {"text": memo}},
+                                        {"tool": "notes_create", "arguments": {"body": note}},
+                                        {"reply": "both done"}])
+    assert target.turn(ref, "note these") == "both done"
+    assert memo in target.read_back(ref, "memory")
+    status, body = target.person(ref.principal).request("GET", "/api/records?kind=note")
+    assert status == 200 and note in json.dumps(body)
+
+
+# -- TS-2 ---------------------------------------------------------------------------------------------
+
+@pytest.mark.case("TS-2", "refusal", pair="U->provider")
+def test_ts2_adversarial_user_settings_change_no_pinned_key(dedicated, target, probe_log):
+    """Each adversarial settings file, written through the user's own path beside an allowed setting:
+    the allowed setting reaches the model (so the file was read), while the tools offered, the route of
+    each and the model used stay what they were."""
+    ref = dedicated("U", "uma")
+    intended = dict(target.intended_tools())
+    target.turn(ref, "hello")
+    pinned_model = last_turn(target, ref.principal)["model"]
+    problems: dict[str, list[str]] = {}
+    for name, settings in ADVERSARIAL.items():
+        personality = f"calm-{secrets.token_hex(4)}"
+        target.configure(ref, {**settings, "display": {"personality": personality}})
+        target.turn(ref, "hello again")
+        record = last_turn(target, ref.principal)
+        found = surface_problems(record["tools"], intended)
+        if record["model"] != pinned_model:
+            found.append(f"model {record['model']!r} instead of the pinned {pinned_model!r}")
+        if (routes := dict(target.tool_surface(ref))) != intended:
+            found.append(f"routes differ: {sorted(set(routes.items()) ^ set(intended.items()))}")
+        if personality not in record["system"]:
+            found.append("the allowed setting beside it did not apply: was the file read at all?")
+        if found:
+            problems[name] = found
+        probe_log.witness(ref, f"settings {name}", f"provider record {record['seq']}: model {record['model']}, "
+                          f"{len(record['tools'])} tools offered")
+    assert problems == {}
+
+
+@pytest.mark.case("TS-2", "P", pair="U->provider")
+def test_ts2_allowed_user_setting_applies(dedicated, target):
+    """The settings a user may change (personality, language) reach the model's system prompt."""
+    ref = dedicated("U", "uma")
+    personality = f"cheerful-{secrets.token_hex(4)}"
+    target.configure(ref, {"display": {"personality": personality, "language": "fr"}})
+    target.turn(ref, "bonjour")
+    system = last_turn(target, ref.principal)["system"]
+    assert personality in system and "fr" in system
+
+
+# -- TS-3 ---------------------------------------------------------------------------------------------
+
+def _variants(raw: bytes) -> dict[str, tuple[bytes, str]]:
+    """Bad managed configurations made from the deployed one, each with a word its refusal must name."""
+    config = json.loads(raw)
+
+    def edited(**changes: object) -> bytes:
+        return json.dumps({**config, **changes}, indent=2).encode()
+
+    return {
+        "truncated": (raw[: len(raw) // 2], "json"),
+        "empty": (b"", "json"),
+        "not-utf8": (b"\xff\xfe" + raw, "utf"),
+        # Two readers of one file may keep different copies of a duplicate key: refuse, never pick one.
+        "duplicate-key": (raw.replace(b"{", b'{"tool_search": {"enabled": true}, ', 1), "duplicate"),
+        "unknown-key": (edited(extra_tools=["shell"]), "extra_tools"),
+        "wrong-type": (edited(toolsets={"builtin": "memory_note,shell"}), "builtin"),
+        "unknown-tool": (edited(toolsets={"builtin": [*config["toolsets"]["builtin"], "web_browse"]}), "web_browse"),
+        # Well formed and schema-valid, but not the reviewed file: it opens the search bridge.
+        "unexpected": (edited(tool_search={"enabled": True}), "unexpected"),
+    }
+
+
+@pytest.mark.case("TS-3", "refusal", pair="M->controller")
+def test_ts3_bad_managed_config_refuses_to_start(target, probe_log):
+    """Each malformed or unexpected managed configuration is refused before the agent runs, with an error
+    that names the managed configuration and what is wrong with it."""
+    mona = Principal("M", "org3", "mona")
+    problems = {}
+    for name, (config, word) in _variants(target.managed_config()).items():
+        try:
+            ref = target.start_with_managed_config(mona, config)
+        except TargetError as exc:
+            message = str(exc).lower()
+            if "managed" not in message or word not in message:
+                problems[name] = f"refused, but the error does not name the managed config and {word!r}: {exc}"
+        else:
+            problems[name] = "started"
+            target.destroy(ref)
+        if target.running(mona):
+            problems[name] = "an instance of the principal is running after the refusal"
+    assert problems == {}
+    # The platform's own log is the witness that each attempt reached it and was refused there.
+    refusals = [line for line in target.platform_log().splitlines() if "refused" in line and "org3/mona" in line]
+    assert len(refusals) >= len(_variants(target.managed_config())), "the platform did not log every refusal"
+    probe_log.witness(mona, "start under each bad managed config", f"{len(refusals)} refusals in the platform log")
+
+
+@pytest.mark.case("TS-3", "P", pair="M->controller")
+def test_ts3_deployed_managed_config_starts(target):
+    """The deployed managed configuration, handed over the same way, starts an agent that answers."""
+    mona = Principal("M", "org3", "mona")
+    ref = target.start_with_managed_config(mona, target.managed_config())
+    try:
+        assert target.running(mona)
+        assert target.turn(ref, "hello")
+    finally:
+        target.destroy(ref)
