@@ -218,6 +218,25 @@ def surface(config: dict) -> dict[str, dict]:
     return tools
 
 
+def _load_tool_servers(deadline: float) -> None:
+    """List every tool server once the broker answers (it may still be starting: the controller starts it
+    beside the sandbox); a server still unreachable at the deadline is listed on the first turn."""
+    for server in MANAGED_CONFIG["mcp"]["servers"]:
+        while True:
+            try:
+                answer = _mcp("tools/list", timeout=max(0.1, deadline - time.monotonic()))
+            except ModelUnavailable:
+                break  # the broker answered: the server behind it is down; the first turn tries again
+            except OSError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.01)
+                continue
+            if "result" in answer:
+                _listed[server] = answer["result"].get("tools", [])
+            break
+
+
 def _call_builtin(name: str, arguments: dict) -> dict:
     if name == "memory_note":
         with _state_lock, open(os.path.join(DATA, "memory.md"), "a", encoding="utf-8") as f:
@@ -518,8 +537,7 @@ def serve() -> int:
         return 78  # EX_CONFIG
     os.makedirs(DATA, exist_ok=True)
     if BROKER:  # tool servers are loaded at start, as a gateway loads its MCP servers; turns refresh them
-        for server in MANAGED_CONFIG["mcp"]["servers"]:
-            list_server_tools(server, timeout=5)
+        _load_tool_servers(deadline=time.monotonic() + 5)
     if CATALOG_REFRESH > 0:
         threading.Thread(target=_refresh_catalog, daemon=True).start()
     try:
