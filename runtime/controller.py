@@ -12,19 +12,21 @@ controller finds its instances asleep, with their volumes and generations intact
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import secrets
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import cgroups, sandbox, uids
+from . import capacity, cgroups, sandbox, uids
 from .broker import AGENT_PORT, Broker, dispatch_effect
 from .cgroups import Limits
-from .errors import ConfigError, InstanceError, SandboxError
+from .errors import CapacityRefused, ConfigError, InstanceError, SandboxError
 from .journal import Journal
 from .platform import LEASE_TTL, MODEL_TTL, Platform
 from .registry import InstanceRecord, Registry
@@ -35,6 +37,7 @@ DEFAULT_LIMITS = Limits(memory_bytes=256 << 20, pids_max=64)
 NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,31}$")
 RUN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 AGENT_COMMAND = ("/usr/bin/python3", "-I", "-S", "/opt/pairproof/agent.py")
+log = logging.getLogger("pairproof.controller")
 
 
 def process_start_time(pid: int) -> int | None:
@@ -67,13 +70,18 @@ class Controller:
 
     def __init__(self, root: Path = DEFAULT_ROOT, run: str = "default", *, limits: Limits = DEFAULT_LIMITS,
                  hierarchy: cgroups.Hierarchy | None = None, ready_deadline: float = 10.0,
-                 platform: Platform | None = None) -> None:
+                 platform: Platform | None = None, budget: capacity.Budget = capacity.REFERENCE_BUDGET,
+                 host: capacity.Host | None = None) -> None:
         if not RUN.match(run):
             raise ConfigError(f"run name {run!r} is invalid: use 1-48 of a-z, 0-9, '_' and '-', starting alphanumeric")
         self.root, self.run, self.limits, self.ready_deadline = Path(root), run, limits, ready_deadline
         self.state = self.root / "runs" / run
         self.state.mkdir(parents=True, exist_ok=True)
         _traversable(self.root)
+        # Admission (capacity.py) checks every wake and provision against this host, measured now unless given.
+        self.budget, self.host = budget, host or capacity.measure_host(self.state)
+        self._turns: dict[str, int] = {}
+        self._turns_lock = threading.Lock()
         for d in (self.root, self.root / "runs", self.state):
             os.chmod(d, 0o711)  # instance uids must pass through to their own folders, list nothing
         self.hierarchy = hierarchy or cgroups.detect()
@@ -118,6 +126,7 @@ class Controller:
         for what, value in (("org", org), ("user", user)):
             if not NAME.match(value):
                 raise ConfigError(f"{what} name {value!r} is invalid: use 1-32 of a-z, 0-9 and '_', starting alphanumeric")
+        self._admit(f"provision of {org}/{user}", stored=1)
         limits = limits or self.limits
         record = self.registry.add(org, user, self.uids.uid, limits.memory_bytes, limits.pids_max)
         home = self._instance_dir(record)
@@ -145,6 +154,7 @@ class Controller:
             raise InstanceError(f"instance {instance_id} was destroyed: provision a new one")
         if instance_id in self._sandboxes and self._sandboxes[instance_id].alive():
             return record
+        self._admit(f"wake of {instance_id}", resident=1, active=1)
         limits = Limits(record.memory_bytes, record.pids_max)
         cg = self.hierarchy.create(self.run, f"{record.id}-g{record.generation}", limits)
         socket_path = self._instance_dir(record) / "control" / "agent.sock"
@@ -163,6 +173,37 @@ class Controller:
             self._stop(instance_id)
             raise
         return self.registry.set_state(instance_id, "running")
+
+    # -- capacity admission ------------------------------------------------------------------------
+
+    def fleet(self) -> capacity.Fleet:
+        """The fleet as admission counts it: instances with a live sandbox are resident; those with a turn
+        in progress (driven through ``agent``) are active; instances not destroyed are stored users; the
+        snapshots are their stored size, rounded up to MB."""
+        resident = [i for i, proc in list(self._sandboxes.items()) if proc.alive()]
+        with self._turns_lock:
+            active = sum(1 for i in resident if self._turns.get(i))
+        stored = sum(1 for r in self.registry.all() if r.state != "destroyed")
+        snapshot_bytes = 0
+        for path in self.snapshots.dir.glob("*.snap"):
+            try:
+                snapshot_bytes += path.stat().st_size
+            except FileNotFoundError:  # removed while counting: it no longer takes disk
+                pass
+        return capacity.Fleet(len(resident), active, stored, capacity.megabytes(snapshot_bytes))
+
+    def _admit(self, operation: str, *, resident: int = 0, active: int = 0, stored: int = 0) -> None:
+        """Refuse (CapacityRefused, logged) unless the fleet grown by the operation fits the host.
+
+        A wake counts its instance as resident *and* active, since it wakes to run a turn; a provision
+        counts one more stored user. Called before anything is started or written."""
+        fleet = self.fleet()
+        grown = capacity.Fleet(fleet.resident + resident, fleet.active + active, fleet.stored_users + stored,
+                               fleet.snapshots_mb)
+        admission = capacity.admit(self.budget, grown, self.host)
+        if not admission.ok:
+            log.warning("capacity refused %s: %s", operation, admission.reason)
+            raise CapacityRefused(admission.reason, operation)
 
     def _start_broker(self, record: InstanceRecord, proc: sandbox.SandboxProcess) -> None:
         """A new lease for this generation, capabilities under it, and the broker that holds them."""
@@ -344,12 +385,24 @@ class Controller:
         record = self.registry.get(instance_id)
         path = self._instance_dir(record) / "control" / "agent.sock"
         try:
-            response = self._call(path, request, timeout)
+            response = self._call_counted(instance_id, path, request, timeout)
         except OSError as exc:
             raise SandboxError(f"agent of {instance_id} did not answer {request.get('op')!r}: {exc}") from exc
         if not response.get("ok"):
             raise SandboxError(f"agent of {instance_id} refused {request.get('op')!r}: {response.get('error')}")
         return response
+
+    def _call_counted(self, instance_id: str, path: Path, request: dict, timeout: float) -> dict:
+        """``_call``, counting the instance as active (for admission) while a turn is in progress."""
+        if request.get("op") != "turn":
+            return self._call(path, request, timeout)
+        with self._turns_lock:
+            self._turns[instance_id] = self._turns.get(instance_id, 0) + 1
+        try:
+            return self._call(path, request, timeout)
+        finally:
+            with self._turns_lock:
+                self._turns[instance_id] -= 1
 
     @staticmethod
     def _call(path: Path, request: dict, timeout: float) -> dict:
