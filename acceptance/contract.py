@@ -213,6 +213,34 @@ class Target(Protocol):
     def product_routes(self) -> list[tuple[str, str, str]]:
         """Every route the product server really serves: (method, path template, which credential opens it)."""
 
+    # -- capacity (catalogue CP-1, CP-2) ----------------------------------------------------------------
+
+    def capacity_need(self, budget: Mapping[str, int], fleet: Mapping[str, int]) -> Mapping[str, int]:
+        """The platform's admission arithmetic, pure: the ``memory_mb`` and ``disk_mb`` that ``fleet`` needs
+        under ``budget`` (integer MB, the seed's field names).
+
+        ``budget``: ``shared_memory_mb``, ``memory_headroom_mb``, ``idle_instance_mb``, ``active_instance_mb``,
+        ``broker_mb``, ``volume_mb``, ``disk_headroom_mb``. ``fleet``: ``resident`` (instances in memory),
+        ``active`` (of those, running a turn), ``stored_users`` (users whose volume is kept), ``snapshots_mb``.
+        Bad input (a missing or unknown field, a negative or non-integer value, more active than resident)
+        raises ``TargetError`` naming the field."""
+
+    def capacity_admit(self, budget: Mapping[str, int], fleet: Mapping[str, int], host: Mapping[str, int]
+                       ) -> tuple[bool, str]:
+        """Whether ``fleet`` fits ``host`` (``memory_mb``, ``disk_mb``) under ``budget``, as the platform would
+        decide it; the reason names each resource that does not fit (``memory``, ``disk``)."""
+
+    def fleet_need(self) -> Mapping[str, int]:
+        """What the platform's current fleet needs under its own budget, and what it admits against:
+        ``memory_mb``, ``disk_mb``, ``host_memory_mb``, ``host_disk_mb``, the fleet's figures (``resident``,
+        ``active``, ``stored_users``, ``snapshots_mb``) and the budget's fields."""
+
+    def host_limits(self, memory_mb: int | None = None, disk_mb: int | None = None
+                    ) -> AbstractContextManager[None]:
+        """While inside, the platform admits against these host limits (``None`` keeps the current one);
+        restored on exit. A wake or provision the platform does not admit raises ``CapacityRefusedError``
+        with its reason and changes nothing."""
+
     def broken(self, control: str, **context: object) -> AbstractContextManager[object]:
         """Set up one deliberately broken arrangement for a control and tear it down on exit.
 

@@ -6,6 +6,7 @@
     ├── PairingError    the suite's declarations break the pairing rules (a usage error: fix the tests)
     ├── ProofError      a probe gave no valid proof that it ran inside the intended sandbox
     ├── TargetError     a target could not be loaded or failed an operation of the contract
+    │   └── CapacityRefusedError   the platform's capacity model refused a wake or provision (the reason)
     └── SetupError      the machine or the arguments cannot run a qualification (exit 2, one line)
 """
 
@@ -26,6 +27,15 @@ class ProofError(HarnessError):
 
 class TargetError(HarnessError):
     """The target could not be loaded, or one of its operations failed."""
+
+
+class CapacityRefusedError(TargetError):
+    """The platform refused a wake or a provision because it would not fit the host; unlike a plain
+    TargetError this is the platform doing its job. ``reason`` names the resource and the MB."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class SetupError(HarnessError):

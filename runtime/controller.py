@@ -18,14 +18,15 @@ import re
 import secrets
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import cgroups, managed, sandbox, uids
+from . import capacity, cgroups, managed, sandbox, uids
 from .broker import AGENT_PORT, Broker, dispatch_effect
 from .cgroups import Limits
-from .errors import ConfigError, InstanceError, SandboxError
+from .errors import CapacityRefused, ConfigError, InstanceError, SandboxError
 from .journal import Journal
 from .platform import LEASE_TTL, MODEL_TTL, Platform
 from .registry import InstanceRecord, Registry
@@ -69,7 +70,8 @@ class Controller:
 
     def __init__(self, root: Path = DEFAULT_ROOT, run: str = "default", *, limits: Limits = DEFAULT_LIMITS,
                  hierarchy: cgroups.Hierarchy | None = None, ready_deadline: float = 10.0,
-                 platform: Platform | None = None, managed_sha256: str = managed.PINNED_SHA256) -> None:
+                 platform: Platform | None = None, budget: capacity.Budget = capacity.REFERENCE_BUDGET,
+                 host: capacity.Host | None = None, managed_sha256: str = managed.PINNED_SHA256) -> None:
         if not RUN.match(run):
             raise ConfigError(f"run name {run!r} is invalid: use 1-48 of a-z, 0-9, '_' and '-', starting alphanumeric")
         self.root, self.run, self.limits, self.ready_deadline = Path(root), run, limits, ready_deadline
@@ -77,6 +79,10 @@ class Controller:
         self.state = self.root / "runs" / run
         self.state.mkdir(parents=True, exist_ok=True)
         _traversable(self.root)
+        # Admission (capacity.py) checks every wake and provision against this host, measured now unless given.
+        self.budget, self.host = budget, host or capacity.measure_host(self.state)
+        self._turns: dict[str, int] = {}
+        self._turns_lock = threading.Lock()
         for d in (self.root, self.root / "runs", self.state):
             os.chmod(d, 0o711)  # instance uids must pass through to their own folders, list nothing
         self.hierarchy = hierarchy or cgroups.detect()
@@ -124,6 +130,7 @@ class Controller:
         for what, value in (("org", org), ("user", user)):
             if not NAME.match(value):
                 raise ConfigError(f"{what} name {value!r} is invalid: use 1-32 of a-z, 0-9 and '_', starting alphanumeric")
+        self._admit(f"provision of {org}/{user}", stored=1)
         limits = limits or self.limits
         config = managed.shipped() if managed_config is None else managed_config
         self._check_managed(config, f"managed config for {org}/{user}")
@@ -166,6 +173,7 @@ class Controller:
         # The file may have changed since provision: it is checked again, before anything starts.
         self._check_managed((self._instance_dir(record) / "managed.json").read_bytes(),
                             f"managed config of instance {record.id} ({record.org}/{record.user})")
+        self._admit(f"wake of {instance_id}", resident=1, active=1)
         limits = Limits(record.memory_bytes, record.pids_max)
         cg = self.hierarchy.create(self.run, f"{record.id}-g{record.generation}", limits)
         socket_path = self._instance_dir(record) / "control" / "agent.sock"
@@ -184,6 +192,37 @@ class Controller:
             self._stop(instance_id)
             raise
         return self.registry.set_state(instance_id, "running")
+
+    # -- capacity admission ------------------------------------------------------------------------
+
+    def fleet(self) -> capacity.Fleet:
+        """The fleet as admission counts it: instances with a live sandbox are resident; those with a turn
+        in progress (driven through ``agent``) are active; instances not destroyed are stored users; the
+        snapshots are their stored size, rounded up to MB."""
+        resident = [i for i, proc in list(self._sandboxes.items()) if proc.alive()]
+        with self._turns_lock:
+            active = sum(1 for i in resident if self._turns.get(i))
+        stored = sum(1 for r in self.registry.all() if r.state != "destroyed")
+        snapshot_bytes = 0
+        for path in self.snapshots.dir.glob("*.snap"):
+            try:
+                snapshot_bytes += path.stat().st_size
+            except FileNotFoundError:  # removed while counting: it no longer takes disk
+                pass
+        return capacity.Fleet(len(resident), active, stored, capacity.megabytes(snapshot_bytes))
+
+    def _admit(self, operation: str, *, resident: int = 0, active: int = 0, stored: int = 0) -> None:
+        """Refuse (CapacityRefused, logged) unless the fleet grown by the operation fits the host.
+
+        A wake counts its instance as resident *and* active, since it wakes to run a turn; a provision
+        counts one more stored user. Called before anything is started or written."""
+        fleet = self.fleet()
+        grown = capacity.Fleet(fleet.resident + resident, fleet.active + active, fleet.stored_users + stored,
+                               fleet.snapshots_mb)
+        admission = capacity.admit(self.budget, grown, self.host)
+        if not admission.ok:
+            log.warning("capacity refused %s: %s", operation, admission.reason)
+            raise CapacityRefused(admission.reason, operation)
 
     def _start_broker(self, record: InstanceRecord, proc: sandbox.SandboxProcess) -> None:
         """A new lease for this generation, capabilities under it, and the broker that holds them."""
@@ -365,12 +404,24 @@ class Controller:
         record = self.registry.get(instance_id)
         path = self._instance_dir(record) / "control" / "agent.sock"
         try:
-            response = self._call(path, request, timeout)
+            response = self._call_counted(instance_id, path, request, timeout)
         except OSError as exc:
             raise SandboxError(f"agent of {instance_id} did not answer {request.get('op')!r}: {exc}") from exc
         if not response.get("ok"):
             raise SandboxError(f"agent of {instance_id} refused {request.get('op')!r}: {response.get('error')}")
         return response
+
+    def _call_counted(self, instance_id: str, path: Path, request: dict, timeout: float) -> dict:
+        """``_call``, counting the instance as active (for admission) while a turn is in progress."""
+        if request.get("op") != "turn":
+            return self._call(path, request, timeout)
+        with self._turns_lock:
+            self._turns[instance_id] = self._turns.get(instance_id, 0) + 1
+        try:
+            return self._call(path, request, timeout)
+        finally:
+            with self._turns_lock:
+                self._turns[instance_id] -= 1
 
     @staticmethod
     def _call(path: Path, request: dict, timeout: float) -> dict:

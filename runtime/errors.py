@@ -7,7 +7,8 @@ them at the edge, keeping the detail (the command, its stderr, the path) in the 
     ├── PreflightError      the machine lacks something the runtime needs (tool, kernel feature, root)
     ├── ConfigError         a value given to the runtime is invalid; nothing was changed
     ├── InstanceError       an instance operation cannot be done in the instance's current state
-    │   └── InstanceNotFound    no instance for that id or (org, user) pair
+    │   ├── InstanceNotFound    no instance for that id or (org, user) pair
+    │   └── CapacityRefused     the capacity model does not admit the wake or provision; nothing changed
     ├── SandboxError        a sandbox failed to start, become ready or run a command
     └── CgroupError         a cgroup could not be created, joined, limited or removed
 """
@@ -33,6 +34,16 @@ class InstanceError(RuntimeFault):
 
 class InstanceNotFound(InstanceError):
     """No instance is registered under that id or (org, user) pair."""
+
+
+class CapacityRefused(InstanceError):
+    """The capacity model does not admit a wake or a provision on this host; ``reason`` names each resource
+    that does not fit, with the MB needed and available. Unlike other InstanceErrors the instance's state
+    allows the operation: the host has no room for it. Nothing was started or written."""
+
+    def __init__(self, reason: str, operation: str = "the operation") -> None:
+        super().__init__(f"{operation} refused by the capacity model: {reason}")
+        self.reason = reason
 
 
 class SandboxError(RuntimeFault):

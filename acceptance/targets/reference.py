@@ -23,17 +23,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from runtime import managed, sandbox
+from runtime import capacity, managed, sandbox
 from runtime import preflight as runtime_preflight
 from runtime.broker import AGENT_PORT
 from runtime.cgroups import Limits
 from runtime.controller import Controller
-from runtime.errors import RuntimeFault
+from runtime.errors import CapacityRefused, ConfigError, RuntimeFault
 from runtime.platform import Platform, PlatformConfig
 from runtime.provider import ProviderMock
 
 from ..contract import Artifacts, ExecResult, Identity, InstanceRef, Principal
-from ..errors import TargetError
+from ..errors import CapacityRefusedError, TargetError
 from . import TargetOptions
 
 PLANT_MESSAGES = {
@@ -109,12 +109,19 @@ class ReferenceTarget:
         limits = None
         if memory_limit_mb is not None:
             limits = Limits(memory_limit_mb << 20, self.controller.limits.pids_max)
-        record = self.controller.provision(principal.org, principal.user, limits=limits)
-        record = self.controller.wake(record.id)
+        with _admission():
+            record = self.controller.provision(principal.org, principal.user, limits=limits)
+        try:
+            with _admission():
+                record = self.controller.wake(record.id)
+        except CapacityRefusedError:
+            self.controller.destroy(record.id)  # a refused provision leaves nothing behind
+            raise
         return InstanceRef(principal, record.id, record.generation)
 
     def wake(self, ref: InstanceRef) -> InstanceRef:
-        record = self.controller.wake(ref.key)
+        with _admission():
+            record = self.controller.wake(ref.key)
         return InstanceRef(ref.principal, ref.key, record.generation)
 
     def sleep(self, ref: InstanceRef) -> None:
@@ -305,6 +312,37 @@ class ReferenceTarget:
 
     def product_routes(self) -> list[tuple[str, str, str]]:
         return [(r.method, r.template, r.door) for r in self.platform.product.routes()]
+
+    # -- capacity --------------------------------------------------------------------------------------
+
+    def capacity_need(self, budget: Mapping[str, int], fleet: Mapping[str, int]) -> Mapping[str, int]:
+        with _admission():
+            needed = capacity.need(capacity.Budget.of(budget), capacity.Fleet.of(fleet))
+        return {"memory_mb": needed.memory_mb, "disk_mb": needed.disk_mb}
+
+    def capacity_admit(self, budget: Mapping[str, int], fleet: Mapping[str, int], host: Mapping[str, int]
+                       ) -> tuple[bool, str]:
+        with _admission():
+            admission = capacity.admit(capacity.Budget.of(budget), capacity.Fleet.of(fleet), capacity.Host.of(host))
+        return admission.ok, admission.reason
+
+    def fleet_need(self) -> Mapping[str, int]:
+        fleet, budget, host = self.controller.fleet(), self.controller.budget, self.controller.host
+        needed = capacity.need(budget, fleet)
+        return {"memory_mb": needed.memory_mb, "disk_mb": needed.disk_mb, "host_memory_mb": host.memory_mb,
+                "host_disk_mb": host.disk_mb, **vars(fleet), **vars(budget)}
+
+    @contextmanager
+    def host_limits(self, memory_mb: int | None = None, disk_mb: int | None = None) -> Iterator[None]:
+        before = self.controller.host
+        with _admission():
+            limited = capacity.Host(before.memory_mb if memory_mb is None else memory_mb,
+                                    before.disk_mb if disk_mb is None else disk_mb)
+        self.controller.host = limited
+        try:
+            yield
+        finally:
+            self.controller.host = before
 
     # -- deliberately broken arrangements -------------------------------------------------------------
 
@@ -512,6 +550,17 @@ class ReferenceTarget:
             os.environ.pop(key, None)
         if errors:
             raise TargetError("reference target teardown was incomplete: " + "; ".join(errors))
+
+
+@contextmanager
+def _admission() -> Iterator[None]:
+    """The runtime's capacity refusals and bad capacity inputs, as the contract's errors."""
+    try:
+        yield
+    except CapacityRefused as exc:
+        raise CapacityRefusedError(exc.reason) from exc
+    except ConfigError as exc:
+        raise TargetError(str(exc)) from exc
 
 
 class ProductHttpClient:
