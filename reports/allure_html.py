@@ -47,8 +47,12 @@ def quality_gate(results: Path, *, min_tests: int, success_rate: float = 1.0) ->
     if allure is None:
         return False, ("Allure's quality gate could not run: the npm package `allure` is not installed "
                        "(run tools/setup-machine)")
-    proc = subprocess.run([allure, "quality-gate", "--min-tests-count", str(min_tests), "--success-rate",
-                           str(success_rate), str(results)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "NO_COLOR": "1"})
-    said = " ".join(line.strip() for line in (proc.stdout + proc.stderr).splitlines() if "⨯" in line or "failed" in line)
-    return proc.returncode == 0, said or f"exit {proc.returncode}"
+    # Allure's CLI refuses "1.0" ("can't be safely represented"): give it 1, or 0.95.
+    rate = format(success_rate, "g")
+    proc = subprocess.run([allure, "quality-gate", "--min-tests-count", str(min_tests), "--success-rate", rate,
+                           str(results)], capture_output=True, text=True, timeout=600, env={**os.environ, "NO_COLOR": "1"})
+    lines = [line.strip() for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    said = " ".join(line for line in lines if "⨯" in line or "failed" in line or "Error" in line)
+    if proc.returncode == 0:
+        return True, ""
+    return False, said or f"exit {proc.returncode}: {' '.join(lines)[:300]}"

@@ -111,3 +111,26 @@ def test_allures_own_quality_gate_runs_and_can_fail(tmp_path):
         assert not outcome.passed and any("could not run" in r for r in outcome.reasons)
     else:
         assert not outcome.passed and any("Allure's quality gate failed" in r for r in outcome.reasons), outcome.reasons
+
+
+def test_allures_own_quality_gate_passes_a_folder_that_meets_it(tmp_path):
+    """The other half: enough passed results pass Allure's gate, so the gate's failure above is Allure
+    judging, not Allure refusing its arguments (it once refused "--success-rate 1.0" as a usage error)."""
+    from reports import allure_html
+
+    if allure_html.find() is None:
+        pytest.fail("the npm package allure is not installed: run tools/setup-machine")
+    results = tmp_path / "allure-results"
+    results.mkdir()
+    for i in range(3):
+        (results / f"r{i}-result.json").write_text(json.dumps(
+            {"uuid": f"r{i}", "historyId": f"h{i}", "name": f"t{i}", "fullName": f"t{i}", "status": "passed",
+             "start": 1, "stop": 2}))
+    passed, said = allure_html.quality_gate(results, min_tests=3)
+    assert passed, said
+    passed, said = allure_html.quality_gate(results, min_tests=4)
+    assert not passed and "minTestsCount" in said
+    results.joinpath("r9-result.json").write_text(json.dumps(
+        {"uuid": "r9", "historyId": "h9", "name": "t9", "fullName": "t9", "status": "failed", "start": 1, "stop": 2}))
+    passed, said = allure_html.quality_gate(results, min_tests=3)
+    assert not passed and "successRate" in said
