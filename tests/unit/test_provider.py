@@ -272,12 +272,14 @@ def test_purpose_and_the_request_are_recorded(mock):
     openai(mock)
     assert [
         {"seq": 1, "style": "openai", "path": "/v1/chat/completions", "model": "gpt-test", "user": "alice",
-         "purpose": "title", "tools": [], "messages": 1, "status": 200, "usage": {"input": 9, "output": 1}, "step": None},
+         "purpose": "title", "tools": [], "messages": 1, "system": "", "status": 200, "usage": {"input": 9, "output": 1},
+         "step": None},
         {"seq": 2, "style": "anthropic", "path": "/v1/messages", "model": "claude-test", "user": "bob",
-         "purpose": "memory_review", "tools": [], "messages": 3, "status": 200, "usage": {"input": 27, "output": 1},
+         "purpose": "memory_review", "tools": [], "messages": 3, "system": "", "status": 200, "usage": {"input": 27, "output": 1},
          "step": None},
         {"seq": 3, "style": "openai", "path": "/v1/chat/completions", "model": "gpt-test", "user": "",
-         "purpose": "", "tools": [], "messages": 1, "status": 200, "usage": {"input": 9, "output": 1}, "step": None},
+         "purpose": "", "tools": [], "messages": 1, "system": "", "status": 200, "usage": {"input": 9, "output": 1},
+         "step": None},
     ] == mock.records()
 
 
@@ -389,3 +391,12 @@ def test_start_twice_and_url_before_start_are_refused():
 def test_an_empty_key_is_refused():
     with pytest.raises(ConfigError, match="key must be a non-empty string"):
         ProviderMock("")
+
+
+def test_the_system_prompt_is_recorded_in_both_styles(mock):
+    """Where a platform puts the settings a user chose (TS-2 reads it): OpenAI's system message, Anthropic's
+    top-level system field; nothing when there is none."""
+    openai(mock, messages=[{"role": "system", "content": "Personality: calm"}, *HI])
+    anthropic(mock, system="Personality: terse")
+    openai(mock)
+    assert [r["system"] for r in mock.records()] == ["Personality: calm", "Personality: terse", ""]
