@@ -106,6 +106,9 @@ def mutants(args: argparse.Namespace) -> int:
     try:
         return runner.run(reports=reports, jobs=args.jobs, only=args.only or None,
                           suite=Path(args.suite).resolve() if args.suite else None, state_dir=args.state_dir)
+    except runner.Interrupted:
+        print("pairproof: mutants interrupted: every run was stopped, no report written", file=sys.stderr)
+        return 130
     except MutantError as exc:
         raise SetupError(str(exc)) from exc
 

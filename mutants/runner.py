@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -49,6 +51,59 @@ class Outcome:
     runs: list[SuiteRun] = field(default_factory=list)
 
 
+class Interrupted(MutantError):
+    """The runner was interrupted (SIGINT, SIGTERM): its runs were stopped, nothing new starts."""
+
+
+_live: set[subprocess.Popen] = set()
+_live_lock = threading.Lock()
+_stopping = threading.Event()
+STOP_GRACE = 60.0  # seconds a run has to tear its target down after SIGINT before it is killed
+
+
+def _run_contained(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> tuple[int, str]:
+    """Run one contained suite in a process group of its own, so that stopping it reaches every process of
+    the run (unshare ignores SIGINT; the pytest inside it tears its target down on it)."""
+    with _live_lock:
+        if _stopping.is_set():
+            raise Interrupted("interrupted: no new run starts")
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        _live.add(proc)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except BaseException:
+        _stop(proc)
+        raise
+    finally:
+        with _live_lock:
+            _live.discard(proc)
+    if _stopping.is_set():
+        raise Interrupted("interrupted while a run was going")
+    return proc.returncode, output
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGINT to the run's process group, then SIGKILL if it has not finished within STOP_GRACE."""
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(STOP_GRACE)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def stop_all() -> None:
+    """Stop every run in progress and let no new one start (the runner's answer to SIGINT and SIGTERM)."""
+    _stopping.set()
+    with _live_lock:
+        live = list(_live)
+    with ThreadPoolExecutor(max_workers=max(1, len(live))) as pool:
+        list(pool.map(_stop, live))
+
+
 def run_suite(tree: Path, suite: Path | None, cases: list[str], state_dir: str) -> SuiteRun:
     verdict = tree / f"verdict-{len(cases)}-{time.monotonic_ns()}.json"
     suite_dir = suite if suite is not None else tree / "acceptance" / "cases"
@@ -60,15 +115,14 @@ def run_suite(tree: Path, suite: Path | None, cases: list[str], state_dir: str) 
     # platform's services are on loopback and the lab nests inside, so the suite runs unchanged.
     contained = ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--net", "--kill-child", "--",
                  "sh", "-c", 'ip link set lo up && exec "$@"', "contained", *pytest]
-    proc = subprocess.run(contained, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
-                          capture_output=True, text=True, timeout=1800)
+    returncode, output = _run_contained(contained, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, timeout=1800)
     seconds = time.monotonic() - started
-    tail = (proc.stdout + proc.stderr)[-2000:]
+    tail = output[-2000:]
     if not verdict.exists():
-        return SuiteRun(proc.returncode, seconds, [], {}, tail)
+        return SuiteRun(returncode, seconds, [], {}, tail)
     data = json.loads(verdict.read_text())
     statuses = {c["id"]: c["status"] for c in data["cases"] if c["status"] != "not covered"}
-    return SuiteRun(proc.returncode, seconds, sorted(c for c, s in statuses.items() if s == "failed"), statuses, tail)
+    return SuiteRun(returncode, seconds, sorted(c for c, s in statuses.items() if s == "failed"), statuses, tail)
 
 
 def run_mutant(mutant: Mutant, workdir: Path, suite: Path | None, state_dir: str) -> Outcome:
@@ -118,6 +172,10 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
         mutants = [m for m in mutants if m.name in only]
     workdir = Path(tempfile.mkdtemp(prefix="pairproof-mutants-"))
     started = time.monotonic()
+    _stopping.clear()
+    previous = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+    if previous is not None:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the runs as SIGINT does
     try:
         progress(f"control: the unmodified copy, whole suite{'' if suite is None else f' ({suite})'}...")
         control_tree = copy_suite(workdir / "control")
@@ -127,12 +185,23 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
         if control.exit == 0:
             with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
                 futures = [pool.submit(run_mutant, m, workdir, suite, state_dir) for m in mutants]
-                for future in futures:
-                    outcome = future.result()
-                    outcomes.append(outcome)
-                    by = f" by {','.join(outcome.killed_by)}" if outcome.killed_by else ""
-                    progress(f"{outcome.name}: {outcome.status}{by} ({outcome.seconds:.0f}s)")
+                try:
+                    for future in futures:
+                        outcome = future.result()
+                        outcomes.append(outcome)
+                        by = f" by {','.join(outcome.killed_by)}" if outcome.killed_by else ""
+                        progress(f"{outcome.name}: {outcome.status}{by} ({outcome.seconds:.0f}s)")
+                except BaseException:
+                    for future in futures:
+                        future.cancel()
+                    stop_all()
+                    raise
+    except KeyboardInterrupt:
+        stop_all()
+        raise
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(workdir, ignore_errors=True)
     counts = {s: sum(o.status == s for o in outcomes) for s in ("killed", "killed_unexpected", "survived", "error")}
     ok = control.exit == 0 and counts["killed"] == len(mutants)

@@ -76,3 +76,49 @@ def test_every_catalogue_entry_applies_to_the_current_runtime(tmp_path):
         apply(mutant, tree)
         shutil.rmtree(tree)
         shutil.copytree(pristine, tree)
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_runner_stops_every_run_it_started(tmp_path, signum):
+    """SIGINT or SIGTERM to ``pairproof mutants`` while its control runs: the run's pytest gets SIGINT (and
+    tears its target down), the runner exits 130, and no process of the run is left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    suite = tmp_path / "slow"
+    suite.mkdir()
+    started = tmp_path / "started"
+    (suite / "test_slow.py").write_text(
+        "import pathlib, time\n\n"
+        "def test_waits():\n"
+        f"    pathlib.Path({str(started)!r}).write_text('x')\n"
+        "    time.sleep(600)\n")
+    runner_proc = subprocess.Popen([sys.executable, "-m", "acceptance.cli", "mutants", "--suite", str(suite), "-j", "1",
+                                    "--only", "shared-volume", "--reports-dir", str(tmp_path / "reports")],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            assert runner_proc.poll() is None, runner_proc.communicate()[0]
+            assert time.monotonic() < deadline, "the slow suite never started"
+            time.sleep(0.05)
+        runner_proc.send_signal(getattr(signal, signum))
+        output, _ = runner_proc.communicate(timeout=90)
+    finally:
+        if runner_proc.poll() is None:
+            runner_proc.kill()
+    assert runner_proc.returncode == 130, output
+    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and str(suite).encode() in _cmdline(pid)]
+    assert left == [], f"processes of the interrupted run remain: {left}"
+    assert not (tmp_path / "reports" / "mutants.json").exists()
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
