@@ -93,10 +93,11 @@ class PairproofSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
-        # Only an assertion is a finding. Any other exception (a probe without proof, a target that
-        # failed, a timeout) means the test could not judge: broken, never "failed" (a leak).
-        if call.when == "call" and call.excinfo is not None and not call.excinfo.errisinstance(AssertionError) \
-                and not call.excinfo.errisinstance(pytest.skip.Exception):
+        # Only an assertion is a finding (pytest's own "DID NOT RAISE" and pytest.fail included: the test's
+        # verdict too). Any other exception (a probe without proof, a target that failed, a timeout) means
+        # the test could not judge: broken, never "failed" (a leak).
+        findings = (AssertionError, pytest.fail.Exception, pytest.skip.Exception)
+        if call.when == "call" and call.excinfo is not None and not call.excinfo.errisinstance(findings):
             item.user_properties.append((BROKEN_KEY, f"{call.excinfo.typename}: {call.excinfo.value}"[:500]))
         return (yield)
 

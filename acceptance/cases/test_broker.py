@@ -153,18 +153,13 @@ def test_tl3_newly_advertised_tool_is_not_callable(instances, broker_call):
 
 
 @pytest.mark.case("TL-3", "P", pair="D->product")
-def test_tl3_pinned_tool_is_callable(target, broker_call):
-    from ..contract import Principal
-
-    dora = target.provision(Principal("D", "org3", "dora"))
-    try:
-        target.pin_tool(dora, "notes_purge")
-        listed = broker_call(dora, "POST", "/mcp", rpc("tools/list"))["body"]["result"]["tools"]
-        assert "notes_purge" in {t["name"] for t in listed}
-        answer = broker_call(dora, "POST", "/mcp", rpc("tools/call", {"name": "notes_purge", "arguments": {}}))
-        assert answer["status"] == 200 and "deleted" in tool_result(answer)
-    finally:
-        target.destroy(dora)
+def test_tl3_pinned_tool_is_callable(target, broker_call, dedicated):
+    dora = dedicated("D", "dora")
+    target.pin_tool(dora, "notes_purge")
+    listed = broker_call(dora, "POST", "/mcp", rpc("tools/list"))["body"]["result"]["tools"]
+    assert "notes_purge" in {t["name"] for t in listed}
+    answer = broker_call(dora, "POST", "/mcp", rpc("tools/call", {"name": "notes_purge", "arguments": {}}))
+    assert answer["status"] == 200 and "deleted" in tool_result(answer)
 
 
 # -- TL-4: the run-control route set --------------------------------------------------------------------

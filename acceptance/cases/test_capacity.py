@@ -33,9 +33,8 @@ PROPERTY = settings(derandomize=True, max_examples=60, deadline=None, database=N
 
 
 def _attempt(operation: Callable[[], T]) -> tuple[T | None, Exception | None]:
-    """(result, None) if the platform went ahead, (None, the error) if it refused. Only an assertion is a
-    finding (DESIGN §5), so the cases assert on this instead of ``pytest.raises``, whose "did not raise"
-    would be reported as broken rather than as the leak it is."""
+    """(result, None) if the platform went ahead, (None, the error) if it refused: the case can then clean
+    up what an operation that should have been refused made, and assert on the reason it gave."""
     try:
         return operation(), None
     except TargetError as exc:

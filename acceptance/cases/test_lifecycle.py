@@ -10,7 +10,6 @@ import pytest
 
 from canaries import detect
 
-from ..contract import Principal
 from ..errors import TargetError
 from .test_model import BODY
 
@@ -103,10 +102,8 @@ def test_sn3_new_token_works(instances, target):
 # -- LF-1 / LF-2 / LF-3 ---------------------------------------------------------------------------------
 
 @pytest.fixture
-def gina(target):
-    ref = target.provision(Principal("G", "org3", "gina"))
-    yield ref
-    target.destroy(ref)
+def gina(dedicated):
+    return dedicated("G", "gina")
 
 
 @pytest.mark.case("LF-1", "refusal", pair="G->proxy")
@@ -157,10 +154,8 @@ def test_lf3_new_token_works(gina, target):
 # -- LF-4 / LF-5: crash and recovery ----------------------------------------------------------------------
 
 @pytest.fixture
-def hank(target):
-    ref = target.provision(Principal("H", "org3", "hank"))
-    yield ref
-    target.destroy(ref)
+def hank(dedicated):
+    return dedicated("H", "hank")
 
 
 def _until(predicate, what: str, deadline: float = 20.0):

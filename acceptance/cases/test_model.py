@@ -12,8 +12,6 @@ import pytest
 
 from canaries.known import find_known
 
-from ..contract import Principal
-
 pytestmark = pytest.mark.usefixtures("planted")
 BODY = {"model": "reference-main", "messages": [{"role": "user", "content": "hi"}], "metadata": {"purpose": "turn"}}
 
@@ -49,10 +47,8 @@ def test_md1_turn_succeeds(instances, principals, target):
 # -- MD-2 ---------------------------------------------------------------------------------------------
 
 @pytest.fixture
-def eve(target):
-    ref = target.provision(Principal("E", "org3", "eve"))
-    yield ref
-    target.destroy(ref)
+def eve(dedicated):
+    return dedicated("E", "eve")
 
 
 @pytest.mark.case("MD-2", "refusal", pair="E->proxy")
@@ -94,22 +90,18 @@ def test_md2_current_token_works(instances, target):
 # -- MD-3 ---------------------------------------------------------------------------------------------
 
 @pytest.mark.case("MD-3", "refusal", pair="F->proxy")
-def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy):
+def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy, dedicated):
     """With a cap of a few calls, turns stop at the cap; the title and memory-review calls are metered
     against it too, and once it is reached every purpose is refused."""
-    frank = Principal("F", "org3", "frank")
-    ref = target.provision(frank)
-    try:
-        target.set_spend_cap(frank, 0.0005)
-        replies = [target.turn(ref, f"message {i}") for i in range(12)]
-        assert "model unavailable: spend_exhausted" in replies
-        ledger = {p: n for (o, u, p), n in target.ledger_counts().items() if (o, u) == ("org3", "frank")}
-        assert ledger.get("title", 0) >= 1 and ledger.get("memory_review", 0) >= 1
-        status, reason = refused_by_proxy(ref, target.capabilities(ref)["model"],
-                                          {**BODY, "metadata": {"purpose": "memory_review"}})
-        assert (status, reason) == (429, "spend_exhausted")
-    finally:
-        target.destroy(ref)
+    ref = dedicated("F", "frank")
+    target.set_spend_cap(ref.principal, 0.0005)
+    replies = [target.turn(ref, f"message {i}") for i in range(12)]
+    assert "model unavailable: spend_exhausted" in replies
+    ledger = {p: n for (o, u, p), n in target.ledger_counts().items() if (o, u) == ("org3", "frank")}
+    assert ledger.get("title", 0) >= 1 and ledger.get("memory_review", 0) >= 1
+    status, reason = refused_by_proxy(ref, target.capabilities(ref)["model"],
+                                      {**BODY, "metadata": {"purpose": "memory_review"}})
+    assert (status, reason) == (429, "spend_exhausted")
 
 
 @pytest.mark.case("MD-3", "P", pair="A->proxy")

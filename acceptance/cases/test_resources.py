@@ -8,8 +8,6 @@ import os
 
 import pytest
 
-from ..contract import Principal
-
 ALLOCATE = "x = b'\\x01' * (400 << 20); print('allocated', len(x))"
 # A bounded fork bomb: fork children that wait, until fork fails or 1000 are alive; report, then reap.
 FORK_BOMB = """
@@ -45,14 +43,11 @@ def test_rs1_allocation_killed_under_256mb(instances, target, sandbox_host):
 
 
 @pytest.mark.case("RS-1", "P", pair="R")
-def test_rs1_same_allocation_lives_under_1gb(target, sandbox_host):
+def test_rs1_same_allocation_lives_under_1gb(sandbox_host, dedicated):
     """The same allocation completes in an instance given 1 GB."""
-    roomy = target.provision(Principal("R", "org3", "roomy"), memory_limit_mb=1024)
-    try:
-        result = sandbox_host(roomy).run("python3 -c %s", ALLOCATE)
-        assert result.rc == 0 and "allocated 419430400" in result.stdout
-    finally:
-        target.destroy(roomy)
+    roomy = dedicated("R", "roomy", memory_limit_mb=1024)
+    result = sandbox_host(roomy).run("python3 -c %s", ALLOCATE)
+    assert result.rc == 0 and "allocated 419430400" in result.stdout
 
 
 @pytest.mark.case("RS-2", "refusal", pair="A")

@@ -166,3 +166,15 @@ def test_a_failed_assertion_in_a_refusal_is_a_failed_case(run, mode):
     result, verdict = run(source, *mode)
     assert result.ret == 1
     assert _case(verdict, "RS-1")["status"] == "failed"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_refusal_that_did_not_raise_is_a_failed_case(run, mode):
+    """``pytest.raises`` around an operation the platform should refuse: when it goes ahead, pytest's
+    "DID NOT RAISE" is the test's verdict, a finding like an assertion, not a crash."""
+    source = PROBING.format(control_output="ok").replace(
+        'assert sandbox_host(instances["A"]).run("true").rc == 0',
+        'sandbox_host(instances["A"]).run("true")\n    with pytest.raises(PermissionError):\n        pass')
+    result, verdict = run(source, *mode)
+    assert result.ret == 1
+    assert _case(verdict, "RS-1")["status"] == "failed"
