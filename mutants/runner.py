@@ -11,6 +11,7 @@ parallel across cores. The kill matrix (mutant x case) is written to ``reports/`
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -161,9 +162,12 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
+PRINT = functools.partial(print, flush=True)  # progress lines as they come, under tox too
+
+
 def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path | None = None,
         state_dir: str = "/var/lib/pairproof", catalogue: list[Mutant] | None = None,
-        progress=print) -> int:
+        progress=PRINT) -> int:
     mutants = catalogue if catalogue is not None else load()
     if only:
         unknown = set(only) - {m.name for m in mutants}
