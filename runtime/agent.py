@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 
-# urllib.request and http.server are imported where used: start to ready is the agent's Python start-up,
+# http.client and http.server are imported where used: start to ready is the agent's Python start-up,
 # and those two (with what they pull in) would add about half to it.
 
 DATA = os.environ.get("PAIRPROOF_DATA", "/data")
@@ -288,19 +288,27 @@ def _token() -> str:
 
 
 def _broker_post(path: str, payload: dict, headers: dict | None = None, timeout: float = 120) -> dict:
-    import urllib.error
-    import urllib.request
+    import http.client  # half of urllib.request's import time, which start to ready pays (tools load at start)
+    from urllib.parse import urlsplit
 
-    request = urllib.request.Request(BROKER + path, json.dumps(payload).encode(),
-                                     {"Content-Type": "application/json", **(headers or {})}, method="POST")
+    where = urlsplit(BROKER)
+    conn = http.client.HTTPConnection(where.hostname, where.port or 80, timeout=timeout)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = response.read()
-            return json.loads(body) if body else {}
-    except urllib.error.HTTPError as exc:
-        detail = json.loads(exc.read() or b"{}")
-        reason = (detail.get("error") or {}).get("reason") or (detail.get("error") or {}).get("type") or exc.code
-        raise ModelUnavailable(str(reason)) from None
+        conn.request("POST", path, json.dumps(payload).encode(), {"Content-Type": "application/json", **(headers or {})})
+        response = conn.getresponse()
+        body = response.read()
+    except http.client.HTTPException as exc:
+        raise ModelUnavailable(f"broker_http_error: {type(exc).__name__}") from None
+    finally:
+        conn.close()
+    if response.status >= 400:
+        try:
+            detail = json.loads(body or b"{}")
+        except ValueError:
+            detail = {}
+        error = detail.get("error") if isinstance(detail, dict) and isinstance(detail.get("error"), dict) else {}
+        raise ModelUnavailable(str(error.get("reason") or error.get("type") or response.status))
+    return json.loads(body) if body else {}
 
 
 def _mcp(method: str, params: dict | None = None, timeout: float = 120) -> dict:
