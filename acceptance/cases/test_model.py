@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections import Counter
 
 import pytest
@@ -112,6 +113,8 @@ def test_md3_under_cap_works(instances, principals, target):
 
 # -- MD-4 ---------------------------------------------------------------------------------------------
 
+SETTLE_SECONDS = 15.0  # longer than any scripted reply delay (LF-4 holds one for 5 s)
+
 @pytest.mark.case("MD-4", "refusal", pair="A,B,C->proxy")
 def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, principals, target, probe_log):
     """After turns with tool calls by A, B and C, the proxy's ledger and the provider's own record agree
@@ -119,10 +122,21 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, princi
     for name, ref in instances.items():
         target.script_model(principals[name], [{"tool": "notes_list", "arguments": {}}, {"reply": "done"}])
         target.turn(ref, "list my notes")
-    provider = Counter((r["user"].split(":")[0], r["user"].split(":")[1], r["purpose"] or "other")
-                       for r in target.provider_records() if r["status"] == 200)
-    ledger = dict(target.ledger_counts())
-    assert ledger == dict(provider)
+
+    def both() -> tuple[dict, dict]:
+        provider = Counter((r["user"].split(":")[0], r["user"].split(":")[1], r["purpose"] or "other")
+                           for r in target.provider_records() if r["status"] == 200)
+        return dict(target.ledger_counts()), dict(provider)
+
+    # The provider records a call when it arrives, the proxy meters it when the answer comes back: a call
+    # another case left in flight (a delayed reply to an agent that crashed) is in one and not yet in the
+    # other. Wait, with a deadline, for the calls in flight to land; a real difference stays one.
+    deadline = time.monotonic() + SETTLE_SECONDS
+    ledger, provider = both()
+    while ledger != provider and time.monotonic() < deadline:
+        time.sleep(0.1)
+        ledger, provider = both()
+    assert ledger == provider
     for ref in instances.values():
         calls = sum(n for (_, user, _), n in ledger.items() if user == ref.principal.user)
         probe_log.witness(ref, "ledger vs provider", f"{calls} calls agree")
