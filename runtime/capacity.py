@@ -46,8 +46,19 @@ def _from_mapping(cls, values: Mapping[str, object]):
     return cls(**{n: values[n] for n in names})
 
 
+class _Counts:
+    """Integer MB (or instance) fields, checked on creation; ``of`` builds one from a mapping."""
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    @classmethod
+    def of(cls, values: Mapping[str, object]):
+        return _from_mapping(cls, values)
+
+
 @dataclass(frozen=True)
-class Budget:
+class Budget(_Counts):
     """The chosen allowances, in MB."""
 
     shared_memory_mb: int
@@ -58,16 +69,9 @@ class Budget:
     volume_mb: int
     disk_headroom_mb: int
 
-    def __post_init__(self) -> None:
-        _check(self)
-
-    @classmethod
-    def of(cls, values: Mapping[str, object]) -> Budget:
-        return _from_mapping(cls, values)
-
 
 @dataclass(frozen=True)
-class Fleet:
+class Fleet(_Counts):
     """What is on the host: instances with a running sandbox (``resident``), those running a turn
     (``active``, a subset of resident), users whose volume is kept (``stored_users``) and snapshot MB."""
 
@@ -77,29 +81,18 @@ class Fleet:
     snapshots_mb: int
 
     def __post_init__(self) -> None:
-        _check(self)
+        super().__post_init__()
         if self.active > self.resident:
             raise ConfigError(f"fleet.active is {self.active} but fleet.resident is {self.resident}: an active "
                               "instance is also resident, so give active <= resident")
 
-    @classmethod
-    def of(cls, values: Mapping[str, object]) -> Fleet:
-        return _from_mapping(cls, values)
-
 
 @dataclass(frozen=True)
-class Host:
+class Host(_Counts):
     """What the host offers to admit against, in MB."""
 
     memory_mb: int
     disk_mb: int
-
-    def __post_init__(self) -> None:
-        _check(self)
-
-    @classmethod
-    def of(cls, values: Mapping[str, object]) -> Host:
-        return _from_mapping(cls, values)
 
 
 @dataclass(frozen=True)

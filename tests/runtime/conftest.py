@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime import cleanup
+from runtime.controller import Controller
 
 
 @pytest.fixture
@@ -20,3 +22,11 @@ def root():
     yield path
     cleanup.clean(path, include_live=True)
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def controller(root):
+    """A controller without a platform (no broker: instances have no way out at all), closed after."""
+    c = Controller(root, f"ctl-{os.getpid()}")
+    yield c
+    c.close()

@@ -150,7 +150,10 @@ def test_a_turn_in_progress_counts_as_active(roomy):
 def test_the_default_host_is_measured(root):
     c = Controller(root, _run())
     try:
-        assert c.host == capacity.measure_host(c.state)
+        now = capacity.measure_host(c.state)
+        assert c.host.memory_mb == now.memory_mb
+        # Free disk moves with whatever else writes to this file system meanwhile.
+        assert abs(c.host.disk_mb - now.disk_mb) < 1024, (c.host, now)
         assert c.budget == capacity.REFERENCE_BUDGET
     finally:
         c.close()

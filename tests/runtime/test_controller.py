@@ -10,13 +10,6 @@ from runtime.controller import Controller
 from runtime.errors import ConfigError, InstanceError, SandboxError
 
 
-@pytest.fixture
-def controller(root):
-    c = Controller(root, f"ctl-{os.getpid()}")
-    yield c
-    c.close()
-
-
 def test_one_instance_per_pair_and_a_person_in_two_orgs_gets_two(controller):
     a1 = controller.provision("org1", "alice")
     a2 = controller.provision("org2", "alice")

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import agent, managed
-from runtime.controller import Controller
 
 SHIPPED = managed.shipped()
 CONFIG = json.loads(SHIPPED)
@@ -111,13 +109,6 @@ def test_the_agent_refuses_to_start_on_a_file_it_cannot_read(tmp_path):
 
 
 # -- the controller --------------------------------------------------------------------------------------
-
-@pytest.fixture
-def controller(root):
-    c = Controller(root, f"mgd-{os.getpid()}")
-    yield c
-    c.close()
-
 
 def test_provision_under_an_unexpected_file_registers_nothing(controller):
     with pytest.raises(managed.ManagedConfigError, match="managed config for org1/alice: unexpected"):
