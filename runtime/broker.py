@@ -86,6 +86,15 @@ class Broker:
             server.shutdown()
             server.server_close()
 
+    def hand_out_capabilities(self, reason: str) -> dict[str, str]:
+        """What this broker holds, for a qualification harness that replays it as a thief would. Every call
+        is logged with its reason (never the values): a platform must be able to tell when this happened."""
+        if not reason.strip():
+            raise ValueError("say why the broker's capabilities are being handed out")
+        log.warning("broker %s handed out its capabilities: %s", self.instance, reason)
+        with self._lock:
+            return {"grant": self._grant, "model": self._model}
+
     def rotate(self, *, grant: str | None = None, model_capability: str | None = None) -> None:
         with self._lock:
             self._grant = grant or self._grant

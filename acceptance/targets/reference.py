@@ -189,7 +189,7 @@ class ReferenceTarget:
 
     def capabilities(self, ref: InstanceRef) -> Mapping[str, str]:
         broker = self.controller.broker(ref.key)
-        return {"grant": broker._grant, "model": broker._model}
+        return broker.hand_out_capabilities("pairproof qualification: the suite replays them as a thief would")
 
     @staticmethod
     def _http(method: str, url: str, body: Mapping[str, object] | None, headers: dict[str, str] | None = None

@@ -30,3 +30,20 @@ def controller(root):
     c = Controller(root, f"ctl-{os.getpid()}")
     yield c
     c.close()
+
+
+@pytest.fixture
+def platform_controller(root):
+    """A controller with its platform (product server, model proxy) and a provider mock, closed after."""
+    from runtime.platform import Platform, PlatformConfig
+    from runtime.provider import ProviderMock
+
+    run = f"plat-{os.getpid()}"
+    provider = ProviderMock("test-provider-key").start()
+    (root / "runs" / run).mkdir(parents=True)
+    platform = Platform(root / "runs" / run, PlatformConfig(provider.url, "test-provider-key")).start()
+    c = Controller(root, run, platform=platform)
+    yield c
+    c.close()
+    platform.stop()
+    provider.stop()
