@@ -224,16 +224,13 @@ def _load_tool_servers(deadline: float) -> None:
     for server in MANAGED_CONFIG["mcp"]["servers"]:
         while True:
             try:
-                answer = _mcp("tools/list", timeout=max(0.1, deadline - time.monotonic()))
+                _list(server, timeout=max(0.1, deadline - time.monotonic()))
+            except OSError:  # the broker is not listening yet
+                if time.monotonic() < deadline:
+                    time.sleep(0.01)
+                    continue
             except ModelUnavailable:
-                break  # the broker answered: the server behind it is down; the first turn tries again
-            except OSError:
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(0.01)
-                continue
-            if "result" in answer:
-                _listed[server] = answer["result"].get("tools", [])
+                pass  # the broker answered: the server behind it is down; the first turn tries again
             break
 
 
@@ -260,7 +257,7 @@ def _call_builtin(name: str, arguments: dict) -> dict:
     return {"error": {"reason": f"no built-in tool {name}"}}
 
 
-def call_tool(tools: dict[str, dict], config: dict, name: str, arguments: dict) -> dict:
+def call_tool(tools: dict[str, dict], name: str, arguments: dict) -> dict:
     """Run one tool call the model asked for, if (and only if) the surface offers it."""
     tool = tools.get(name)
     if tool is None and name in BUILTIN and "tool_search" in tools:
@@ -321,15 +318,20 @@ def _mcp(method: str, params: dict | None = None, timeout: float = 120) -> dict:
 _listed: dict[str, list] = {}
 
 
+def _list(server: str, timeout: float) -> None:
+    """Ask the broker for the server's tools and keep them; raises what the call raises."""
+    answer = _mcp("tools/list", timeout=timeout)
+    if "result" in answer:
+        _listed[server] = answer["result"].get("tools", [])
+
+
 def list_server_tools(server: str, timeout: float = 120) -> list:
     """The server's tools (through the broker), listed anew; while it cannot be reached, the last list
     it gave (loaded at start), so a link fault does not change what the model is offered."""
     try:
-        answer = _mcp("tools/list", timeout=timeout)
+        _list(server, timeout)
     except (ModelUnavailable, OSError):
-        return _listed.get(server, [])
-    if "result" in answer:
-        _listed[server] = answer["result"].get("tools", [])
+        pass
     return _listed.get(server, [])
 
 
@@ -389,7 +391,7 @@ def _converse(message: str) -> str:
                 arguments = json.loads(fn.get("arguments") or "{}")
             except ValueError:
                 arguments = {}
-            result = call_tool(tools, config, fn["name"], arguments if isinstance(arguments, dict) else {})
+            result = call_tool(tools, fn["name"], arguments if isinstance(arguments, dict) else {})
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)})
     return "I stopped after too many tool calls."
 

@@ -52,12 +52,12 @@ RUNCTL_ROUTES = (
 
 class Broker:
     def __init__(self, *, instance: str, sandbox_pid: int, grant: str, model_capability: str, product_url: str,
-                 proxy_url: str, pinned: Mapping[str, Mapping], journal: Journal | None = None,
+                 proxy_url: str, mcp_filter: McpFilter, journal: Journal | None = None,
                  generation: int = 0) -> None:
         self.instance, self.sandbox_pid = instance, sandbox_pid
         self._grant, self._model = grant, model_capability
         self.product_url, self.proxy_url = product_url.rstrip("/"), proxy_url.rstrip("/")
-        self.filter = McpFilter(pinned)
+        self.filter = mcp_filter  # the platform's, shared: built (and its pins checked) once, not per wake
         self.pinned_extra: dict[str, Mapping] = {}
         self.journal, self.generation = journal, generation
         self.refusals: list[tuple[str, str]] = []

@@ -28,6 +28,7 @@ from .broker import AGENT_PORT, Broker, dispatch_effect
 from .cgroups import Limits
 from .errors import CapacityRefused, ConfigError, InstanceError, SandboxError
 from .journal import Journal
+from .mcp_filter import McpFilter
 from .platform import LEASE_TTL, MODEL_TTL, Platform
 from .registry import InstanceRecord, Registry
 from .snapshots import SnapshotStore
@@ -234,13 +235,13 @@ class Controller:
                         grant=self.platform.grants.issue(*claims, ttl=LEASE_TTL),
                         model_capability=self.platform.models.issue(*claims, ttl=MODEL_TTL),
                         product_url=self.platform.product.url, proxy_url=self.platform.proxy.url,
-                        pinned=self.platform.pinned, journal=self.journal(record.id), generation=record.generation)
+                        mcp_filter=self.platform.mcp_filter, journal=self.journal(record.id), generation=record.generation)
         self._brokers[record.id] = broker.start()
 
     def pin_tool(self, instance_id: str, name: str, schema: dict) -> None:
         """Add one tool to this instance's pinned set (an operator's managed-configuration change)."""
         broker = self.broker(instance_id)
-        broker.filter = type(broker.filter)({**self.platform.pinned, **broker.pinned_extra, name: schema})
+        broker.filter = McpFilter({**self.platform.pinned, **broker.pinned_extra, name: schema})
         broker.pinned_extra[name] = schema
 
     # -- lifecycle operations on authority and state -------------------------------------------------

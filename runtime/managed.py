@@ -16,6 +16,7 @@ The agent checks the file again when it starts and refuses to run on one it cann
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -41,6 +42,14 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
     return seen
 
 
+@functools.cache
+def _validator():
+    """The schema's validator, built once: every provision and every wake checks against it."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+
+
 def parse(raw: bytes, source: str = "managed config") -> dict:
     """Strict JSON against the schema; the first problem, with where it is, as a ManagedConfigError."""
     import jsonschema
@@ -54,11 +63,11 @@ def parse(raw: bytes, source: str = "managed config") -> dict:
         raise ManagedConfigError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start}): {fix}") from None
     except ValueError as exc:  # JSONDecodeError included: it carries line and column
         raise ManagedConfigError(f"{source}: not strict JSON ({exc}): {fix}") from None
-    schema = json.loads(SCHEMA.read_text())
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    validator = _validator()
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise ManagedConfigError(f"{source}: schema {schema['$id']} refuses {where}: {error.message}: {fix}")
+        raise ManagedConfigError(f"{source}: schema {validator.schema['$id']} refuses {where}: {error.message}: {fix}")
     return config
 
 

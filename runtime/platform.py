@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .authority import Current, TokenAuthority
+from .mcp_filter import McpFilter
 from .product import ProductServer
 from .proxy import ModelProxy
 
@@ -44,6 +45,7 @@ class Platform:
                                 authority=self.models, current=self.current, ledger_path=state / "ledger.sqlite",
                                 default_cap_usd=config.default_cap_usd)
         self.pinned = load_pinned()
+        self.mcp_filter = McpFilter(self.pinned)  # every broker's, until an instance gets a pin of its own
 
     def start(self) -> Platform:
         # The platform's own log (decisions and reasons, never payloads): an artifact the scanners read.

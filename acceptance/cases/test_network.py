@@ -38,6 +38,13 @@ def _everyone(case: str):
 
 # -- NT-1 / NT-2 -----------------------------------------------------------------------------------------
 
+def _probe_open_egress(target, principal, lab, egress_probe, label: str) -> tuple[float, dict]:
+    """The egress probe run in a sandbox given open egress into the lab; (when it began, its report)."""
+    since = time.time()
+    with target.broken("open-egress", principal=principal, lab=lab) as leaky:
+        return since, egress_probe(leaky, label)
+
+
 @pytest.mark.parametrize("name", _everyone("NT-1"))
 def test_nt1_no_dns_reaches_any_resolver(name, instances, planted, lab, egress_probe):
     since = time.time()
@@ -51,10 +58,8 @@ def test_nt1_no_dns_reaches_any_resolver(name, instances, planted, lab, egress_p
 
 @pytest.mark.case("NT-1", "X", pair="B->outside")
 def test_nt1_broken_open_egress_dns_is_recorded(principals, planted, lab, target, egress_probe):
-    since = time.time()
     label = planted.tokens["B"]["memory"]
-    with target.broken("open-egress", principal=principals["B"], lab=lab) as leaky:
-        report = egress_probe(leaky, label)
+    since, report = _probe_open_egress(target, principals["B"], lab, egress_probe, label)
     assert report["attempts"]["dns"] == "answered"
     names = [r["name"] for r in lab.records(since) if r["kind"] == "dns"]
     assert any(label in n for n in names), names
@@ -79,10 +84,8 @@ def test_nt2_own_broker_reachable(instances, broker_call):
 def test_nt2_broken_open_path_syns_are_recorded(principals, planted, lab, target, egress_probe):
     from ..lab import ADDRESSES
 
-    since = time.time()
     label = planted.tokens["B"]["task"]
-    with target.broken("open-egress", principal=principals["B"], lab=lab) as leaky:
-        report = egress_probe(leaky, label)
+    since, report = _probe_open_egress(target, principals["B"], lab, egress_probe, label)
     assert all(report["attempts"][t] == "connected" for t in TCP_TARGETS), report
     syn_to = {r["dst"] for r in lab.records(since) if r["kind"] == "syn"}
     assert {ADDRESSES[t] for t in TCP_TARGETS} <= syn_to

@@ -28,7 +28,7 @@ from runtime import preflight as runtime_preflight
 from runtime.broker import AGENT_PORT
 from runtime.cgroups import Limits
 from runtime.controller import Controller
-from runtime.errors import CapacityRefused, ConfigError, RuntimeFault
+from runtime.errors import CapacityRefused, RuntimeFault
 from runtime.platform import Platform, PlatformConfig
 from runtime.provider import ProviderMock
 
@@ -105,22 +105,24 @@ class ReferenceTarget:
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
-    def provision(self, principal: Principal, *, memory_limit_mb: int | None = None) -> InstanceRef:
+    def provision(self, principal: Principal, *, memory_limit_mb: int | None = None,
+                  managed_config: bytes | None = None) -> InstanceRef:
         limits = None
         if memory_limit_mb is not None:
             limits = Limits(memory_limit_mb << 20, self.controller.limits.pids_max)
-        with _admission():
-            record = self.controller.provision(principal.org, principal.user, limits=limits)
+        with _contract_errors():
+            record = self.controller.provision(principal.org, principal.user, limits=limits,
+                                               managed_config=managed_config)
         try:
-            with _admission():
+            with _contract_errors():
                 record = self.controller.wake(record.id)
-        except CapacityRefusedError:
-            self.controller.destroy(record.id)  # a refused provision leaves nothing behind
+        except TargetError:
+            self.controller.destroy(record.id)  # a provision whose first wake fails leaves nothing behind
             raise
         return InstanceRef(principal, record.id, record.generation)
 
     def wake(self, ref: InstanceRef) -> InstanceRef:
-        with _admission():
+        with _contract_errors():
             record = self.controller.wake(ref.key)
         return InstanceRef(ref.principal, ref.key, record.generation)
 
@@ -287,16 +289,7 @@ class ReferenceTarget:
         return managed.shipped()
 
     def start_with_managed_config(self, principal: Principal, config: bytes) -> InstanceRef:
-        try:
-            record = self.controller.provision(principal.org, principal.user, managed_config=config)
-        except RuntimeFault as exc:
-            raise TargetError(str(exc)) from exc
-        try:
-            record = self.controller.wake(record.id)
-        except RuntimeFault as exc:
-            self.controller.destroy(record.id)
-            raise TargetError(str(exc)) from exc
-        return InstanceRef(principal, record.id, record.generation)
+        return self.provision(principal, managed_config=config)
 
     def running(self, principal: Principal) -> bool:
         return any(r.state == "running" for r in self.controller.instances()
@@ -316,13 +309,13 @@ class ReferenceTarget:
     # -- capacity --------------------------------------------------------------------------------------
 
     def capacity_need(self, budget: Mapping[str, int], fleet: Mapping[str, int]) -> Mapping[str, int]:
-        with _admission():
+        with _contract_errors():
             needed = capacity.need(capacity.Budget.of(budget), capacity.Fleet.of(fleet))
         return {"memory_mb": needed.memory_mb, "disk_mb": needed.disk_mb}
 
     def capacity_admit(self, budget: Mapping[str, int], fleet: Mapping[str, int], host: Mapping[str, int]
                        ) -> tuple[bool, str]:
-        with _admission():
+        with _contract_errors():
             admission = capacity.admit(capacity.Budget.of(budget), capacity.Fleet.of(fleet), capacity.Host.of(host))
         return admission.ok, admission.reason
 
@@ -335,7 +328,7 @@ class ReferenceTarget:
     @contextmanager
     def host_limits(self, memory_mb: int | None = None, disk_mb: int | None = None) -> Iterator[None]:
         before = self.controller.host
-        with _admission():
+        with _contract_errors():
             limited = capacity.Host(before.memory_mb if memory_mb is None else memory_mb,
                                     before.disk_mb if disk_mb is None else disk_mb)
         self.controller.host = limited
@@ -553,13 +546,13 @@ class ReferenceTarget:
 
 
 @contextmanager
-def _admission() -> Iterator[None]:
-    """The runtime's capacity refusals and bad capacity inputs, as the contract's errors."""
+def _contract_errors() -> Iterator[None]:
+    """The runtime's refusals and failures as the contract's errors (a capacity refusal keeps its reason)."""
     try:
         yield
     except CapacityRefused as exc:
         raise CapacityRefusedError(exc.reason) from exc
-    except ConfigError as exc:
+    except RuntimeFault as exc:
         raise TargetError(str(exc)) from exc
 
 

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from support import stack
 
 from runtime import cleanup
 from runtime.controller import Controller
@@ -35,15 +36,5 @@ def controller(root):
 @pytest.fixture
 def platform_controller(root):
     """A controller with its platform (product server, model proxy) and a provider mock, closed after."""
-    from runtime.platform import Platform, PlatformConfig
-    from runtime.provider import ProviderMock
-
-    run = f"plat-{os.getpid()}"
-    provider = ProviderMock("test-provider-key").start()
-    (root / "runs" / run).mkdir(parents=True)
-    platform = Platform(root / "runs" / run, PlatformConfig(provider.url, "test-provider-key")).start()
-    c = Controller(root, run, platform=platform)
-    yield c
-    c.close()
-    platform.stop()
-    provider.stop()
+    with stack.platform_controller(root, f"plat-{os.getpid()}") as c:
+        yield c

@@ -1,0 +1,27 @@
+"""The reference stack as the runtime tests and the benchmarks run it: a provider mock, the platform
+(product server, model proxy) and a controller over a state root."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from runtime.controller import Controller
+from runtime.platform import Platform, PlatformConfig
+from runtime.provider import ProviderMock
+
+PROVIDER_KEY = "test-provider-key"  # synthetic: the mock's own key, nothing real
+
+
+@contextmanager
+def platform_controller(root: Path, run: str) -> Iterator[Controller]:
+    with ExitStack() as stack:  # torn down in reverse: controller, platform, provider
+        provider = ProviderMock(PROVIDER_KEY).start()
+        stack.callback(provider.stop)
+        (root / "runs" / run).mkdir(parents=True, exist_ok=True)
+        platform = Platform(root / "runs" / run, PlatformConfig(provider.url, PROVIDER_KEY)).start()
+        stack.callback(platform.stop)
+        controller = Controller(root, run, platform=platform)
+        stack.callback(controller.close)
+        yield controller
