@@ -166,7 +166,8 @@ def test_ts3_bad_managed_config_refuses_to_start(target, probe_log):
     that names the managed configuration and what is wrong with it."""
     mona = Principal("M", "org3", "mona")
     problems = {}
-    for name, (config, word) in _variants(target.managed_config()).items():
+    variants = _variants(target.managed_config())
+    for name, (config, word) in variants.items():
         try:
             ref = target.start_with_managed_config(mona, config)
         except TargetError as exc:
@@ -181,7 +182,7 @@ def test_ts3_bad_managed_config_refuses_to_start(target, probe_log):
     assert problems == {}
     # The platform's own log is the witness that each attempt reached it and was refused there.
     refusals = [line for line in target.platform_log().splitlines() if "refused" in line and "org3/mona" in line]
-    assert len(refusals) >= len(_variants(target.managed_config())), "the platform did not log every refusal"
+    assert len(refusals) >= len(variants), "the platform did not log every refusal"
     probe_log.witness(mona, "start under each bad managed config", f"{len(refusals)} refusals in the platform log")
 
 
