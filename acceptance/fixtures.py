@@ -181,7 +181,9 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if log is not None:
         request.node.user_properties.append((PROOF_KEY, [r.proof for r in log.records if r.proof]))
-        request.node.user_properties.append((EVIDENCE_KEY, log.evidence))
+        probes = [{"kind": "probe", "instance": r.instance, "command": r.command[:160], "rc": r.rc}
+                  for r in log.records if r.proof]
+        request.node.user_properties.append((EVIDENCE_KEY, [*log.evidence, *probes]))
 
 
 def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: str, run: str) -> None:
