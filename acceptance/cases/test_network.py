@@ -77,8 +77,8 @@ def test_nt1_no_dns_reaches_any_resolver(name, instances, planted, lab, egress):
     label = planted.tokens[name]["memory"]
     report = egress(instances[name], label)
     carried = _looked(report, lab, label, since)
-    assert report["unsafe_routes"] == [], f"the sandbox has routes beyond loopback: {report['routes']}"
     assert {t: report["attempts"][t] for t in DNS_TARGETS} == {t: NO_ROUTE for t in DNS_TARGETS}
+    assert report["unsafe_routes"] == [], f"the sandbox has routes beyond loopback: {report['routes']}"
     assert {s: r for s, r in report["nameservers"].items() if r not in (NO_ROUTE, REFUSED)} == {}
     assert report["getaddrinfo"] == NO_RESOLVER_ANSWERED
     if "skipped: the broker" not in report["knocks"].values():
@@ -131,8 +131,8 @@ def test_nt2_no_syn_to_the_world_or_the_platform(name, instances, planted, lab, 
     report = egress(instances[name], planted.tokens[name]["task"])
     _looked(report, lab, planted.tokens[name]["task"], since)
     syns = [r for r in lab.records(since) if r["kind"] == "syn"]
-    assert report["unsafe_routes"] == [], f"the sandbox has routes beyond loopback: {report['routes']}"
     assert {t: report["attempts"][t] for t in TCP_TARGETS} == {t: NO_ROUTE for t in TCP_TARGETS}
+    assert report["unsafe_routes"] == [], f"the sandbox has routes beyond loopback: {report['routes']}"
     assert syns == []
 
 
