@@ -180,45 +180,69 @@ def test_nt3_nothing_of_the_intruder_arrives_in_a_namespace(intruder, instances,
 
 # -- NT-5 -------------------------------------------------------------------------------------------------
 
-def _idle_observation(pid: int, seconds: float, pcap: Path) -> tuple[Capture, dict[str, int]]:
-    """A capture of egress in the namespace of ``pid`` for ``seconds`` (live throughout, by its markers),
-    then the namespace's lifetime egress counters. The refusal and its broken control both use this."""
-    with Capture(pid, EGRESS, pcap) as cap:
+def _idle_observation(pids: dict[str, int], seconds: float, folder: Path) -> dict[str, tuple[Capture, dict, dict]]:
+    """For each namespace (by a pid in it): a capture of egress for ``seconds`` (live throughout, by its
+    markers), and its egress counters just before and just after. The refusal and its broken control both
+    use this: ``{name: (capture, counters before, counters after)}``."""
+    before = {name: egress_counters(pid) for name, pid in pids.items()}
+    captures = {name: Capture(pid, EGRESS, folder / f"{name}.pcap") for name, pid in pids.items()}
+    started = []
+    try:
+        for cap in captures.values():
+            started.append(cap.start())
         time.sleep(seconds)  # the window itself: what is measured is what happens in it
-    return cap, egress_counters(pid)
+    finally:
+        for cap in started:
+            cap.stop()
+    return {name: (captures[name], before[name], egress_counters(pid)) for name, pid in pids.items()}
 
 
-@pytest.mark.case("NT-5", "refusal", pair="D->outside")
-def test_nt5_idle_window_has_no_egress(request, target, dedicated, sandbox_host, tmp_path):
-    """A fresh, idle instance sends no DNS query, no UDP datagram and no SYN: a capture in its namespace
-    sees none for the idle window (any periodic egress with a period up to the window shows in it), and the
-    kernel's counters of the namespace, over its whole life since its wake, count no datagram sent and no
-    attempt to an address without a route (egress at start, or with a period longer than the window, shows
-    there). TCP to its own broker is the one thing it does, and the capture shows no SYN of it while idle."""
+def _attach_observation(name: str, seconds: float, observed: tuple[Capture, dict, dict]) -> None:
+    cap, before, after = observed
+    netprobes.attach(f"{name}: capture for {seconds}s", cap.summary())
+    netprobes.attach(f"{name}: egress counters of its namespace, before and after the window",
+                     {"before": before, "after": after})
+    netprobes.attach_pcap(cap.pcap, f"{name} for {seconds}s.pcap")
+
+
+def _moved(before: dict, after: dict) -> dict:
+    return {k: after[k] - before[k] for k in after if after[k] != before[k]}
+
+
+@pytest.mark.case("NT-5", "refusal", pair="A->outside")
+def test_nt5_idle_window_has_no_egress(request, instances, target, dedicated, sandbox_host, tmp_path):
+    """Idle instances send no DNS query, no UDP datagram and no SYN. Two are watched over the same idle
+    window: A, which holds the planted canaries (egress its data would trigger), and a fresh instance. In
+    each namespace a capture sees no egress during the window (periodic egress with a period up to the
+    window shows there) and the kernel's counters do not move; the fresh instance's counters, over its whole
+    life since its wake, count no datagram sent and no attempt to an address without a route (egress at
+    start, or with a period longer than the window, shows there; A's lifetime counts hold the suite's own
+    probes). TCP to its own broker is the one thing an instance does, and no SYN of it is seen while idle."""
     seconds = request.config.getoption("pairproof_idle_seconds")
-    dora = dedicated("D", "dana")
-    sandbox_host(dora).run("true")  # proof: the instance answers, and it is this one we watch
-    cap, counters = _idle_observation(target.identity(dora).host_pid, seconds, tmp_path / "idle.pcap")
-    netprobes.attach(f"capture of the idle instance for {seconds}s", cap.summary())
-    netprobes.attach("egress counters of the instance's namespace since its wake", counters)
-    netprobes.attach_pcap(tmp_path / "idle.pcap", f"idle for {seconds}s.pcap")
-    assert cap.seen == []
-    assert {k: v for k, v in counters.items() if v} == {}
+    fresh = dedicated("D", "dana")
+    for ref in (instances["A"], fresh):
+        sandbox_host(ref).run("true")  # proof: the instance answers, and it is this one we watch
+    observed = _idle_observation({"A": target.identity(instances["A"]).host_pid,
+                                  "fresh": target.identity(fresh).host_pid}, seconds, tmp_path)
+    for name, what in observed.items():
+        _attach_observation(name, seconds, what)
+    assert {name: cap.seen for name, (cap, _, _) in observed.items()} == {"A": [], "fresh": []}
+    assert {name: _moved(before, after) for name, (_, before, after) in observed.items()} == {"A": {}, "fresh": {}}
+    assert {k: v for k, v in observed["fresh"][2].items() if v} == {}
 
 
 @pytest.mark.case("NT-5", "X", pair="B->outside")
 def test_nt5_broken_catalog_refresh_is_seen(request, principals, target, lab, tmp_path):
     """An agent with its catalog refresh on, observed by the same code over the same window. Its period is
     half the window, so the window holds a refresh whatever its phase (the window scales with
-    --idle-seconds, the period with it): the capture sees its lookups, the counters count them, and the
-    lab's resolver records the catalog host's name inside the window."""
+    --idle-seconds, the period with it): the capture sees its lookups, the counters move, and the lab's
+    resolver records the catalog host's name inside the window."""
     seconds = request.config.getoption("pairproof_idle_seconds")
     with target.broken("open-egress", principal=principals["B"], lab=lab, catalog_refresh=seconds / 2) as leaky:
-        cap, counters = _idle_observation(target.identity(leaky).host_pid, seconds, tmp_path / "refresh.pcap")
-    netprobes.attach(f"capture of the refreshing agent for {seconds}s", cap.summary())
-    netprobes.attach("egress counters of its namespace", counters)
-    netprobes.attach_pcap(tmp_path / "refresh.pcap", f"refreshing agent for {seconds}s.pcap")
+        observed = _idle_observation({"refreshing": target.identity(leaky).host_pid}, seconds, tmp_path)
+    _attach_observation("refreshing agent", seconds, observed["refreshing"])
+    cap, before, after = observed["refreshing"]
     in_window = {r.get("name") for r in lab.records(cap.started_at) if r["at"] <= cap.stopped_at}
     assert [s for s in cap.seen if s["kind"] == "udp" and s["dport"] == 53] != []
-    assert counters["Udp.OutDatagrams"] + counters["Udp6OutDatagrams"] > 0
+    assert _moved(before, after).get("Udp.OutDatagrams", 0) + _moved(before, after).get("Udp6OutDatagrams", 0) > 0
     assert "models.catalog.example" in in_window, in_window
