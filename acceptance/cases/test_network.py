@@ -18,7 +18,7 @@ import pytest
 
 from canaries import detect
 
-from ..errors import ProofError
+from ..errors import ProofError, TargetError
 from ..lab.bpf import EGRESS
 from ..lab.capture import Capture, egress_counters
 from . import netprobes
@@ -26,6 +26,8 @@ from .netprobes import A_RESOLVER_ANSWERED, NO_RESOLVER_ANSWERED, NO_ROUTE, REFU
 
 pytestmark = pytest.mark.usefixtures("planted")
 DNS_TARGETS = ("dns", "dns6")
+CATALOG_HOST = "models.catalog.example"  # what the reference agent's catalog refresh looks up
+AGENT_START_DEADLINE = 15.0
 TCP_TARGETS = tuple(f"{name}{v}" for name in ("internet", "metadata", "product", "proxy", "provider") for v in ("", "6"))
 
 
@@ -238,11 +240,19 @@ def test_nt5_broken_catalog_refresh_is_seen(request, principals, target, lab, tm
     --idle-seconds, the period with it): the capture sees its lookups, the counters move, and the lab's
     resolver records the catalog host's name inside the window."""
     seconds = request.config.getoption("pairproof_idle_seconds")
+    started = time.time()
     with target.broken("open-egress", principal=principals["B"], lab=lab, catalog_refresh=seconds / 2) as leaky:
+        # The window opens once the agent runs (its first lookup has arrived): a loaded machine is slow to
+        # start it, and a window that closed before the agent started would show nothing of a refresh.
+        end = time.monotonic() + AGENT_START_DEADLINE
+        while CATALOG_HOST not in {r.get("name") for r in lab.records(started)}:
+            if time.monotonic() > end:
+                raise TargetError(f"the refreshing agent made no lookup within {AGENT_START_DEADLINE}s of its start")
+            time.sleep(0.05)
         observed = _idle_observation({"refreshing": target.identity(leaky).host_pid}, seconds, tmp_path)
     _attach_observation("refreshing agent", seconds, observed["refreshing"])
     cap, before, after = observed["refreshing"]
     in_window = {r.get("name") for r in lab.records(cap.started_at) if r["at"] <= cap.stopped_at}
     assert [s for s in cap.seen if s["kind"] == "udp" and s["dport"] == 53] != []
     assert _moved(before, after).get("Udp.OutDatagrams", 0) + _moved(before, after).get("Udp6OutDatagrams", 0) > 0
-    assert "models.catalog.example" in in_window, in_window
+    assert CATALOG_HOST in in_window, in_window
