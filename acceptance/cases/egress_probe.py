@@ -1,6 +1,6 @@
 """Probe: try to leave the sandbox by DNS and TCP, over IPv4 and IPv6, toward the lab's stand-ins for the
 world, and to reach any resolver by any path (configured nameservers, the system resolver, every socket
-the sandbox can see). Runs after ``listeners.py`` (prepended).
+the sandbox can see). Uses ``listeners.py``.
 
 argv: a label (the canary every query and connection carries), the broker's ``host:port`` (the sanctioned
 path, not knocked on here), then ``NAME=HOST:PORT`` targets (``NAME=[V6]:PORT`` for IPv6; a name starting
@@ -21,7 +21,7 @@ import socket
 import struct
 import sys
 
-# listeners, connect, knock_all: from listeners.py, prepended to this script
+from listeners import connect, knock_all, listeners  # installed by the runner (acceptance/cases/netprobes.py)
 
 DNS_ID = 0x5050
 
@@ -150,7 +150,8 @@ def main(argv):
             return "skipped: the broker"
         sock = connect(entry, 0.5)
         try:
-            stream = entry.get("kind", socket.SOCK_STREAM if entry["proto"].startswith("tcp") else socket.SOCK_DGRAM) != socket.SOCK_DGRAM
+            default = socket.SOCK_STREAM if entry["proto"].startswith("tcp") else socket.SOCK_DGRAM
+            stream = entry.get("kind", default) != socket.SOCK_DGRAM
             return ask_dns(sock, f"{label}.knock.lab.example", stream)
         finally:
             sock.close()

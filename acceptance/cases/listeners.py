@@ -1,5 +1,5 @@
-"""Probe library (prepended to a probe script fed to the sandbox's python): every socket the sandbox can
-see, so a probe can knock on each.
+"""Probe library (installed as the module ``listeners`` ahead of a probe fed to the sandbox's python): every
+socket the sandbox can see, so a probe can knock on each.
 
 What is enumerated, from inside the sandbox:
 - TCP and TCP6 listeners and bound UDP and UDP6 sockets of its network namespace (``/proc/net/tcp``,

@@ -1,4 +1,4 @@
-"""Running the network probes (``egress_probe.py``, ``socket_probe.py``, both after ``listeners.py``) inside
+"""Running the network probes (``egress_probe.py``, ``socket_probe.py``, both using ``listeners.py``) inside
 a sandbox, and attaching what a network case looked at to its report.
 
 Test modules define their fixtures over these (``acceptance/fixtures.py`` keeps the shared ones).
@@ -22,7 +22,13 @@ A_RESOLVER_ANSWERED = "gaierror: errno -2"
 
 
 def _script(name: str) -> bytes:
-    return (CASES / "listeners.py").read_bytes() + b"\n\n" + (CASES / name).read_bytes()
+    """The probe ``name`` as one script for the sandbox's python (it reads its program from stdin, so it
+    cannot import from a folder): ``listeners.py`` is installed as the module ``listeners`` first."""
+    library = (CASES / "listeners.py").read_text()
+    bootstrap = ("import sys, types\n_library = types.ModuleType('listeners')\n"
+                 f"exec(compile({library!r}, 'listeners.py', 'exec'), _library.__dict__)\n"
+                 "sys.modules['listeners'] = _library\n")
+    return (bootstrap + (CASES / name).read_text()).encode()
 
 
 def run_probe(host, script: str, args: list[str]) -> dict:

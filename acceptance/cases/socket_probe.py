@@ -1,14 +1,15 @@
 """Probe: knock on every socket the sandbox can see, and on the broker URLs given, with ``GET /whoami``;
-report who answered. Runs after ``listeners.py`` (prepended).
+report who answered. Uses ``listeners.py``.
 
 argv: broker base URLs (``http://HOST:PORT``) to try besides what is enumerated. Prints one JSON object:
 ``{"knocks": {where: {"status", "body"} or "Error: ..."}}``. Knocks go to local addresses only.
 """
 
 import json
+import socket
 import sys
 
-# listeners, connect, knock_all: from listeners.py, prepended to this script
+from listeners import connect, knock_all, listeners  # installed by the runner (acceptance/cases/netprobes.py)
 
 
 def whoami(entry):

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pyroute2 import IPRoute, NetNS
 
-from ..errors import SetupError
 from runtime.netns import socket_in
 
+from ..errors import SetupError
 from .sink import ADDRESSES, ADDRESSES6
 
 READY_DEADLINE = 20.0
