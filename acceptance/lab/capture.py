@@ -58,7 +58,11 @@ class Capture:
         drain(self._sock)
         self._reader = threading.Thread(target=self._read, name=f"capture-{self.pid}", daemon=True)
         self._reader.start()
-        self._mark(b"start")
+        try:
+            self._mark(b"start")
+        except BaseException:
+            self._close()
+            raise
         self.started_at = time.time()
         return self
 
@@ -67,11 +71,7 @@ class Capture:
             self._mark(b"stop")
             self.stopped_at = time.time()
         finally:
-            self._stop.set()
-            if self._reader is not None:
-                self._reader.join(5)
-            if self._sock is not None:
-                self._sock.close()
+            self._close()
         from scapy.utils import wrpcap
 
         wrpcap(str(self.pcap), self.frames, linktype=1)
@@ -91,6 +91,14 @@ class Capture:
                 f"frames matching the filter: {len(self.seen)}\n" + "\n".join(map(str, self.seen)))
 
     # -- inside ----------------------------------------------------------------------------------------
+
+    def _close(self) -> None:
+        # The socket holds the namespace: it must not outlive the capture, whatever went wrong.
+        self._stop.set()
+        if self._reader is not None:
+            self._reader.join(5)
+        if self._sock is not None:
+            self._sock.close()
 
     def _mark(self, what: bytes) -> None:
         tag = b"pairproof-capture-" + self.nonce + b"-" + what
