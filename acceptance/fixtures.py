@@ -260,25 +260,6 @@ def lab(request: pytest.FixtureRequest, pairproof_run: Run) -> Iterator[object]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-@pytest.fixture
-def egress_probe(target: Target, sandbox_host) -> Callable[..., dict]:
-    """``egress_probe(ref, label)``: from inside ``ref``, DNS to the lab resolver and the system resolver,
-    TCP to the internet, metadata and platform stand-ins, carrying ``label``. Returns the probe's report."""
-    from .lab import ADDRESSES
-
-    script = (CASES / "egress_probe.py").read_bytes()
-    targets = ["dns=" + ADDRESSES["resolver"] + ":53", "internet=" + ADDRESSES["internet"] + ":443",
-               "metadata=" + ADDRESSES["metadata"] + ":80"] + \
-              [f"{name}={ADDRESSES[name]}:8080" for name in ("product", "proxy", "provider")]
-
-    def run(ref: InstanceRef, label: str) -> dict:
-        host = sandbox_host(ref)
-        quoted = " ".join(host.backend.quote("%s", a) for a in [label, *targets])
-        out = host.backend.run_with_stdin(f"/usr/bin/python3 -I -S - {quoted}", stdin=script)
-        return json.loads(out.stdout.strip().splitlines()[-1])
-    return run
-
-
 def _attach_file(path: Path, name: str) -> None:
     try:
         import allure

@@ -1,4 +1,4 @@
-"""NT-1, NT-2, NT-5 and NT-3 at the packet level: nothing leaves a sandbox but what goes to its broker.
+"""NT-1, NT-2, NT-3, NT-5: nothing leaves a sandbox but what goes to its broker.
 
 Every address probed here exists only inside the run's lab (``acceptance/lab``): the sink answers for the
 world there, over IPv4 and IPv6, and records what reaches it. A sandbox as the platform builds it has no
@@ -11,6 +11,7 @@ no route at all) and show the same probe recorded at the sink, canary and all.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -154,6 +155,39 @@ def test_nt2_broken_open_path_syns_are_recorded(principals, planted, lab, target
     syn_to = {r["dst"] for r in lab.records(since) if r["kind"] == "syn"}
     names = {t.rstrip("6") for t in TCP_TARGETS}
     assert {ADDRESSES[t] for t in names} | {ADDRESSES6[t] for t in names} <= syn_to, syn_to
+
+
+# -- NT-3: each sandbox reaches its own broker, and only it -------------------------------------------
+
+def _answering_as(knocks: dict, ref) -> list[str]:
+    """The sockets whose answer names ``ref``'s instance."""
+    return [where for where, answer in knocks.items() if isinstance(answer, dict) and ref.key in json.dumps(answer)]
+
+
+@pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("NT-3", "refusal", pair=f"{n}->A"), id=n)
+                                      for n in ("B", "C")])
+def test_nt3_intruder_reaches_only_its_own_broker(intruder, instances, target, sweep):
+    """From the intruder's sandbox, every socket it can see is knocked on with ``GET /whoami``: TCP and
+    TCP6 listeners of its namespace (whichever port, address or owner), unix sockets of its namespace by
+    path and abstract name, socket files anywhere in its visible filesystem (a shared runtime folder mounted
+    in), and A's broker address as the driver gives it. None answers as A's broker. Ways this breaks that
+    the sweep sees: a shared network namespace (every broker on a port of its own), a broker listening on a
+    wildcard address, a broker socket in a folder shared between sandboxes, an abstract socket in a shared
+    namespace, A's address reaching A from anywhere. The intruder's own broker must be among the answers,
+    or the sweep could not tell a broker when it sees one."""
+    knocks = sweep(instances[intruder], [target.broker_endpoint(instances["A"])])
+    netprobes.attach(f"{intruder}'s knocks ({len(knocks)} sockets) and their answers", knocks)
+    assert _answering_as(knocks, instances["A"]) == []
+    if not _answering_as(knocks, instances[intruder]):
+        raise ProofError(f"the sweep from {intruder} never reached {intruder}'s own broker: it looked at {sorted(knocks)}")
+
+
+@pytest.mark.case("NT-3", "P", pair="A->A")
+def test_nt3_owner_reaches_its_broker(instances, target, sweep):
+    """The very same sweep, from A, finds A's broker among what A's sandbox sees."""
+    knocks = sweep(instances["A"], [target.broker_endpoint(instances["A"])])
+    netprobes.attach(f"A's knocks ({len(knocks)} sockets) and their answers", knocks)
+    assert _answering_as(knocks, instances["A"]) != []
 
 
 # -- NT-3 at the packet level -----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pyroute2 import IPRoute, NetNS
+from pyroute2 import IPRoute
 
 from runtime.netns import socket_in
 
@@ -73,24 +73,25 @@ class Lab:
             # Created directly inside the two namespaces: nothing of it ever exists in the host's.
             ip.link("add", ifname=peer_if, kind="veth", peer={"ifname": lab_if, "net_ns_fd": self.netns()},
                     net_ns_fd=target)
-        with NetNS(self.netns()) as ns:
-            idx = ns.link_lookup(ifname=lab_if)[0]
-            ns.addr("add", index=idx, address=lab_ip, prefixlen=30)
-            ns.link("set", index=idx, state="up")
-        with NetNS(target) as ns:
-            idx = ns.link_lookup(ifname=peer_if)[0]
-            ns.addr("add", index=idx, address=peer_ip, prefixlen=30)
-            ns.link("set", index=idx, state="up")
-            if default_route:
-                ns.route("add", dst="0.0.0.0/0", gateway=lab_ip)
-        # IPv6 without duplicate address detection, so the addresses are usable at once.
+        # Addresses and routes are set with `nsenter ip` (util-linux, iproute2), not pyroute2's NetNS: NetNS
+        # forks a Python child to enter the namespace, and a fork of this multi-threaded process (brokers,
+        # servers) deadlocked on a lock another thread held, hanging the run. IPv6 goes without duplicate
+        # address detection, so the addresses are usable at once.
         lab6, peer6 = f"fd00:65:{n:x}::1", f"fd00:65:{n:x}::2"
-        for where, iface, address in ((self.netns(), lab_if, lab6), (target, peer_if, peer6)):
-            subprocess.run(["nsenter", f"--net={where}", "ip", "-6", "addr", "add", f"{address}/64",
-                            "dev", iface, "nodad"], check=True)
+        steps = [(self.netns(), ["addr", "add", f"{lab_ip}/30", "dev", lab_if]),
+                 (self.netns(), ["-6", "addr", "add", f"{lab6}/64", "dev", lab_if, "nodad"]),
+                 (self.netns(), ["link", "set", lab_if, "up"]),
+                 (target, ["addr", "add", f"{peer_ip}/30", "dev", peer_if]),
+                 (target, ["-6", "addr", "add", f"{peer6}/64", "dev", peer_if, "nodad"]),
+                 (target, ["link", "set", peer_if, "up"])]
         if default_route:
-            subprocess.run(["nsenter", f"--net={target}", "ip", "-6", "route", "add", "default", "via", lab6,
-                            "dev", peer_if], check=True)
+            steps += [(target, ["route", "add", "default", "via", lab_ip, "dev", peer_if]),
+                      (target, ["-6", "route", "add", "default", "via", lab6, "dev", peer_if])]
+        for where, command in steps:
+            done = subprocess.run(["nsenter", f"--net={where}", "ip", *command], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SetupError(f"the lab could not link namespace {where}: ip {' '.join(command)}: "
+                                 f"{done.stderr.strip()}")
         return peer_ip
 
     def records(self, since: float = 0.0) -> list[dict]:
