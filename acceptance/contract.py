@@ -254,7 +254,8 @@ class Target(Protocol):
         ``debug-logging`` () -> None (the platform logs at debug level while it lasts);
         ``open-egress`` (principal=Principal, lab=Lab, catalog_refresh=seconds) -> InstanceRef (a sandbox
         linked to the lab with a default route and the lab's resolver);
-        ``unencrypted-snapshot`` (ref=InstanceRef) -> bytes (the volume as a snapshot stored compressed only);
+        ``unencrypted-snapshot`` () -> None (while it lasts, ``snapshot`` and ``restore`` go through the
+        platform's own path with the snapshot stored compressed but not encrypted);
         ``lossy-product-link`` (ref=InstanceRef) -> None (requests reach the product, answers are lost);
         ``unreachable-product`` (ref=InstanceRef) -> None (the product refuses connections).
         """

@@ -472,17 +472,14 @@ class ReferenceTarget:
         lab.connect(self._broken[ref.key].host_pid)
         return ref
 
-    def _unencrypted_snapshot(self, ref: InstanceRef) -> bytes:
-        """The instance's volume as a snapshot compressed but never encrypted, as a store without keys would."""
-        import io
-        import tarfile
-
-        import zstandard
-
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(self.controller.state / "instances" / ref.key / "volume", arcname=".")
-        return zstandard.ZstdCompressor(level=3).compress(buffer.getvalue())
+    def _unencrypted_snapshot(self) -> None:
+        """While it lasts, the platform's own snapshot path (``snapshot``, ``restore``) stores snapshots
+        compressed but sealed with nothing, as a store without keys would: same header, same compression,
+        same file, the same restore."""
+        store = self.controller.snapshots
+        before = store.sealer
+        store.sealer = _NoSeal()
+        self._undo.append(lambda: setattr(store, "sealer", before))
 
     def _lossy_product_link(self, ref: InstanceRef) -> None:
         """The link from the instance's broker to the product loses every answer (the request arrives)."""
@@ -576,6 +573,16 @@ class ProductHttpClient:
         if kind.startswith("text/html"):
             return status, raw.decode()
         return status, json.loads(raw) if raw else None
+
+
+class _NoSeal:
+    """A snapshot sealer that seals nothing: the broken arrangement of SN-1's X control."""
+
+    def seal(self, key: bytes, plain: bytes, aad: bytes) -> bytes:
+        return plain
+
+    def open(self, key: bytes, sealed: bytes, aad: bytes) -> bytes:
+        return sealed
 
 
 class _LossyRelay:
