@@ -250,6 +250,8 @@ class Target(Protocol):
         ``secret-in-env`` (principal=Principal, extra={NAME: secret}) -> InstanceRef;
         ``shared-pid-ns`` (intruder=Principal) -> InstanceRef;
         ``same-uid`` (owner=InstanceRef, intruder=Principal) -> InstanceRef;
+        ``host-account-uid`` (intruder=Principal, account="nobody") -> InstanceRef (a sandbox under that
+        existing host account's uid);
         ``unaudited-operator-route`` () -> the route's path template (``{id}`` for the record id);
         ``debug-logging`` () -> None (the platform logs at debug level while it lasts);
         ``open-egress`` (principal=Principal, lab=Lab, catalog_refresh=seconds) -> InstanceRef (a sandbox

@@ -176,8 +176,16 @@ def test_pr2_uid_inside_is_own_and_owns_its_files(instances, target, sandbox_hos
 
 @pytest.mark.case("PR-2", "X", pair="B->A")
 def test_pr2_broken_same_uid_is_detected(instances, principals, target, sandbox_host):
-    """A sandbox run under A's uid is reported by the same check as sharing A's identity."""
+    """A sandbox run under A's uid is reported by the same check as sharing A's identity, and one run under
+    an existing host account (nobody) is reported by the same identity check the refusal applies; the probe
+    inside each runs as that uid."""
     with target.broken("same-uid", owner=instances["A"], intruder=principals["B"]) as leaky:
         sandbox_host(leaky).run("id -u")
         identities = {"A": target.identity(instances["A"]), "B'": target.identity(leaky)}
         assert shared_identities(identities) == [("A", "B'")]
+    with target.broken("host-account-uid", intruder=principals["B"], account="nobody") as service:
+        ident = target.identity(service)
+        assert sandbox_host(service).run("id -u").stdout.strip() == str(ident.uid)
+        problems = identity_problems("B'", ident)
+    attach("PR-2 X", {"identity of the service-account sandbox": vars(ident), "problems": problems})
+    assert [p for p in problems if "host account" in p] != []

@@ -347,6 +347,7 @@ class ReferenceTarget:
             "secret-in-env": self._secret_in_env,
             "shared-pid-ns": self._shared_pid_ns,
             "same-uid": self._same_uid,
+            "host-account-uid": self._host_account_uid,
             "unaudited-operator-route": self._unaudited_operator_route,
             "debug-logging": self._debug_logging,
             "open-egress": self._open_egress,
@@ -449,6 +450,13 @@ class ReferenceTarget:
     def _same_uid(self, owner: InstanceRef, intruder: Principal) -> InstanceRef:
         """The intruder's sandbox runs under the owner's host uid (its own volume, though)."""
         return self._start_broken(intruder, uid=self._record(owner).uid, volume=None)
+
+    def _host_account_uid(self, intruder: Principal, account: str = "nobody") -> InstanceRef:
+        """The intruder's sandbox runs under an existing host account's uid (its own volume), as a platform
+        that maps every agent to a service account would."""
+        import pwd
+
+        return self._start_broken(intruder, uid=pwd.getpwnam(account).pw_uid, volume=None)
 
     def _open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> InstanceRef:
         """A sandbox linked to the lab with a default route and the lab's resolver: open egress, as a
