@@ -7,6 +7,7 @@ decisively, whether the provider recorded a call for that principal because of i
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -201,42 +202,42 @@ IN_FLIGHT = "the answer held in flight"
 HOLD_SECONDS = 2.0
 
 
-def _run_held_call(target, ref) -> str:
-    """Start a run whose model call the provider holds for HOLD_SECONDS; return the run id once the call is
-    at the provider (in flight: admitted by the proxy, not yet answered)."""
+def _held_call(target, ref):
+    """Start a model call with the broker's own capability, as the broker makes them, whose answer the provider
+    holds for HOLD_SECONDS; return a future of its (status, answer) once the call is at the provider (in
+    flight: admitted by the proxy, not yet answered)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     target.script_model(ref.principal, [{"reply": IN_FLIGHT, "delay": HOLD_SECONDS}])
+    capability = target.capabilities(ref)["model"]
     user = f"{ref.principal.org}:{ref.principal.user}"
-    status, started = target.runctl(ref, "POST", "/v1/runs", {"input": "take your time"})
-    if status != 202:
-        raise TargetError(f"the run-control API did not start a run: {status} {started}")
-    until(lambda: [r for r in target.provider_records() if r["user"] == user and (r.get("step") or {}).get("reply") == IN_FLIGHT],
+    pool = ThreadPoolExecutor(1)
+    future = pool.submit(target.model_call, capability, BODY)
+    pool.shutdown(wait=False)
+    until(lambda: future.done() or [r for r in target.provider_records()
+                                    if r["user"] == user and (r.get("step") or {}).get("reply") == IN_FLIGHT],
           "the held model call reaching the provider")
-    return started["run_id"]
-
-
-def _finished(target, ref, run_id: str) -> None:
-    until(lambda: target.runctl(ref, "GET", f"/v1/runs/{run_id}")[1].get("status") not in (None, "running"),
-          "the run ending", deadline=HOLD_SECONDS + 20)
+    if future.done():
+        raise TargetError(f"the held call ended before the provider held it: {future.result()}")
+    return future
 
 
 @pytest.mark.case("LF-2", "refusal", pair="G->proxy")
 def test_lf2_revocation_stops_new_and_in_flight_calls(gina, target, refused_by_proxy):
     """A model call is in flight (admitted, the provider holding its answer) when the kill switch is thrown:
-    its answer never reaches the agent. After it, the capability the broker holds buys no model call, and a
-    new turn causes no call at the provider at all.
+    its answer is not delivered. After it, the capability the broker holds buys no model call, and a new turn
+    causes no call at the provider at all.
 
     Ways it could fail that the probe looks for: revocation checked only when a call is admitted (the held
-    answer is delivered); a revocation recorded but not consulted; one the broker keeps working around with a
-    fresh capability; background calls (title, memory review) that slip through after it."""
-    run_id = _run_held_call(target, gina)
-    held = target.capabilities(gina)["model"]
+    answer is delivered); a revocation recorded but not consulted; one the broker works around with a fresh
+    capability; background calls (title, memory review) that slip through after it."""
+    held = _held_call(target, gina)
     target.revoke(gina)
-    _finished(target, gina, run_id)
-    transcript = target.read_back(gina, "transcript")
-    attach("LF-2 in flight", {"run": run_id, "held answer delivered": IN_FLIGHT in transcript,
-                              "transcript bytes": len(transcript)})
-    assert IN_FLIGHT not in transcript
-    assert not replay(refused_by_proxy, target, gina, held, BODY, "capability held at revocation").admitted
+    status, answer = held.result(timeout=HOLD_SECONDS + 30)
+    attach("LF-2 in flight", {"status": status, "answer": answer, "held for": HOLD_SECONDS})
+    assert status != 200 and IN_FLIGHT not in json.dumps(answer)
+    capability = target.capabilities(gina)["model"]
+    assert not replay(refused_by_proxy, target, gina, capability, BODY, "capability held at revocation").admitted
     before = calls_of(target, gina.principal)
     reply = target.turn(gina, "anything?")
     attach("LF-2 new turn", {"reply": reply, "provider calls caused": calls_of(target, gina.principal) - before})
@@ -245,10 +246,9 @@ def test_lf2_revocation_stops_new_and_in_flight_calls(gina, target, refused_by_p
 
 @pytest.mark.case("LF-2", "P", pair="G->proxy")
 def test_lf2_before_revocation_works(gina, target):
-    """Without revocation the same held call completes: its answer reaches the agent; a turn works."""
-    run_id = _run_held_call(target, gina)
-    _finished(target, gina, run_id)
-    assert IN_FLIGHT in target.read_back(gina, "transcript")
+    """Without revocation the same held call completes with its answer, and a turn works."""
+    status, answer = _held_call(target, gina).result(timeout=HOLD_SECONDS + 30)
+    assert status == 200 and IN_FLIGHT in json.dumps(answer)
     assert target.turn(gina, "hello") == "ok"
 
 
