@@ -258,6 +258,10 @@ class Target(Protocol):
         linked to the lab with a default route and the lab's resolver);
         ``unencrypted-snapshot`` () -> None (while it lasts, ``snapshot`` and ``restore`` go through the
         platform's own path with the snapshot stored compressed but not encrypted);
+        ``unmetered-model-call`` (principal=Principal, purpose="title") -> None (one model call for the
+        principal reaches the provider without passing the platform's meter);
+        ``capacity-without-brokers`` () -> None (``capacity_need`` and ``capacity_admit`` budget no broker
+        per resident instance while it lasts);
         ``lossy-product-link`` (ref=InstanceRef) -> None (requests reach the product, answers are lost);
         ``unreachable-product`` (ref=InstanceRef) -> None (the product refuses connections).
         """
