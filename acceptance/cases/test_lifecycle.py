@@ -230,7 +230,8 @@ def test_lf2_revocation_stops_new_and_in_flight_calls(gina, target, refused_by_p
 
     Ways it could fail that the probe looks for: revocation checked only when a call is admitted (the held
     answer is delivered); a revocation recorded but not consulted; one the broker works around with a fresh
-    capability; background calls (title, memory review) that slip through after it."""
+    capability; background calls (title, memory review) that slip through after it; a routine rotation that
+    lifts it."""
     held = _held_call(target, gina)
     target.revoke(gina)
     status, answer = held.result(timeout=HOLD_SECONDS + 30)
@@ -242,6 +243,9 @@ def test_lf2_revocation_stops_new_and_in_flight_calls(gina, target, refused_by_p
     reply = target.turn(gina, "anything?")
     attach("LF-2 new turn", {"reply": reply, "provider calls caused": calls_of(target, gina.principal) - before})
     assert calls_of(target, gina.principal) == before
+    target.rotate(gina)  # a routine rotation after the kill switch does not lift it
+    assert not replay(refused_by_proxy, target, gina, target.capabilities(gina)["model"], BODY,
+                      "capability rotated in after revocation").admitted
 
 
 @pytest.mark.case("LF-2", "P", pair="G->proxy")
