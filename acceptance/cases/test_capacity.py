@@ -188,6 +188,8 @@ def test_cp2_wake_refused_when_memory_would_not_fit(target, probe_log):
             assert target.fleet_need()["host_memory_mb"] == current["memory_mb"]
             woken, refused = _attempt(lambda: target.wake(ref))
             after = target.fleet_need()
+        attach("CP-2 wake under a full host", {"fleet before": dict(current), "fleet after": dict(after),
+                                               "refusal": repr(refused), "went ahead": woken is not None})
         reason = _refusal(refused, "waking K on a host with no memory to spare")
         assert "memory" in reason and "disk" not in reason, reason
         assert str(current["memory_mb"]) in reason.replace(",", ""), reason
@@ -213,6 +215,8 @@ def test_cp2_provision_refused_when_disk_is_exhausted(target, probe_log):
         after = target.fleet_need()
     if made is not None:
         target.destroy(made)
+    attach("CP-2 provision under a full disk", {"fleet before": dict(current), "fleet after": dict(after),
+                                                "refusal": repr(refused), "went ahead": made is not None})
     reason = _refusal(refused, "provisioning L on a host with no disk to spare")
     assert "disk" in reason and "memory" not in reason, reason
     assert str(current["disk_mb"]) in reason.replace(",", ""), reason
