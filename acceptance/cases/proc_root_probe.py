@@ -31,7 +31,7 @@ def main():
             outcome[pid] = name(e)
             continue
         outcome[pid] = "ok"
-        for folder, dirs, names in os.walk(top, onerror=lambda e: files.append({"path": e.filename, "error": name(e)})):
+        for folder, _dirs, names in os.walk(top, onerror=lambda e: files.append({"path": e.filename, "error": name(e)})):
             for leaf in names:
                 path = os.path.join(folder, leaf)
                 try:

@@ -229,7 +229,8 @@ def test_tl5_server_refuses_another_principals_record(intruder, a_note, instance
     mine = f"the intruder's own note {pairproof_run.nonce} {intruder}"
     created = broker_call(instances[intruder], "POST", "/mcp",
                           rpc("tools/call", {"name": "notes_create", "arguments": {"body": mine}}))
-    answer = broker_call(instances[intruder], "POST", "/mcp", rpc("tools/call", {"name": "notes_get", "arguments": {"id": note_id}}))
+    answer = broker_call(instances[intruder], "POST", "/mcp",
+                         rpc("tools/call", {"name": "notes_get", "arguments": {"id": note_id}}))
     missing = broker_call(instances[intruder], "POST", "/mcp",
                           rpc("tools/call", {"name": "notes_get", "arguments": {"id": 10**9}}))
     listed = _listed_notes(broker_call, instances[intruder])

@@ -27,8 +27,9 @@ def at_rest(blob: bytes, where: str) -> AtRest:
     """Every canary in stored bytes through every compression and archive layer (``canaries.scan``); a scan
     that reached one of its bounds could not look at everything, which is a harness failure (broken)."""
     scan = find_at_rest(blob, where)
-    attach(f"at rest: {where}", {"summary": scan.summary(), "layers": [f"{l.path} ({l.size} bytes)" for l in scan.layers],
-                                 "problems": scan.problems, "damaged": scan.partial})
+    layers = [f"{layer.path} ({layer.size} bytes)" for layer in scan.layers]
+    attach(f"at rest: {where}", {"summary": scan.summary(), "layers": layers, "problems": scan.problems,
+                                 "damaged": scan.partial})
     if scan.problems:
         raise ProofError(f"the at-rest scan of {where} could not look at everything: {scan.problems[0]}")
     return scan
