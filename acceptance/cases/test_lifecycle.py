@@ -52,16 +52,25 @@ def _files(root: Path, skip: list[Path]) -> dict[Path, tuple[int, int]]:
     return found
 
 
-def written_by(target, operation) -> tuple[object, list[Path]]:
+def written_by(target, operation) -> tuple[object, dict[Path, tuple[int, int] | None]]:
     """Run ``operation``; return its result and every file it left new or changed in the platform's state,
-    live volumes aside (what a snapshot leaves at rest may be more than the file it names: a staging copy,
-    a cache)."""
+    live volumes aside, each with what it was before (None: new). What a snapshot leaves at rest may be more
+    than the file it names: a staging copy, a cache."""
     art = target.artifacts()
     skip = list(art.volumes.values())
     before = _files(art.state_dir, skip)
     result = operation()
     after = _files(art.state_dir, skip)
-    return result, sorted(p for p, stamp in after.items() if before.get(p) != stamp)
+    return result, {p: before.get(p) for p, stamp in sorted(after.items()) if before.get(p) != stamp}
+
+
+def left_by_snapshot(written: dict[Path, tuple[int, int] | None], blob: bytes) -> list[Path]:
+    """Of the files an operation wrote, those a snapshot leaves at rest: every new file, and every changed file
+    beside the snapshot's own (the platform's other stores, a journal or a ledger that happened to change at
+    the same moment, legitimately hold private data and are not the snapshot's)."""
+    own = [p for p in written if p.stat().st_size == len(blob) and p.read_bytes() == blob]
+    folders = {p.parent for p in own}
+    return [p for p, was in written.items() if was is None or p.parent in folders]
 
 
 def _owner_reads_back(target, ref, tokens: dict[str, str], why: str) -> None:
@@ -82,11 +91,13 @@ def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_
     plaintext staging tar or cache stays beside it (every file the snapshot left new or changed in the
     platform's state is scanned, live volumes aside); any common compression or archive (zstd, gzip,
     zlib, xz, lzma, bz2, tar, zip), nested and at any offset behind a header; raw, base64 or hex bytes.
-    Not seen here: files a platform writes outside its own state folder.
+    Not seen here: files a platform writes outside its own state folder, and plaintext appended to a store
+    elsewhere in it that existed before the snapshot.
     The same snapshot is then restored into A and every canary comes back: the bytes scanned are a
     snapshot of A's data, not an empty or unrelated file."""
-    snap, written = written_by(target, lambda: target.snapshot(instances["A"]))
+    snap, changed = written_by(target, lambda: target.snapshot(instances["A"]))
     blob = target.snapshot_bytes(snap)
+    written = left_by_snapshot(changed, blob)
     scans = [at_rest(blob, f"snapshot {snap}")] + [at_rest(p.read_bytes(), str(p)) for p in written]
     attach("SN-1 what was scanned", {"snapshot bytes": len(blob), "files the snapshot left": [str(p) for p in written],
                                      "bytes scanned over all layers": sum(s.bytes_scanned for s in scans)})
