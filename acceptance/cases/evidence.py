@@ -8,12 +8,10 @@ harness error (broken, never failed) when the looking itself did not happen.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
 
-T = TypeVar("T")
+from ..wait import until  # noqa: F401  (re-exported: the cases' poll with a deadline)
 
 
 def attach(name: str, content: object) -> None:
@@ -24,19 +22,6 @@ def attach(name: str, content: object) -> None:
         return
     text = content if isinstance(content, str) else json.dumps(content, indent=2, sort_keys=True, default=str)
     allure.attach(text, name=name, attachment_type=allure.attachment_type.TEXT)
-
-
-def until(predicate: Callable[[], T], what: str, deadline: float = 20.0, every: float = 0.05) -> T:
-    """Poll ``predicate`` until it returns something truthy; ``TimeoutError`` (a harness failure, so the case
-    is broken, not failed) if it has not within ``deadline`` seconds."""
-    end = time.monotonic() + deadline
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise TimeoutError(f"{what} did not happen within {deadline}s")
-        time.sleep(every)
 
 
 def calls_of(target, principal) -> int:
