@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from .authority import AuthorityError, Current, TokenAuthority
+from . import requestid
 from .httpjson import JsonHandler, QuietServer, serve
 
 log = logging.getLogger("pairproof.proxy")
@@ -101,7 +102,7 @@ class ModelProxy:
 
     def _forward(self, style: str, path: str, body: dict, claims) -> tuple[int, dict]:
         end_user = f"{claims.org}:{claims.user}"  # the provider sees who, never which key the agent tried
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **requestid.headers()}  # the provider records the id
         if style == "openai":
             body["user"] = end_user
             headers["Authorization"] = f"Bearer {self._provider_key}"
@@ -131,6 +132,8 @@ class ModelProxy:
         proxy = self
 
         class Handler(JsonHandler):
+            component = "model proxy"
+
             def do_POST(self) -> None:
                 style = ROUTES.get(self.path)
                 if style is None:
