@@ -2,7 +2,8 @@
 refuses what does not fit (CP-1); the platform refuses to wake (or provision) what its model won't admit,
 says which resource is short, and starts nothing (CP-2).
 
-CP-1 probes no sandbox: its witness is the platform's capacity model itself (``MODEL`` below names it).
+CP-1 probes no sandbox: it asks the platform's capacity model (``MODEL`` below names it), and its proof is
+the platform's own log of the assessment it made for the probe's request id.
 """
 
 from __future__ import annotations
@@ -70,11 +71,12 @@ def test_cp1_seed_example_reproduced_and_the_next_instance_refused(target, probe
         assert not ok
         _names(reason, "memory", needed, 11536)
         assert "disk" not in reason, reason
-    ok, reason = target.capacity_admit(SEED_BUDGET, more_stored, SEED_HOST)
+    nonce = probe_log.platform_probe(MODEL, "seed example with one more stored user")
+    ok, reason = target.capacity_admit(SEED_BUDGET, more_stored, SEED_HOST, request_id=nonce)
     assert not ok
     _names(reason, "disk", 79000, 77000)
     assert "memory" not in reason, reason
-    probe_log.witness(MODEL, "seed example", f"11536 MB / 77000 MB admitted exactly; next refused: {reason}")
+    probe_log.confirm(nonce, target.platform_log())
 
 
 budgets = st.fixed_dictionaries({name: st.integers(0, 4096) for name in SEED_BUDGET})
@@ -92,6 +94,8 @@ def test_cp1_need_is_monotone_and_admission_is_need_within_host(target, probe_lo
     """More instances, users, snapshots or a larger allowance never need less; a fleet is admitted exactly
     when both needs are within the host, and a refusal names exactly the resources that do not fit."""
     checked = []
+    # The first example's admission carries the probe's request id; the platform's log of it is the proof.
+    nonce = probe_log.platform_probe(MODEL, "admission of the first generated fleet")
 
     @PROPERTY
     @given(budget=budgets, fleet=fleets(), grow=st.tuples(*(st.integers(0, 5) for _ in range(4))),
@@ -104,7 +108,7 @@ def test_cp1_need_is_monotone_and_admission_is_need_within_host(target, probe_lo
         for other in (target.capacity_need(budget, grown), target.capacity_need({**budget, bigger: budget[bigger] + 1}, fleet)):
             assert other["memory_mb"] >= base["memory_mb"] and other["disk_mb"] >= base["disk_mb"], (base, other)
         host = {"memory_mb": max(0, base["memory_mb"] + slack[0]), "disk_mb": max(0, base["disk_mb"] + slack[1])}
-        ok, reason = target.capacity_admit(budget, fleet, host)
+        ok, reason = target.capacity_admit(budget, fleet, host, request_id="" if checked else nonce)
         short = {r for r in ("memory", "disk") if base[f"{r}_mb"] > host[f"{r}_mb"]}
         assert ok == (not short), (base, host, reason)
         if not ok:
@@ -113,8 +117,7 @@ def test_cp1_need_is_monotone_and_admission_is_need_within_host(target, probe_lo
 
     check()
     assert True in checked and False in checked  # the search reached both sides of the boundary
-    probe_log.witness(MODEL, "monotone need, admission == need within host",
-                      f"{len(checked)} examples, {checked.count(True)} admitted")
+    probe_log.confirm(nonce, target.platform_log())
 
 
 BAD = [
@@ -133,14 +136,16 @@ def test_cp1_bad_inputs_are_rejected_naming_the_field(target, probe_log):
     """Negative, fractional, textual or boolean counts, more active than resident and a missing allowance
     are rejected with a message naming the field, by both the arithmetic and the admission."""
     for budget, fleet, field in BAD:
+        nonce = probe_log.platform_probe(MODEL, f"admission of a bad {field}")
         for call, args in ((target.capacity_need, (budget, fleet)), (target.capacity_admit, (budget, fleet, SEED_HOST))):
-            answer, rejected = _attempt(lambda: call(*args))  # noqa: B023 (called at once)
+            rid = nonce if call == target.capacity_admit else ""
+            answer, rejected = _attempt(lambda: call(*args, request_id=rid))  # noqa: B023 (called at once)
             assert answer is None and rejected is not None, f"{call.__name__}{args} answered {answer!r}"
             assert field in str(rejected), (field, str(rejected))
             assert not isinstance(rejected, CapacityRefusedError)
+        probe_log.confirm(nonce, target.platform_log())
     answer, rejected = _attempt(lambda: target.capacity_admit(SEED_BUDGET, SEED_FLEET, {**SEED_HOST, "memory_mb": -1}))
     assert answer is None and "memory_mb" in str(rejected), (answer, rejected)
-    probe_log.witness(MODEL, "bad inputs", f"{len(BAD)} bad inputs rejected, each naming its field")
 
 
 # -- CP-2 ----------------------------------------------------------------------------------------------
@@ -155,9 +160,10 @@ def test_cp2_wake_refused_when_memory_would_not_fit(target, probe_log):
         target.sleep(ref)
         current = target.fleet_need()
         log_lines = len(target.platform_log().splitlines())
+        nonce = probe_log.platform_probe(ref, "wake under a host with no memory to spare")
         with target.host_limits(memory_mb=current["memory_mb"]):
             assert target.fleet_need()["host_memory_mb"] == current["memory_mb"]
-            woken, refused = _attempt(lambda: target.wake(ref))
+            woken, refused = _attempt(lambda: target.wake(ref, request_id=nonce))
             after = target.fleet_need()
         reason = _refusal(refused, "waking K on a host with no memory to spare")
         assert "memory" in reason and "disk" not in reason, reason
@@ -174,7 +180,7 @@ def test_cp2_wake_refused_when_memory_would_not_fit(target, probe_log):
         assert target.fleet_need()["host_memory_mb"] == current["host_memory_mb"]
         logged = [line for line in target.platform_log().splitlines()[log_lines:] if reason in line]
         assert logged, "the refusal is not in the platform's log"
-        probe_log.witness(ref, "wake under a host with no memory to spare", logged[-1][-160:])
+        probe_log.confirm(nonce, target.platform_log())
     finally:
         target.destroy(ref)
 
@@ -184,8 +190,9 @@ def test_cp2_provision_refused_when_disk_is_exhausted(target, probe_log):
     """With the host's disk set to exactly what the stored users need, provisioning L is refused naming
     disk, registers nothing (the same principal provisions once there is room again)."""
     current = target.fleet_need()
+    nonce = probe_log.platform_probe(LEE, "provision under a full disk")
     with target.host_limits(disk_mb=current["disk_mb"]):
-        made, refused = _attempt(lambda: target.provision(LEE))
+        made, refused = _attempt(lambda: target.provision(LEE, request_id=nonce))
         after = target.fleet_need()
     if made is not None:
         target.destroy(made)
@@ -193,10 +200,10 @@ def test_cp2_provision_refused_when_disk_is_exhausted(target, probe_log):
     assert "disk" in reason and "memory" not in reason, reason
     assert str(current["disk_mb"]) in reason.replace(",", ""), reason
     assert after["stored_users"] == current["stored_users"]
+    probe_log.confirm(nonce, target.platform_log())
     ref = target.provision(LEE)
     try:
         assert target.fleet_need()["stored_users"] == current["stored_users"] + 1
-        probe_log.witness(ref, "provision under a full disk", reason[-160:])
     finally:
         target.destroy(ref)
 

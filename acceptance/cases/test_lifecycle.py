@@ -47,10 +47,11 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 @pytest.mark.case("SN-1", "refusal", pair="A->rest")
 def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_log):
-    snap = target.snapshot(instances["A"])
+    nonce = probe_log.platform_probe(instances["A"], "snapshot of A's volume")
+    snap = target.snapshot(instances["A"], request_id=nonce)
     blob = target.snapshot_bytes(snap)
     assert tokens_at_rest(blob) & planted.of("A") == set()
-    probe_log.witness(instances["A"], f"snapshot {snap}", f"{len(blob)} bytes at rest scanned")
+    probe_log.confirm(nonce, target.platform_log())
 
 
 @pytest.mark.case("SN-1", "X", pair="A->rest")
@@ -66,11 +67,12 @@ def test_sn1_broken_unencrypted_snapshot_is_detected(instances, planted, target)
 def test_sn2_others_cannot_list_or_restore_a_snapshot(intruder, instances, principals, planted, target, probe_log):
     snap = target.snapshot(instances["A"])
     assert snap not in target.snapshots(principals[intruder])
+    nonce = probe_log.platform_probe(instances[intruder], f"restore {snap} into {intruder}")
     with pytest.raises(TargetError, match="not_found"):
-        target.restore(snap, into=instances[intruder])
+        target.restore(snap, into=instances[intruder], request_id=nonce)
     own = target.read_back(instances[intruder], "memory")
     assert planted.tokens[intruder]["memory"] in own and planted.tokens["A"]["memory"] not in own
-    probe_log.witness(instances[intruder], f"restore {snap}", "refused not_found; volume unchanged")
+    probe_log.confirm(nonce, target.platform_log())
 
 
 @pytest.mark.case("SN-2", "P", pair="A->A")
@@ -211,11 +213,12 @@ def test_lf5_unknown_effect_is_reconciled_not_repeated(hank, target, probe_log):
         target.turn(hank, "make the note")
     [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
     assert op["state"] == "unknown"
-    target.recover(hank)
+    nonce = probe_log.platform_probe(hank, f"recovery reconciles {op['op']}")
+    target.recover(hank, request_id=nonce)
     [after] = [o for o in target.journal(hank) if o["op"] == op["op"]]
     assert (after["state"], after["attempts"]) == ("completed", 1)
     assert _notes_with(target, hank.principal, marker) == 1
-    probe_log.witness(hank, "journal", f"{op['op']} unknown -> completed by asking the product; 1 effect")
+    probe_log.confirm(nonce, target.platform_log())
 
 
 @pytest.mark.case("LF-5", "P", pair="H->product")
@@ -257,8 +260,9 @@ def test_lf5_one_effect_per_operation_whatever_the_kill_point(point, hank, targe
             target.turn(hank, "make the note")
     [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
     target.crash(hank)
-    successor = target.recover(hank)
+    nonce = probe_log.platform_probe(hank, f"recovery after a kill {point}")
+    successor = target.recover(hank, request_id=nonce)
     [after] = [o for o in target.journal(successor) if o["op"] == op["op"]]
     assert after["state"] == "completed"
     assert _notes_with(target, hank.principal, marker) == 1
-    probe_log.witness(hank, f"kill at {point}", f"{op['op']}: {op['state']} -> completed; exactly one effect")
+    probe_log.confirm(nonce, target.platform_log())

@@ -119,9 +119,11 @@ SETTLE_SECONDS = 15.0  # longer than any scripted reply delay (LF-4 holds one fo
 def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, principals, target, probe_log):
     """After turns with tool calls by A, B and C, the proxy's ledger and the provider's own record agree
     exactly, per org, user and purpose (main turns, titles, memory reviews)."""
+    nonces = {}
     for name, ref in instances.items():
+        nonces[name] = probe_log.platform_probe(ref, "a turn with a tool call, metered and recorded by the provider")
         target.script_model(principals[name], [{"tool": "notes_list", "arguments": {}}, {"reply": "done"}])
-        target.turn(ref, "list my notes")
+        target.turn(ref, "list my notes", request_id=nonces[name])
 
     def both() -> tuple[dict, dict]:
         provider = Counter((r["user"].split(":")[0], r["user"].split(":")[1], r["purpose"] or "other")
@@ -137,6 +139,6 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, princi
         time.sleep(0.1)
         ledger, provider = both()
     assert ledger == provider
-    for ref in instances.values():
-        calls = sum(n for (_, user, _), n in ledger.items() if user == ref.principal.user)
-        probe_log.witness(ref, "ledger vs provider", f"{calls} calls agree")
+    provider_record = "\n".join(json.dumps(r, sort_keys=True) for r in target.provider_records())
+    for nonce in nonces.values():
+        probe_log.confirm(nonce, provider_record)

@@ -40,6 +40,11 @@ def last_turn(target, principal: Principal) -> dict:
     return records[-1]
 
 
+def provider_record(target) -> str:
+    """The provider's own record of every request it got, one JSON line each: a platform probe's proof."""
+    return "\n".join(json.dumps(r, sort_keys=True) for r in target.provider_records())
+
+
 def surface_problems(offered: list[str], intended: dict[str, str]) -> list[str]:
     problems = []
     if extra := sorted(set(offered) - set(intended)):
@@ -59,11 +64,12 @@ def test_ts1_offered_tools_are_the_intended_set(dedicated, target, probe_log):
     each came by its intended route (the agent's own loader or the broker's tool server)."""
     ref = dedicated("T", "tess")
     intended = dict(target.intended_tools())
-    target.turn(ref, "hello")
+    nonce = probe_log.platform_probe(ref, "a turn, as the provider recorded it")
+    target.turn(ref, "hello", request_id=nonce)
     offered = last_turn(target, ref.principal)["tools"]
     assert surface_problems(offered, intended) == []
     assert dict(target.tool_surface(ref)) == intended
-    probe_log.witness(ref, "provider record of the turn", f"offered {sorted(offered)}")
+    probe_log.confirm(nonce, provider_record(target))
 
 
 @pytest.mark.case("TS-1", "refusal", pair="T->sandbox")
@@ -110,7 +116,8 @@ def test_ts2_adversarial_user_settings_change_no_pinned_key(dedicated, target, p
     for name, settings in ADVERSARIAL.items():
         personality = f"calm-{secrets.token_hex(4)}"
         target.configure(ref, {**settings, "display": {"personality": personality}})
-        target.turn(ref, "hello again")
+        nonce = probe_log.platform_probe(ref, f"a turn under the settings {name}")
+        target.turn(ref, "hello again", request_id=nonce)
         record = last_turn(target, ref.principal)
         found = surface_problems(record["tools"], intended)
         if record["model"] != pinned_model:
@@ -121,8 +128,7 @@ def test_ts2_adversarial_user_settings_change_no_pinned_key(dedicated, target, p
             found.append("the allowed setting beside it did not apply: was the file read at all?")
         if found:
             problems[name] = found
-        probe_log.witness(ref, f"settings {name}", f"provider record {record['seq']}: model {record['model']}, "
-                          f"{len(record['tools'])} tools offered")
+        probe_log.confirm(nonce, provider_record(target))
     assert problems == {}
 
 
@@ -168,8 +174,9 @@ def test_ts3_bad_managed_config_refuses_to_start(target, probe_log):
     problems = {}
     variants = _variants(target.managed_config())
     for name, (config, word) in variants.items():
+        nonce = probe_log.platform_probe(mona, f"start under the bad managed config {name}")
         try:
-            ref = target.start_with_managed_config(mona, config)
+            ref = target.start_with_managed_config(mona, config, request_id=nonce)
         except TargetError as exc:
             message = str(exc).lower()
             if "managed" not in message or word not in message:
@@ -179,11 +186,11 @@ def test_ts3_bad_managed_config_refuses_to_start(target, probe_log):
             target.destroy(ref)
         if target.running(mona):
             problems[name] = "an instance of the principal is running after the refusal"
+        probe_log.confirm(nonce, target.platform_log())  # the platform's own record of this very attempt
     assert problems == {}
-    # The platform's own log is the witness that each attempt reached it and was refused there.
+    # The platform's own log holds each attempt's refusal (each attempt's proof is its line, above).
     refusals = [line for line in target.platform_log().splitlines() if "refused" in line and "org3/mona" in line]
     assert len(refusals) >= len(variants), "the platform did not log every refusal"
-    probe_log.witness(mona, "start under each bad managed config", f"{len(refusals)} refusals in the platform log")
 
 
 @pytest.mark.case("TS-3", "P", pair="M->controller")
