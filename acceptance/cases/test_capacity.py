@@ -4,6 +4,14 @@ says which resource is short, and starts nothing (CP-2).
 
 CP-1 probes no sandbox: it asks the platform's capacity model (``MODEL`` below names it), and its proof is
 the platform's own log of the assessment it made for the probe's request id.
+
+CP-2 does not take the fleet the driver reports (``fleet_need``) on its word: the host shows which sandboxes
+run (``acceptance.observe``: this process's descendants in namespaces of their own, and the processes in an
+instance's namespaces). A host running more sandboxes than the platform counts as resident is a finding
+(admission counts a fleet smaller than the one it runs: a sandbox left running after sleep, a second agent);
+fewer means the driver's figure is not the platform's (broken). Where it cannot look: sandboxes that are
+not this process's descendants (a platform on another host, or under a container engine's daemon) are
+observed only through their namespaces, and memory the platform uses outside any sandbox not at all.
 """
 
 from __future__ import annotations
@@ -15,8 +23,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from .. import observe
 from ..contract import InstanceRef, Principal
-from ..errors import CapacityRefusedError, TargetError
+from ..errors import CapacityRefusedError, ProofError, TargetError
 
 # The seed's example: 10 resident, 4 active, 20 stored; 640 MB idle, 1,024 MB active, 60 MB broker,
 # 3,000 MB shared memory + headroom (split 2,000 + 1,000 by choice). Its 77,000 MB of disk is split by
@@ -150,6 +159,28 @@ def test_cp1_bad_inputs_are_rejected_naming_the_field(target, probe_log):
 
 # -- CP-2 ----------------------------------------------------------------------------------------------
 
+def _host_sandboxes(target) -> set[tuple[str, ...]]:
+    """The platform's sandboxes as the host shows them, once they agree with the platform's resident count
+    (or a deadline passes): more on the host than the platform counts is a finding, fewer is the driver's."""
+    claimed = target.fleet_need()["resident"]
+    seen = observe.settle(lambda: set(observe.sandboxes()), lambda groups: len(groups) == claimed)
+    if len(seen) < claimed:
+        raise TargetError(f"the driver reports {claimed} resident instances, the host shows {len(seen)} sandboxes")
+    assert len(seen) == claimed, (f"the host runs {len(seen)} sandboxes of this platform but its capacity model "
+                                  f"counts {claimed} resident: admission is judged on a smaller fleet than runs")
+    return seen
+
+
+def _instance_processes(target, ref: InstanceRef) -> tuple[dict[str, str], list[observe.HostProcess]]:
+    """``ref``'s namespaces and the processes the host shows in them; none means the driver's identity of a
+    running instance is not what runs (broken)."""
+    namespaces = dict(target.identity(ref).namespaces)
+    found = observe.members(namespaces)
+    if not found:
+        raise ProofError(f"the host shows no process in the namespaces the driver gives for {ref.key}")
+    return namespaces, found
+
+
 @pytest.mark.case("CP-2", "refusal", pair="K")
 def test_cp2_wake_refused_when_memory_would_not_fit(target, probe_log):
     """With the host's memory set to exactly what the current fleet needs, waking K's sleeping instance is
@@ -157,7 +188,11 @@ def test_cp2_wake_refused_when_memory_would_not_fit(target, probe_log):
     refusal is in the platform's log, and the host's own limits come back afterwards."""
     ref = target.provision(KIM)
     try:
+        namespaces, _ = _instance_processes(target, ref)
         target.sleep(ref)
+        left = observe.settle(lambda: observe.members(namespaces), lambda found: not found)
+        assert not left, f"K's sandbox still runs after sleep: {[(p.pid, p.comm) for p in left]}"
+        before = _host_sandboxes(target)
         current = target.fleet_need()
         log_lines = len(target.platform_log().splitlines())
         nonce = probe_log.platform_probe(ref, "wake under a host with no memory to spare")
@@ -170,6 +205,7 @@ def test_cp2_wake_refused_when_memory_would_not_fit(target, probe_log):
         assert str(current["memory_mb"]) in reason.replace(",", ""), reason
         assert (after["resident"], after["active"], after["memory_mb"]) == \
                (current["resident"], current["active"], current["memory_mb"])
+        assert _host_sandboxes(target) == before, "a sandbox started though the wake was refused"
         # A sleeping instance has no sandbox to run in; the contract does not fix the error's type.
         for operation in (lambda: target.exec(ref, ["/bin/true"]), lambda: target.turn(ref, "hello")):
             try:
@@ -190,6 +226,7 @@ def test_cp2_provision_refused_when_disk_is_exhausted(target, probe_log):
     """With the host's disk set to exactly what the stored users need, provisioning L is refused naming
     disk, registers nothing (the same principal provisions once there is room again)."""
     current = target.fleet_need()
+    before = _host_sandboxes(target)
     nonce = probe_log.platform_probe(LEE, "provision under a full disk")
     with target.host_limits(disk_mb=current["disk_mb"]):
         made, refused = _attempt(lambda: target.provision(LEE, request_id=nonce))
@@ -200,6 +237,7 @@ def test_cp2_provision_refused_when_disk_is_exhausted(target, probe_log):
     assert "disk" in reason and "memory" not in reason, reason
     assert str(current["disk_mb"]) in reason.replace(",", ""), reason
     assert after["stored_users"] == current["stored_users"]
+    assert _host_sandboxes(target) == before, "a sandbox started though the provision was refused"
     probe_log.confirm(nonce, target.platform_log())
     ref = target.provision(LEE)
     try:
@@ -211,15 +249,21 @@ def test_cp2_provision_refused_when_disk_is_exhausted(target, probe_log):
 @pytest.mark.case("CP-2", "P", pair="K")
 def test_cp2_admitted_wake_works(target):
     """With room for exactly one more instance (the current need plus an active instance and its broker),
-    K's instance wakes and answers a turn."""
+    K's instance wakes and answers a turn; the host shows its sandbox (new, below this process, in K's
+    namespaces), so the refusals' host-side observation can see this platform's sandboxes at all."""
     ref = target.provision(KIM)
     try:
         target.sleep(ref)
+        before = _host_sandboxes(target)
         current = target.fleet_need()
         room = current["memory_mb"] + current["active_instance_mb"] + current["broker_mb"]
         with target.host_limits(memory_mb=room):
             ref = target.wake(ref)
             assert target.turn(ref, "hello")
         assert target.fleet_need()["resident"] == current["resident"] + 1
+        namespaces, _ = _instance_processes(target, ref)
+        if _host_sandboxes(target) - before != {observe.sandbox_key(namespaces)}:
+            raise ProofError("the host-side observer does not see K's new sandbox below this process: CP-2's "
+                             "'nothing starts' cannot be observed for this target")
     finally:
         target.destroy(ref)
