@@ -1,15 +1,28 @@
 """SN-1..SN-3 and LF-1..LF-3: snapshots keep private state private at rest and belong to their owner;
-rotation, revocation and recreation leave no old credential working."""
+rotation, revocation and recreation leave no old credential working.
+
+SN-1 does not take the snapshot's bytes on the driver's word alone: every file the platform wrote under its
+state folder while taking the snapshot (the instances' volumes aside: they are the private state itself)
+is scanned, and the driver's ``snapshot_bytes`` must be one of them. So a staging copy, a second archive or
+an index written beside the sealed snapshot is at rest too. What it cannot see: a store outside the state
+folder the driver names (object storage, another host). LF-3 checks the broker address the driver gives
+against the sockets the host shows listening in the instance's network namespace.
+"""
 
 from __future__ import annotations
 
 import io
+import os
 import tarfile
+from collections.abc import Iterable
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from canaries import detect
 
+from .. import observe
 from ..errors import TargetError
 from .test_model import BODY
 
@@ -43,14 +56,40 @@ def tokens_at_rest(blob: bytes) -> set[str]:
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
+def files_at_rest(root: Path, skip: Iterable[Path]) -> dict[Path, tuple[int, int, int]]:
+    """Every file under ``root`` (less the folders ``skip``), with what changes when it is written."""
+    skip = {Path(p).resolve() for p in skip}
+    found = {}
+    for folder, subfolders, names in os.walk(root):
+        here = Path(folder)
+        subfolders[:] = [d for d in subfolders if (here / d).resolve() not in skip]
+        for name in names:
+            try:
+                st = (here / name).lstat()
+            except FileNotFoundError:
+                continue
+            found[here / name] = (st.st_ino, st.st_mtime_ns, st.st_size)
+    return found
+
+
 # -- SN-1 ---------------------------------------------------------------------------------------------
 
 @pytest.mark.case("SN-1", "refusal", pair="A->rest")
 def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_log):
+    artifacts = target.artifacts()
+    before = files_at_rest(artifacts.state_dir, artifacts.volumes.values())
     nonce = probe_log.platform_probe(instances["A"], "snapshot of A's volume")
     snap = target.snapshot(instances["A"], request_id=nonce)
+    written = {path: path.read_bytes() for path, seen in files_at_rest(artifacts.state_dir, artifacts.volumes.values()).items()
+               if before.get(path) != seen}
     blob = target.snapshot_bytes(snap)
+    if blob not in written.values():
+        raise TargetError(f"the driver's bytes of snapshot {snap} are in no file the platform wrote at rest under "
+                          f"{artifacts.state_dir} while taking it ({len(written)} files written)")
     assert tokens_at_rest(blob) & planted.of("A") == set()
+    leaked = {str(path): sorted(found) for path, data in written.items()
+              if (found := tokens_at_rest(data) & planted.of("A"))}
+    assert leaked == {}, "A's canaries are at rest in files written with the snapshot"
     probe_log.confirm(nonce, target.platform_log())
 
 
@@ -138,12 +177,24 @@ def test_lf2_before_revocation_works(gina, target):
     assert target.turn(gina, "hello") == "ok"
 
 
+def _broker_listens(target, ref, endpoint: str) -> None:
+    """The driver's broker address must be a socket the host shows listening in the instance's network
+    namespace; otherwise the driver's word is not where the broker is (broken)."""
+    where = urlsplit(endpoint)
+    listening = observe.listening_ports(target.identity(ref).host_pid)
+    if (where.hostname, where.port) not in listening and ("0.0.0.0", where.port) not in listening:
+        raise TargetError(f"nothing listens at the broker address the driver gives ({endpoint}) in {ref.key}'s "
+                          f"network namespace: {sorted(listening)}")
+
+
 @pytest.mark.case("LF-3", "refusal", pair="G->proxy")
 def test_lf3_recreated_instance_refuses_the_old_token_at_the_same_address(gina, target, refused_by_proxy):
     old = target.capabilities(gina)["model"]
     endpoint = target.broker_endpoint(gina)
+    _broker_listens(target, gina, endpoint)
     again = target.recreate(gina)
     assert target.broker_endpoint(again) == endpoint  # the address is reused...
+    _broker_listens(target, again, endpoint)
     assert refused_by_proxy(again, old, BODY) == (403, "generation_stale")  # ...the token is not
 
 
