@@ -13,6 +13,8 @@ import pytest
 
 from canaries import detect
 
+from ..errors import TargetError
+
 pytestmark = pytest.mark.usefixtures("planted")
 
 
@@ -322,10 +324,56 @@ def unaudited_operator_routes(target, owner_client, record: int) -> list[str]:
     return missing
 
 
+# Where an unlisted route would be, besides the listed routes' own segments: OP-2 cannot enumerate what a
+# server answers from outside, so it samples these names under these prefixes (and says so).
+ROUTE_WORDS = ("admin", "debug", "export", "dump", "raw", "internal", "support", "search", "bulk", "all", "users",
+               "accounts", "sessions", "logs", "history", "notes", "tasks", "files", "memory", "transcripts",
+               "snapshots", "impersonate", "backup", "view", "read", "records", "messages")
+ROUTE_PREFIXES = ("/api/operator", "/api", "/api/admin", "/api/support", "/api/internal", "/api/debug", "/admin",
+                  "/internal", "/debug", "/support", "/api/v1", "/operator")
+
+
+def _listed(path: str, routes: list[tuple[str, str, str]], record: int) -> bool:
+    for _, template, _ in routes:
+        if path == concrete(template, record):
+            return True
+        try:
+            if re.fullmatch(template, path):
+                return True
+        except re.error:
+            continue
+    return False
+
+
+def unlisted_routes(target, record: int) -> list[tuple[str, str, int]]:
+    """(method, path, status) of every sampled path the server answers an operator with anything but 404,
+    that no route the driver lists matches: the server's routes as probed, not as the driver says."""
+    routes = target.product_routes()
+    words = sorted(set(ROUTE_WORDS) | {s for _, t, _ in routes for s in concrete(t, record).split("/")
+                                        if s and not s.isdigit() and not s.startswith("op_")})
+    paths = {f"{prefix}/{word}{tail}" for prefix in ROUTE_PREFIXES for word in words for tail in ("", f"/{record}")}
+    paths |= {f"/api/operator/{word}/{record}/{other}" for word in words for other in words}
+    op = target.operator("prober")
+    found = []
+    for path in sorted(paths):
+        if _listed(path, routes, record):
+            continue
+        for method in ("GET", "POST"):
+            status, _ = op.request(method, path, {} if method == "POST" else None)
+            if status != 404:
+                found.append((method, path, status))
+    return found
+
+
 @pytest.mark.case("OP-2", "refusal", pair="OP->A")
 def test_op2_no_unaudited_route_and_no_write_or_impersonation(a_record, principals, instances, target, probe_log):
     """Every operator route the server has (enumerated, so a route added later is covered) audits; every
-    other route refuses an operator token; nobody may act as someone else."""
+    other route refuses an operator token; nobody may act as someone else.
+
+    The route list is the driver's word: the server is also probed for routes it does not list (a sample
+    of names under common prefixes, ``ROUTE_WORDS``/``ROUTE_PREFIXES``: a server's routes cannot be
+    enumerated from outside). An unlisted route that serves an operator a record with no audit entry is a
+    finding; any other unlisted route means the driver's list is not the server's (broken)."""
     a = target.person(principals["A"])
     routes = target.product_routes()
     assert any(door == "operator" for _, _, door in routes)
@@ -345,6 +393,17 @@ def test_op2_no_unaudited_route_and_no_write_or_impersonation(a_record, principa
     log = target.platform_log()
     for nonce in probes:
         probe_log.confirm(nonce, log)
+    unlisted = unlisted_routes(target, a_record)
+    unaudited = []
+    for method, path, status in unlisted:
+        if status == 200:
+            before = len(a.request("GET", "/api/audit")[1]["reads"])
+            again, _ = op.request(method, path, {} if method == "POST" else None)
+            if again == 200 and len(a.request("GET", "/api/audit")[1]["reads"]) == before:
+                unaudited.append(f"{method} {path}")
+    assert unaudited == [], "routes the driver does not list serve an operator with no audit entry for the owner"
+    if unlisted:
+        raise TargetError(f"the product answers routes its driver does not list: {unlisted[:10]}")
 
 
 @pytest.mark.case("OP-2", "X", pair="OP->A")
