@@ -22,7 +22,7 @@ from typing import TypeVar
 
 PROC = Path("/proc")
 NAMESPACES = ("user", "pid", "mnt", "net", "uts", "ipc", "cgroup")
-# What makes a sandbox one sandbox: its user and pid namespaces (a probe entered with nsenter shares both).
+# The namespaces that make a sandbox one (a probe entered with nsenter shares both).
 SANDBOX_KEY = ("user", "pid")
 T = TypeVar("T")
 
@@ -89,27 +89,47 @@ def members(namespaces: Mapping[str, str], among: Iterable[HostProcess] | None =
             if all(p.namespaces.get(k) == v for k, v in wanted.items())]
 
 
-def sandboxes(root: int | None = None, among: Iterable[HostProcess] | None = None
-              ) -> dict[tuple[str, ...], list[HostProcess]]:
-    """The sandboxes below ``root`` (default: this process): its descendants grouped by user and pid
-    namespace, less those in ``root``'s own (launchers, helpers, the lab's sinks)."""
+def sandboxes(root: int | None = None, proc: Path = PROC) -> dict[frozenset[str], list[HostProcess]]:
+    """The sandboxes below ``root`` (default: this process): its descendants in a user or pid namespace
+    other than ``root``'s (launchers, helpers and the lab's sinks share ours), joined into one sandbox when
+    they share such a namespace (a launcher that entered the user namespace before forking into the pid
+    namespace belongs with its child). Each is keyed by the namespaces of its own that it holds."""
     root = os.getpid() if root is None else root
-    procs = processes() if among is None else list(among)
-    own = process(root)
+    procs = processes(proc)
+    own = next((p for p in procs if p.pid == root), None)
     if own is None:
         raise LookupError(f"process {root} is gone: no sandboxes to observe below it")
-    mine = tuple(own.namespaces.get(k, "") for k in SANDBOX_KEY)
-    groups: dict[tuple[str, ...], list[HostProcess]] = {}
+    mine = {own.namespaces.get(k, "") for k in SANDBOX_KEY}
+    parent: dict[str, str] = {}
+
+    def top(ns: str) -> str:
+        while parent[ns] != ns:
+            parent[ns] = parent[parent[ns]]
+            ns = parent[ns]
+        return ns
+
+    inside = []
     for p in descendants(root, procs):
-        key = tuple(p.namespaces.get(k, "") for k in SANDBOX_KEY)
-        if key != mine:
-            groups.setdefault(key, []).append(p)
-    return groups
+        theirs = [p.namespaces[k] for k in SANDBOX_KEY if p.namespaces.get(k) and p.namespaces[k] not in mine]
+        if not theirs:
+            continue
+        inside.append((p, theirs))
+        for ns in theirs:
+            parent.setdefault(ns, ns)
+        for ns in theirs[1:]:
+            parent[top(ns)] = top(theirs[0])
+    joined: dict[str, tuple[set[str], list[HostProcess]]] = {}
+    for p, theirs in inside:
+        names, members_ = joined.setdefault(top(theirs[0]), (set(), []))
+        names.update(theirs)
+        members_.append(p)
+    return {frozenset(names): members_ for names, members_ in joined.values()}
 
 
-def sandbox_key(namespaces: Mapping[str, str]) -> tuple[str, ...]:
-    """The key ``sandboxes`` files an instance under, from its namespace identities."""
-    return tuple(namespaces[k] for k in SANDBOX_KEY)
+def sandbox_of(namespaces: Mapping[str, str], groups: Iterable[frozenset[str]]) -> frozenset[str] | None:
+    """The key of the sandbox (among ``groups``) holding an instance of these namespace identities."""
+    wanted = {namespaces.get(k) for k in SANDBOX_KEY} - {None}
+    return next((key for key in groups if key & wanted), None)
 
 
 def cgroups(pid: int, proc: Path = PROC) -> dict[str, str]:

@@ -159,7 +159,7 @@ def test_cp1_bad_inputs_are_rejected_naming_the_field(target, probe_log):
 
 # -- CP-2 ----------------------------------------------------------------------------------------------
 
-def _host_sandboxes(target) -> set[tuple[str, ...]]:
+def _host_sandboxes(target) -> set[frozenset[str]]:
     """The platform's sandboxes as the host shows them, once they agree with the platform's resident count
     (or a deadline passes): more on the host than the platform counts is a finding, fewer is the driver's."""
     claimed = target.fleet_need()["resident"]
@@ -262,7 +262,8 @@ def test_cp2_admitted_wake_works(target):
             assert target.turn(ref, "hello")
         assert target.fleet_need()["resident"] == current["resident"] + 1
         namespaces, _ = _instance_processes(target, ref)
-        if _host_sandboxes(target) - before != {observe.sandbox_key(namespaces)}:
+        new = _host_sandboxes(target) - before
+        if len(new) != 1 or observe.sandbox_of(namespaces, new) is None:
             raise ProofError("the host-side observer does not see K's new sandbox below this process: CP-2's "
                              "'nothing starts' cannot be observed for this target")
     finally:

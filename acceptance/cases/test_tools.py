@@ -239,8 +239,9 @@ def test_ts3_deployed_managed_config_starts(target):
     ref = target.start_with_managed_config(mona, target.managed_config())
     try:
         assert target.running(mona)
-        key = observe.sandbox_key(target.identity(ref).namespaces)
-        if observe.settle(lambda: set(observe.sandboxes()) - before, lambda new: key in new) != {key}:
+        namespaces = target.identity(ref).namespaces
+        new = observe.settle(lambda: set(observe.sandboxes()) - before, lambda new: observe.sandbox_of(namespaces, new))
+        if len(new) != 1 or observe.sandbox_of(namespaces, new) is None:
             raise ProofError("the host-side observer does not see M's new sandbox below this process: TS-3's "
                              "'nothing runs after a refusal' cannot be observed for this target")
         assert target.turn(ref, "hello")
