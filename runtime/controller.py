@@ -42,7 +42,7 @@ AGENT_COMMAND = ("/usr/bin/python3", "-I", "-S", "/opt/pairproof/agent.py")
 log = logging.getLogger("pairproof.controller")
 
 
-def operation(method):
+def logs_decision(method):
     """Log a controller operation's decision under the request id its caller bound (``requestid.bound``):
     done, or refused with the error's kind and reason. Without an id nothing is added to the log."""
     @functools.wraps(method)
@@ -143,7 +143,7 @@ class Controller:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    @operation
+    @logs_decision
     def provision(self, org: str, user: str, *, limits: Limits | None = None,
                   managed_config: bytes | None = None) -> InstanceRecord:
         """Register the pair's instance with its own uid, volume and limits (the run's by default), and the
@@ -186,7 +186,7 @@ class Controller:
             managed_config=home / "managed.json",
         )
 
-    @operation
+    @logs_decision
     def wake(self, instance_id: str) -> InstanceRecord:
         record = self.registry.get(instance_id)
         if record.state == "destroyed":
@@ -284,7 +284,7 @@ class Controller:
 
     # -- lifecycle operations on authority and state -------------------------------------------------
 
-    @operation
+    @logs_decision
     def rotate(self, instance_id: str) -> None:
         """New lease, grant and model capability for the running instance; the old ones stop working."""
         record = self.registry.get(instance_id)
@@ -295,18 +295,18 @@ class Controller:
         broker.rotate(grant=self.platform.grants.issue(*claims, ttl=LEASE_TTL),
                       model_capability=self.platform.models.issue(*claims, ttl=MODEL_TTL))
 
-    @operation
+    @logs_decision
     def revoke(self, instance_id: str) -> None:
         """Kill switch: nothing the instance holds is honoured any more, in flight or new."""
         self.platform.current.revoke(instance_id)
 
-    @operation
+    @logs_decision
     def snapshot(self, instance_id: str):
         record = self.registry.get(instance_id)
         return self.snapshots.take(self._instance_dir(record) / "volume", org=record.org, user=record.user,
                                    instance=record.id, generation=record.generation)
 
-    @operation
+    @logs_decision
     def restore(self, snapshot_id: str, into: str) -> InstanceRecord:
         """Restore a snapshot into an instance of the same owner; it comes back under a new generation."""
         record = self.registry.get(into)
@@ -331,7 +331,7 @@ class Controller:
             self._journals[instance_id] = Journal(self._instance_dir(record) / "journal.sqlite")
         return self._journals[instance_id]
 
-    @operation
+    @logs_decision
     def recover(self, instance_id: str) -> InstanceRecord:
         """After a crash: fence the stale lease, reconcile the old run's effects, then admit a successor.
 
@@ -385,26 +385,26 @@ class Controller:
             time.sleep(0.002)
         raise SandboxError(f"agent of {proc.spec.instance_id} not ready within {self.ready_deadline}s")
 
-    @operation
+    @logs_decision
     def sleep(self, instance_id: str) -> InstanceRecord:
         self._stop(instance_id)
         return self.registry.set_state(instance_id, "sleeping")
 
-    @operation
+    @logs_decision
     def recreate(self, instance_id: str) -> InstanceRecord:
         """A new sandbox on the same volume, under the next generation (old authority must die)."""
         self._stop(instance_id)
         self.registry.bump_generation(instance_id)
         return self.wake(instance_id)
 
-    @operation
+    @logs_decision
     def destroy(self, instance_id: str) -> None:
         record = self.registry.get(instance_id)
         self._stop(instance_id)
         shutil.rmtree(self._instance_dir(record), ignore_errors=True)
         self.registry.set_state(instance_id, "destroyed")
 
-    @operation
+    @logs_decision
     def crash(self, instance_id: str) -> None:
         """SIGKILL the sandbox as a host failure would; the registry still says running."""
         proc = self._sandboxes.get(instance_id)
