@@ -3,11 +3,11 @@
 It speaks enough of the OpenAI chat-completions (``POST /v1/chat/completions``) and Anthropic messages
 (``POST /v1/messages``) APIs for a platform to run its turns against it. What it answers is scripted per
 end user, as a queue of replies and tool calls; what it was asked is recorded (which end user, for what
-purpose, which tools were offered, the system prompt, how many tokens, the request id it came with); and everything it returns, ids and token counts
-included, is a function of the scripts and the requests alone, so a case sees the same bytes on every
-run. The harness drives it in-process or over HTTP through ``/_control/...``. Its boundary: it checks
-the provider key and the request shape, and nothing else; it is no model, keeps no conversation state
-beyond the scripts, and never logs a payload.
+purpose, which tools were offered, the system prompt, how many tokens, the request id it came with); and
+everything it returns, ids and token counts included, is a function of the scripts and the requests
+alone, so a case sees the same bytes on every run. The harness drives it in-process or over HTTP through
+``/_control/...``. Its boundary: it checks the provider key and the request shape, and nothing else; it
+is no model, keeps no conversation state beyond the scripts, and never logs a payload.
 """
 
 from __future__ import annotations

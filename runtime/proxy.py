@@ -19,8 +19,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .authority import AuthorityError, Current, TokenAuthority
 from . import requestid
+from .authority import AuthorityError, Current, TokenAuthority
 from .httpjson import JsonHandler, QuietServer, serve
 
 log = logging.getLogger("pairproof.proxy")

@@ -25,7 +25,7 @@ def drive(target, principal, ref, calls: list[tuple[str, dict]], reply: str = "d
     return target.turn(ref, "please do it", request_id=request_id)
 
 
-def request_id(nonce: str) -> dict[str, str]:
+def with_request_id(nonce: str) -> dict[str, str]:
     """The header a probe's request carries its id in (the product logs its answer under it)."""
     return {"X-Request-Id": nonce}
 
@@ -66,7 +66,7 @@ def test_tl5_people_api_refuses_another_principals_record(intruder, principals, 
     mine = notes[-1]["id"]
     who = target.person(principals[intruder])
     nonce = probe_log.platform_probe(instances["A"], f"GET /api/records/{mine} as {intruder}")
-    assert who.request("GET", f"/api/records/{mine}", headers=request_id(nonce))[0] == 404
+    assert who.request("GET", f"/api/records/{mine}", headers=with_request_id(nonce))[0] == 404
     assert reason_of(who.request("GET", "/api/records/999999")[1]) == "not_found_or_not_visible"
     assert who.request("GET", "/api/records/abc")[0] == 404
     assert reason_of(who.request("POST", "/api/issues", {"title": 5})[1]) == "bad_field"
@@ -178,7 +178,7 @@ def test_sh2_approval_cannot_be_bent_or_replayed(team_issue, principals, instanc
     bent = {"action": "comment", "payload": {"parent": team_issue, "body": f"status: {token}"}, "audience": "team"}
     other = hashlib.sha256(json.dumps(bent, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     nonce = probe_log.platform_probe(instances["A"], f"approve card {card['id']} for a bent payload")
-    status, body = a.request("POST", f"/api/approvals/{card['id']}/approve", {"sha256": other}, headers=request_id(nonce))
+    status, body = a.request("POST", f"/api/approvals/{card['id']}/approve", {"sha256": other}, headers=with_request_id(nonce))
     assert (status, reason_of(body)) == (409, "payload_mismatch")
     assert token not in comments_seen_by(target, principals["B"], team_issue)
     assert a.request("POST", f"/api/approvals/{card['id']}/approve", {"sha256": card["sha256"]})[0] == 200
@@ -220,7 +220,7 @@ def test_sh4_adding_a_participant_needs_a_decision_and_sees_nothing_before(princ
                                                                                        "user": "bob"})])
     b = target.person(principals["B"])
     nonce = probe_log.platform_probe(instances["A"], f"B reads conversation {conversation} before the decision")
-    assert b.request("GET", f"/api/conversations/{conversation}/messages", headers=request_id(nonce))[0] == 404
+    assert b.request("GET", f"/api/conversations/{conversation}/messages", headers=with_request_id(nonce))[0] == 404
     card = _held_card_for(target, principals["A"], "bob", since)
     assert (card["action"], card["audience"], card["status"]) == ("add_participant", "user:bob", "pending")
     assert a.request("POST", f"/api/approvals/{card['id']}/approve", {"sha256": card["sha256"]})[0] == 200
@@ -251,7 +251,7 @@ def test_sh5_rendered_output_carries_no_canary_to_an_outside_host(principals, in
     a = target.person(principals["A"])
     note = [r for r in a.request("GET", "/api/records?kind=note")[1]["records"] if token in r["body"]][-1]
     nonce = probe_log.platform_probe(instances["A"], f"GET /api/render/{note['id']}")
-    status, html = a.request("GET", f"/api/render/{note['id']}", headers=request_id(nonce))
+    status, html = a.request("GET", f"/api/render/{note['id']}", headers=with_request_id(nonce))
     assert status == 200
     urls = ATTRIBUTE.findall(html)
     assert [u for u in urls if not u.startswith("/") or u.startswith("//")] == []
@@ -284,7 +284,7 @@ def test_op1_each_operator_read_is_audited_for_the_owner_only(a_record, principa
     before = len(a.request("GET", "/api/audit")[1]["reads"])
     nonces = [probe_log.platform_probe(instances["A"], f"operator read {i + 1} of record {a_record}") for i in range(2)]
     for nonce in nonces:
-        assert op.request("GET", f"/api/operator/records/{a_record}", headers=request_id(nonce))[0] == 200
+        assert op.request("GET", f"/api/operator/records/{a_record}", headers=with_request_id(nonce))[0] == 200
     reads = a.request("GET", "/api/audit")[1]["reads"]
     assert len(reads) == before + 2
     assert {(r["operator"], r["record"]) for r in reads[-2:]} == {("sam", a_record)}
@@ -386,7 +386,7 @@ def test_op2_no_unaudited_route_and_no_write_or_impersonation(a_record, principa
         path = concrete(template, a_record)
         probes.append(probe_log.platform_probe(instances["A"], f"operator token on {method} {template}"))
         status, body = op.request(method, path, {"body": "x", "title": "x"} if method == "POST" else None,
-                                  headers=request_id(probes[-1]))
+                                  headers=with_request_id(probes[-1]))
         assert status in (401, 403), f"operator got {status} on {method} {template}"
     assert reason_of(op.request("GET", "/api/records", headers={"X-Act-As": "alice"})[1]) == "impersonation_refused"
     assert reason_of(a.request("GET", "/api/records", headers={"X-Act-As": "bob"})[1]) == "impersonation_refused"
