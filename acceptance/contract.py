@@ -7,6 +7,13 @@ example) and registering it under the ``pairproof.targets`` entry-point group.
 Every operation is phrased in the product's terms (principals, instances, turns) so that a driver can
 implement it through the platform's real paths: ``plant`` goes through a chat turn that stores memory,
 not a write into the volume from outside.
+
+Request ids: the operations that make a platform call accept ``request_id=`` (and ``ProductClient.request``
+an ``X-Request-Id`` header). The driver hands it to the platform the way the platform carries a request id,
+and the platform records it with its decision (its log, a component's audit, the provider's record of the
+calls a turn made). That record is how a platform-side probe proves it ran (``ProbeLog.confirm``); a driver
+whose platform keeps no such record leaves those probes without proof, and the refusals that rest on them
+broken, never passed.
 """
 
 from __future__ import annotations
@@ -77,10 +84,10 @@ LOCATIONS = ("memory", "transcript", "task", "volume")
 class Target(Protocol):
     name: str
 
-    def provision(self, principal: Principal) -> InstanceRef:
+    def provision(self, principal: Principal, *, request_id: str = "") -> InstanceRef:
         """Create the instance for the principal's (org, user) pair and wake it, ready for turns."""
 
-    def wake(self, ref: InstanceRef) -> InstanceRef: ...
+    def wake(self, ref: InstanceRef, *, request_id: str = "") -> InstanceRef: ...
 
     def sleep(self, ref: InstanceRef) -> None: ...
 
@@ -99,8 +106,9 @@ class Target(Protocol):
         """What the host sees of the sandbox; ``host_pid`` is a process in its namespaces (the lab
         captures in its network namespace through it)."""
 
-    def turn(self, ref: InstanceRef, message: str) -> str:
-        """One agent turn; the reply text."""
+    def turn(self, ref: InstanceRef, message: str, *, request_id: str = "") -> str:
+        """One agent turn; the reply text. ``request_id`` goes with every call the turn makes (the provider's
+        record of its model calls names it)."""
 
     def plant(self, ref: InstanceRef, location: str, token: str) -> None:
         """Put ``token`` in the instance's ``location`` (one of LOCATIONS) through the product's path."""
@@ -123,11 +131,11 @@ class Target(Protocol):
 
         The suite takes them as a thief would, to replay them after the platform moved on."""
 
-    def model_call(self, capability: str, body: Mapping[str, object]) -> tuple[int, dict]:
+    def model_call(self, capability: str, body: Mapping[str, object], *, request_id: str = "") -> tuple[int, dict]:
         """Present ``capability`` to the model proxy directly (OpenAI style); the status and JSON answer."""
 
-    def runctl(self, ref: InstanceRef, method: str, path: str, body: Mapping[str, object] | None = None
-               ) -> tuple[int, dict]:
+    def runctl(self, ref: InstanceRef, method: str, path: str, body: Mapping[str, object] | None = None, *,
+               request_id: str = "") -> tuple[int, dict]:
         """Call the agent's run-control API through the platform side of the instance's broker."""
 
     def script_model(self, principal: Principal, steps: Sequence[Mapping[str, object]]) -> None:
@@ -159,19 +167,19 @@ class Target(Protocol):
     def revoke(self, ref: InstanceRef) -> None:
         """The kill switch: the instance's grant and capabilities stop being honoured, in flight too."""
 
-    def recover(self, ref: InstanceRef) -> InstanceRef:
+    def recover(self, ref: InstanceRef, *, request_id: str = "") -> InstanceRef:
         """After ``crash``: fence the stale lease, reconcile the old run's effects, admit a successor."""
 
     def journal(self, ref: InstanceRef) -> list[dict]:
         """The instance's effect journal: operation id, tool, state, attempts."""
 
-    def snapshot(self, ref: InstanceRef) -> str:
+    def snapshot(self, ref: InstanceRef, *, request_id: str = "") -> str:
         """Snapshot the instance's volume; the snapshot id."""
 
     def snapshots(self, principal: Principal) -> list[str]:
         """The snapshot ids ``principal`` may see (their own)."""
 
-    def restore(self, snapshot_id: str, into: InstanceRef) -> InstanceRef:
+    def restore(self, snapshot_id: str, into: InstanceRef, *, request_id: str = "") -> InstanceRef:
         """Restore a snapshot into ``into`` (refused unless the snapshot is its owner's); the new ref."""
 
     def snapshot_bytes(self, snapshot_id: str) -> bytes:
@@ -195,7 +203,7 @@ class Target(Protocol):
     def managed_config(self) -> bytes:
         """The managed configuration the platform deploys to every agent, as bytes."""
 
-    def start_with_managed_config(self, principal: Principal, config: bytes) -> InstanceRef:
+    def start_with_managed_config(self, principal: Principal, config: bytes, *, request_id: str = "") -> InstanceRef:
         """Provision and wake ``principal``'s instance under ``config`` instead of the deployed file. A
         platform that refuses raises ``TargetError`` saying why, having started nothing."""
 
@@ -215,7 +223,8 @@ class Target(Protocol):
 
     # -- capacity (catalogue CP-1, CP-2) ----------------------------------------------------------------
 
-    def capacity_need(self, budget: Mapping[str, int], fleet: Mapping[str, int]) -> Mapping[str, int]:
+    def capacity_need(self, budget: Mapping[str, int], fleet: Mapping[str, int], *, request_id: str = ""
+                      ) -> Mapping[str, int]:
         """The platform's admission arithmetic, pure: the ``memory_mb`` and ``disk_mb`` that ``fleet`` needs
         under ``budget`` (integer MB, the seed's field names).
 
@@ -225,8 +234,8 @@ class Target(Protocol):
         Bad input (a missing or unknown field, a negative or non-integer value, more active than resident)
         raises ``TargetError`` naming the field."""
 
-    def capacity_admit(self, budget: Mapping[str, int], fleet: Mapping[str, int], host: Mapping[str, int]
-                       ) -> tuple[bool, str]:
+    def capacity_admit(self, budget: Mapping[str, int], fleet: Mapping[str, int], host: Mapping[str, int], *,
+                       request_id: str = "") -> tuple[bool, str]:
         """Whether ``fleet`` fits ``host`` (``memory_mb``, ``disk_mb``) under ``budget``, as the platform would
         decide it; the reason names each resource that does not fit (``memory``, ``disk``)."""
 

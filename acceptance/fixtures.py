@@ -272,13 +272,12 @@ def _attach_file(path: Path, name: str) -> None:
 @pytest.fixture
 def refused_by_proxy(target, probe_log):
     """``refused_by_proxy(ref, capability, body)``: present a capability to the proxy and return
-    (status, reason); the proxy's own log line for this refusal is recorded as the probe's witness."""
+    (status, reason); the call carries a fresh request id, and the platform's log line of the proxy's
+    decision on that very request is the probe's proof (none, and the probe is broken)."""
     def call(ref, capability: str, body: dict) -> tuple[int, str]:
-        before = target.platform_log().count("refused model call")
-        status, answer = target.model_call(capability, body)
+        nonce = probe_log.platform_probe(ref, "model call with a replayed capability")
+        status, answer = target.model_call(capability, body, request_id=nonce)
         reason = (answer.get("error") or {}).get("reason", "") if isinstance(answer, dict) else ""
-        log = target.platform_log()
-        if log.count("refused model call") > before:
-            probe_log.witness(ref, "model call with a replayed capability", log.strip().splitlines()[-1][-120:])
+        probe_log.confirm(nonce, target.platform_log())
         return status, reason
     return call

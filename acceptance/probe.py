@@ -67,7 +67,15 @@ class ProbeRecord:
 
 @dataclass
 class ProbeLog:
-    """The probes of one test; the plugin turns it into the test's proof record and Allure transcript."""
+    """The probes of one test; the plugin turns it into the test's proof record and Allure transcript.
+
+    A probe made from the platform side (a call to the broker, proxy, product or controller, not a command
+    inside a sandbox) proves it ran by what the platform itself recorded of it: ``platform_probe`` gives a
+    fresh id for that one request, the case sends it the way the platform carries a request id (an
+    ``X-Request-Id`` header, or a contract method's ``request_id=``), and ``confirm`` takes the proof from
+    the platform's own record (its log, a component's audit, the provider's record of calls). Text the
+    test wrote is never proof: a probe that is not confirmed leaves no proof at all.
+    """
 
     nonce: str
     records: list[ProbeRecord] = field(default_factory=list)
@@ -78,14 +86,36 @@ class ProbeLog:
     def note(self, kind: str, **facts: Any) -> None:
         """Keep one observation as evidence of what the test looked at."""
         self.evidence.append({"kind": kind, **facts})
+    pending: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
-    def witness(self, subject: InstanceRef | Principal, what: str, evidence: str) -> None:
-        """Record proof of a probe made from the platform side (not inside a sandbox): ``evidence`` is what
-        the instance's own component (its broker's log, say) recorded of that very request. ``subject`` is
-        a principal when the probe was refused before any instance existed."""
+    def platform_probe(self, subject: InstanceRef | Principal, what: str) -> str:
+        """A fresh id for one platform-side probe of ``subject`` (a principal when the probe is made before
+        any instance exists), to send with that probe's request and then ``confirm``."""
         key = subject.key if isinstance(subject, InstanceRef) else "(no instance)"
         name = subject.principal.name if isinstance(subject, InstanceRef) else subject.name
-        self.records.append(ProbeRecord(key, name, what, 0, f"witness {key}: {evidence}", "", ""))
+        nonce = "pp-" + secrets.token_hex(8)
+        self.pending[nonce] = (key, name, what)
+        return nonce
+
+    def confirm(self, nonce: str, record: str) -> str:
+        """Prove the probe ``nonce`` ran: ``record`` is text the platform wrote (never the test), and the
+        line of it that names the nonce becomes the probe's proof and is returned. Raises ``ProofError`` if
+        the nonce was not given out by ``platform_probe`` (or was confirmed already), or if the platform's
+        record does not name it: the request never reached what we think answered it."""
+        if nonce not in self.pending:
+            raise ProofError(f"{nonce!r} is not an unconfirmed platform probe of this test: take a fresh one from "
+                             "probe_log.platform_probe() for each probe and confirm it once")
+        key, name, what = self.pending[nonce]
+        line = next((line.strip() for line in record.splitlines() if nonce in line), None)
+        if line is None or line == nonce:
+            raise ProofError(f"the platform has no record of the probe {what!r} of {name}@{key} (request id {nonce}): "
+                             f"it was not sent with the request, or the request never reached the platform "
+                             f"({len(record)} characters of the platform's record searched)")
+        del self.pending[nonce]
+        proved = ProbeRecord(key, name, what, 0, f"platform {key}: {line[:400]}", "", "")
+        self.records.append(proved)
+        _attach(proved)
+        return line
 
     def transcript(self) -> str:
         return "\n\n".join(

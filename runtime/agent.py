@@ -50,6 +50,14 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MAX_TOOL_ROUNDS = 5
 MAX_SETTING = 200
 _state_lock = threading.Lock()
+# The id of the request (a turn, a run) this thread works for: sent with every call to the broker, so the
+# platform's decisions and the provider's record of a model call name the turn they served.
+_request = threading.local()
+REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+
+
+def _bind_request(value: object) -> None:
+    _request.id = value if isinstance(value, str) and REQUEST_ID.match(value) else ""
 
 
 # -- private state on the volume ---------------------------------------------------------------------
@@ -291,7 +299,10 @@ def _broker_post(path: str, payload: dict, headers: dict | None = None, timeout:
     where = urlsplit(BROKER)
     conn = http.client.HTTPConnection(where.hostname, where.port or 80, timeout=timeout)
     try:
-        conn.request("POST", path, json.dumps(payload).encode(), {"Content-Type": "application/json", **(headers or {})})
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        if getattr(_request, "id", ""):
+            sent["X-Request-Id"] = _request.id
+        conn.request("POST", path, json.dumps(payload).encode(), sent)
         response = conn.getresponse()
         body = response.read()
     except http.client.HTTPException as exc:
@@ -413,11 +424,12 @@ def read(what: str) -> str:
 RUNS: dict[str, dict] = {}
 
 
-def start_run(message: str) -> str:
+def start_run(message: str, request_id: str = "") -> str:
     run_id = "run_" + _token()
     RUNS[run_id] = {"id": run_id, "status": "running", "events": [{"type": "run.started"}]}
 
     def work() -> None:
+        _bind_request(request_id)
         reply = turn(message)
         RUNS[run_id]["events"].append({"type": "message", "content": reply})
         if RUNS[run_id]["status"] == "running":
@@ -453,7 +465,7 @@ def _run_control_server():
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0") or 0)) or b"{}")
             parts = self.path.strip("/").split("/")
             if parts == ["v1", "runs"]:
-                self._send(202, {"run_id": start_run(str(body.get("input", "")))})
+                self._send(202, {"run_id": start_run(str(body.get("input", "")), self.headers.get("X-Request-Id", ""))})
             elif len(parts) == 4 and parts[:2] == ["v1", "runs"] and parts[3] == "stop":
                 run = self._run(parts[2])
                 if run:
@@ -498,6 +510,7 @@ def _run_control_server():
 
 def handle(request: dict) -> dict:
     op = request.get("op")
+    _bind_request(request.get("request_id"))
     if op == "ping":
         return {"ok": True, "pid": os.getpid(), "uid": os.getuid(), "instance": os.environ.get("PAIRPROOF_INSTANCE", "")}
     if op == "turn":

@@ -28,6 +28,7 @@ import urllib.request
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from . import requestid
 from .httpjson import JsonHandler, QuietServer, serve
 from .journal import Journal
 from .mcp_filter import McpFilter
@@ -107,7 +108,8 @@ class Broker:
     # -- upstream calls ------------------------------------------------------------------------------
 
     def _post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        request = urllib.request.Request(url, body, headers, method="POST")
+        # The request's id goes on with it: the proxy and the product log their decision under it too.
+        request = urllib.request.Request(url, body, {**headers, **requestid.headers()}, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=120) as response:
                 return response.status, response.read()
@@ -163,7 +165,7 @@ class Broker:
         conn = http.client.HTTPConnection("127.0.0.1", RUNCTL_PORT, timeout=120)
         conn.sock = sock
         try:
-            conn.request(method, path, body=raw, headers={"Content-Type": "application/json"})
+            conn.request(method, path, body=raw, headers={"Content-Type": "application/json", **requestid.headers()})
             response = conn.getresponse()
             return response.status, response.read()
         except (OSError, http.client.HTTPException) as exc:
@@ -177,6 +179,8 @@ class Broker:
         broker = self
 
         class AgentSide(JsonHandler):
+            component = f"broker {broker.instance} (agent side)"
+
             def _route_refused(self, status: int, reason: str) -> bool:
                 broker._refused(self.path[:200], reason)
                 self.refuse(status, reason, f"the broker does not forward this ({reason})")
@@ -234,6 +238,8 @@ class Broker:
         broker = self
 
         class PlatformSide(JsonHandler):
+            component = f"broker {broker.instance} (platform side)"
+
             def _dispatch(self, method: str) -> None:
                 if not any(m == method and rx.fullmatch(self.path) for m, rx in RUNCTL_ROUTES):
                     broker._refused(f"{method} {self.path[:200]}", "route_not_allowed")
@@ -275,7 +281,7 @@ def dispatch_effect(product_url: str, journal: Journal, op: str, request: dict, 
     try:
         conn.request("POST", split.path.rstrip("/") + "/mcp", body=json.dumps(request).encode(),
                      headers={"Content-Type": "application/json", "Authorization": f"Bearer {grant}",
-                              "Idempotency-Key": op})
+                              "Idempotency-Key": op, **requestid.headers()})
         response = conn.getresponse()
         body = response.read()
     except (OSError, http.client.HTTPException) as exc:

@@ -11,6 +11,7 @@ controller finds its instances asleep, with their volumes and generations intact
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import capacity, cgroups, managed, sandbox, uids
+from . import capacity, cgroups, managed, requestid, sandbox, uids
 from .broker import AGENT_PORT, Broker, dispatch_effect
 from .cgroups import Limits
 from .errors import CapacityRefused, ConfigError, InstanceError, SandboxError
@@ -39,6 +40,25 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,31}$")
 RUN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 AGENT_COMMAND = ("/usr/bin/python3", "-I", "-S", "/opt/pairproof/agent.py")
 log = logging.getLogger("pairproof.controller")
+
+
+def logs_decision(method):
+    """Log a controller operation's decision under the request id its caller bound (``requestid.bound``):
+    done, or refused with the error's kind and reason. Without an id nothing is added to the log."""
+    @functools.wraps(method)
+    def logged(self, *args, **kwargs):
+        if not requestid.current():
+            return method(self, *args, **kwargs)
+        subject = " ".join(str(a) for a in args if isinstance(a, (str, int)))[:120]
+        try:
+            result = method(self, *args, **kwargs)
+        except Exception as exc:
+            reason = getattr(exc, "reason", "") or ""
+            log.info("%s %s refused: %s %s", method.__name__, subject, type(exc).__name__, reason)
+            raise
+        log.info("%s %s done", method.__name__, subject)
+        return result
+    return logged
 
 
 def process_start_time(pid: int) -> int | None:
@@ -123,6 +143,7 @@ class Controller:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
+    @logs_decision
     def provision(self, org: str, user: str, *, limits: Limits | None = None,
                   managed_config: bytes | None = None) -> InstanceRecord:
         """Register the pair's instance with its own uid, volume and limits (the run's by default), and the
@@ -165,6 +186,7 @@ class Controller:
             managed_config=home / "managed.json",
         )
 
+    @logs_decision
     def wake(self, instance_id: str) -> InstanceRecord:
         record = self.registry.get(instance_id)
         if record.state == "destroyed":
@@ -225,6 +247,22 @@ class Controller:
             log.warning("capacity refused %s: %s", operation, admission.reason)
             raise CapacityRefused(admission.reason, operation)
 
+    def assess(self, budget: dict, fleet: dict, host: dict | None = None) -> tuple[capacity.Need, capacity.Admission | None]:
+        """The platform's admission arithmetic for a planner: what ``fleet`` needs under ``budget`` and, given a
+        ``host``, whether it would be admitted (the same ``capacity`` functions wake and provision use). Each
+        assessment is logged with its answer, or with what was wrong with its input (``ConfigError``)."""
+        try:
+            checked_budget, checked_fleet = capacity.Budget.of(budget), capacity.Fleet.of(fleet)
+            checked_host = capacity.Host.of(host) if host is not None else None
+        except ConfigError as exc:
+            log.info("capacity assessment refused its input: %s", exc)
+            raise
+        needed = capacity.need(checked_budget, checked_fleet)
+        admission = capacity.admit(checked_budget, checked_fleet, checked_host) if checked_host is not None else None
+        log.info("capacity assessment: need memory %d MB, disk %d MB%s", needed.memory_mb, needed.disk_mb,
+                 "" if admission is None else f"; {'admitted' if admission.ok else 'refused'}: {admission.reason}")
+        return needed, admission
+
     def _start_broker(self, record: InstanceRecord, proc: sandbox.SandboxProcess) -> None:
         """A new lease for this generation, capabilities under it, and the broker that holds them."""
         assert self.platform is not None
@@ -246,6 +284,7 @@ class Controller:
 
     # -- lifecycle operations on authority and state -------------------------------------------------
 
+    @logs_decision
     def rotate(self, instance_id: str) -> None:
         """New lease, grant and model capability for the running instance; the old ones stop working."""
         record = self.registry.get(instance_id)
@@ -256,15 +295,18 @@ class Controller:
         broker.rotate(grant=self.platform.grants.issue(*claims, ttl=LEASE_TTL),
                       model_capability=self.platform.models.issue(*claims, ttl=MODEL_TTL))
 
+    @logs_decision
     def revoke(self, instance_id: str) -> None:
         """Kill switch: nothing the instance holds is honoured any more, in flight or new."""
         self.platform.current.revoke(instance_id)
 
+    @logs_decision
     def snapshot(self, instance_id: str):
         record = self.registry.get(instance_id)
         return self.snapshots.take(self._instance_dir(record) / "volume", org=record.org, user=record.user,
                                    instance=record.id, generation=record.generation)
 
+    @logs_decision
     def restore(self, snapshot_id: str, into: str) -> InstanceRecord:
         """Restore a snapshot into an instance of the same owner; it comes back under a new generation."""
         record = self.registry.get(into)
@@ -289,6 +331,7 @@ class Controller:
             self._journals[instance_id] = Journal(self._instance_dir(record) / "journal.sqlite")
         return self._journals[instance_id]
 
+    @logs_decision
     def recover(self, instance_id: str) -> InstanceRecord:
         """After a crash: fence the stale lease, reconcile the old run's effects, then admit a successor.
 
@@ -317,7 +360,7 @@ class Controller:
         import urllib.request
 
         request = urllib.request.Request(f"{self.platform.product.url}/api/effects/{op}",
-                                         headers={"Authorization": f"Bearer {grant}"})
+                                         headers={"Authorization": f"Bearer {grant}", **requestid.headers()})
         with urllib.request.urlopen(request, timeout=30) as response:
             return bool(json.loads(response.read())["happened"])
 
@@ -342,22 +385,26 @@ class Controller:
             time.sleep(0.002)
         raise SandboxError(f"agent of {proc.spec.instance_id} not ready within {self.ready_deadline}s")
 
+    @logs_decision
     def sleep(self, instance_id: str) -> InstanceRecord:
         self._stop(instance_id)
         return self.registry.set_state(instance_id, "sleeping")
 
+    @logs_decision
     def recreate(self, instance_id: str) -> InstanceRecord:
         """A new sandbox on the same volume, under the next generation (old authority must die)."""
         self._stop(instance_id)
         self.registry.bump_generation(instance_id)
         return self.wake(instance_id)
 
+    @logs_decision
     def destroy(self, instance_id: str) -> None:
         record = self.registry.get(instance_id)
         self._stop(instance_id)
         shutil.rmtree(self._instance_dir(record), ignore_errors=True)
         self.registry.set_state(instance_id, "destroyed")
 
+    @logs_decision
     def crash(self, instance_id: str) -> None:
         """SIGKILL the sandbox as a host failure would; the registry still says running."""
         proc = self._sandboxes.get(instance_id)
@@ -400,8 +447,11 @@ class Controller:
         return sandbox.run_inside(self.sandbox(instance_id), argv, stdin=stdin, timeout=timeout)
 
     def agent(self, instance_id: str, request: dict, timeout: float = 30.0) -> dict:
-        """One request to the instance's agent over its control socket."""
+        """One request to the instance's agent over its control socket (with the bound request id, which the
+        agent sends on with every call it makes for it)."""
         self.sandbox(instance_id)
+        if requestid.current():
+            request = {**request, "request_id": requestid.current()}
         record = self.registry.get(instance_id)
         path = self._instance_dir(record) / "control" / "agent.sock"
         try:

@@ -1,18 +1,25 @@
 """Small shared pieces for the runtime's JSON-over-HTTP servers (proxy, product server, broker).
 
 One threaded server class that keeps quiet (a platform log must not carry request payloads) and one
-helper to answer JSON; each server's handler stays a readable list of routes.
+helper to answer JSON; each server's handler stays a readable list of routes. Every request that carries
+a request id (``requestid.HEADER``) has it bound while it is handled, and its answer (status and refusal
+reason, never the payload or the path) is logged with it: the platform's own record that it saw that very
+request and what it decided.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from . import requestid
+
 MAX_BODY = 1 << 20
+log = logging.getLogger("pairproof.requests")
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -29,6 +36,21 @@ class QuietServer(ThreadingHTTPServer):
 
 class JsonHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    component = "server"  # who answers, in the decision line (a server's handler names itself)
+    _reason = ""
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        # Once per request, so the next request on a kept-alive connection starts without an id.
+        requestid.bind(self.headers.get(requestid.HEADER) if ok else "")
+        self._reason = ""
+        return ok
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        super().send_response(code, message)
+        if requestid.current():
+            log.info("%s answered %s %d%s", self.component, self.command, code,
+                     f" {self._reason}" if self._reason else "")
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         pass  # request lines can carry ids and paths of private records; servers log decisions instead
@@ -41,6 +63,9 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         body = json.dumps(payload).encode()
+        error = payload.get("error") if isinstance(payload, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("reason"), str):
+            self._reason = error["reason"][:64]
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

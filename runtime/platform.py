@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import requestid
 from .authority import Current, TokenAuthority
 from .mcp_filter import McpFilter
 from .product import ProductServer
@@ -49,9 +50,12 @@ class Platform:
 
     def start(self) -> Platform:
         # The platform's own log (decisions and reasons, never payloads): an artifact the scanners read.
+        # Each line carries the id of the request it was written for ("-" when none), as real platforms do.
         self.log_path = self.state / "platform.log"
         self._log_handler = logging.FileHandler(self.log_path)
-        self._log_handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        self._log_handler.addFilter(requestid.Filter())
+        self._log_handler.setFormatter(
+            logging.Formatter("%(asctime)s %(name)s %(levelname)s [%(request_id)s] %(message)s"))
         root = logging.getLogger("pairproof")
         root.addHandler(self._log_handler)
         root.setLevel(logging.INFO)

@@ -271,6 +271,8 @@ class ProductServer:
         product = self
 
         class Handler(JsonHandler):
+            component = "product server"
+
             def _dispatch(self, method: str) -> None:
                 if any(h.lower() in ("x-act-as", "x-impersonate", "x-on-behalf-of") for h in self.headers):
                     self._error(ProductError(403, "impersonation_refused", "nobody acts as someone else here"))

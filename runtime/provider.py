@@ -3,11 +3,11 @@
 It speaks enough of the OpenAI chat-completions (``POST /v1/chat/completions``) and Anthropic messages
 (``POST /v1/messages``) APIs for a platform to run its turns against it. What it answers is scripted per
 end user, as a queue of replies and tool calls; what it was asked is recorded (which end user, for what
-purpose, which tools were offered, the system prompt, how many tokens); and everything it returns, ids and token counts
-included, is a function of the scripts and the requests alone, so a case sees the same bytes on every
-run. The harness drives it in-process or over HTTP through ``/_control/...``. Its boundary: it checks
-the provider key and the request shape, and nothing else; it is no model, keeps no conversation state
-beyond the scripts, and never logs a payload.
+purpose, which tools were offered, the system prompt, how many tokens, the request id it came with); and
+everything it returns, ids and token counts included, is a function of the scripts and the requests
+alone, so a case sees the same bytes on every run. The harness drives it in-process or over HTTP through
+``/_control/...``. Its boundary: it checks the provider key and the request shape, and nothing else; it
+is no model, keeps no conversation state beyond the scripts, and never logs a payload.
 """
 
 from __future__ import annotations
@@ -333,10 +333,10 @@ class ProviderMock:
                 raise _Rejected(400, "invalid_request_error", "the request body is not valid JSON")
             _validate(style, body)
         except _Rejected as e:
-            self._record(call, e.status, None)
+            self._record(call, e.status, None, headers.get("X-Request-Id") or "")
             return _Response(e.status, _error(style, e.kind, e.message))
         prompt = prompt_tokens(body["messages"])
-        seq, step = self._record(call, 200, prompt)
+        seq, step = self._record(call, 200, prompt, headers.get("X-Request-Id") or "")
         usage = {"input": prompt, "output": completion_tokens(step)}
         if step and step.get("delay"):
             time.sleep(step["delay"])  # a scripted slow answer: keeps a turn in flight for crash and revocation cases
@@ -352,7 +352,7 @@ class ProviderMock:
         if not hmac.compare_digest(presented.encode(), expected.encode()):
             raise _Rejected(401, kind, "the provider key is missing or wrong")
 
-    def _record(self, call: _Call, status: int, prompt: int | None) -> tuple[int, dict[str, Any]]:
+    def _record(self, call: _Call, status: int, prompt: int | None, request_id: str = "") -> tuple[int, dict[str, Any]]:
         """Number the request, take its step (if it succeeded) and record it, all under one lock.
 
         One lock hold keeps seq order, record order and each user's step order the same thing; the record
@@ -369,7 +369,7 @@ class ProviderMock:
             self._records.append({
                 "seq": seq, "style": call.style, "path": call.path, "model": call.model, "user": call.user,
                 "purpose": call.purpose, "tools": list(call.tools), "messages": call.messages, "system": call.system,
-                "status": status,
+                "status": status, "request_id": request_id[:64],
                 "usage": usage, "step": copy.deepcopy(step),
             })
         return seq, step or {"reply": DEFAULT_REPLY}

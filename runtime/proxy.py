@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from . import requestid
 from .authority import AuthorityError, Current, TokenAuthority
 from .httpjson import JsonHandler, QuietServer, serve
 
@@ -102,7 +103,7 @@ class ModelProxy:
 
     def _forward(self, style: str, path: str, body: dict, claims) -> tuple[int, dict]:
         end_user = f"{claims.org}:{claims.user}"  # the provider sees who, never which key the agent tried
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **requestid.headers()}  # the provider records the id
         if style == "openai":
             body["user"] = end_user
             headers["Authorization"] = f"Bearer {self._provider_key}"
@@ -132,6 +133,8 @@ class ModelProxy:
         proxy = self
 
         class Handler(JsonHandler):
+            component = "model proxy"
+
             def do_POST(self) -> None:
                 style = ROUTES.get(self.path)
                 if style is None:

@@ -158,13 +158,14 @@ FORBIDDEN_ROUTES = [("GET", "/v1/jobs"), ("GET", "/v1/sessions"), ("POST", "/v1/
 @pytest.mark.case("TL-4", "refusal", pair="platform->A")
 @pytest.mark.parametrize("method,path", FORBIDDEN_ROUTES)
 def test_tl4_only_the_run_control_routes(method, path, instances, target, probe_log):
-    """Routes outside start/read/events/stop are refused by A's broker itself (its log is the witness
-    that this request reached it), whatever the agent behind it would have answered."""
-    status, body = target.runctl(instances["A"], method, path, {} if method == "POST" else None)
+    """Routes outside start/read/events/stop are refused by A's broker itself (its log line for this
+    request's id is the proof that this request reached it), whatever the agent behind it would have answered."""
+    nonce = probe_log.platform_probe(instances["A"], f"{method} {path}")
+    status, body = target.runctl(instances["A"], method, path, {} if method == "POST" else None, request_id=nonce)
     assert (status, (body.get("error") or {}).get("reason")) == (403, "route_not_allowed")
     logged = [route for route, why in target.broker_refusals(instances["A"]) if route == f"{method} {path}"]
     assert logged, f"A's broker has no record of refusing {method} {path}"
-    probe_log.witness(instances["A"], f"{method} {path}", f"broker logged {logged[-1]!r} route_not_allowed")
+    probe_log.confirm(nonce, target.platform_log())
 
 
 @pytest.mark.case("TL-4", "P", pair="platform->A")

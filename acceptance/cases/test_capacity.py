@@ -2,7 +2,16 @@
 refuses what does not fit (CP-1); the platform refuses to wake (or provision) what its model won't admit,
 says which resource is short, and starts nothing (CP-2).
 
-CP-1 probes no sandbox: its witness is the platform's capacity model itself (``MODEL`` below names it).
+CP-1 probes no sandbox: it asks the platform's capacity model (``MODEL`` below names it), and its proof is
+the platform's own log of the assessment it made for the probe's request id.
+
+CP-2 does not take the fleet the driver reports (``fleet_need``) on its word: the host shows which sandboxes
+run (``acceptance.observe``: this process's descendants in namespaces of their own, and the processes in an
+instance's namespaces). A host running more sandboxes than the platform counts as resident is a finding
+(admission counts a fleet smaller than the one it runs: a sandbox left running after sleep, a second agent);
+fewer means the driver's figure is not the platform's (broken). Where it cannot look: sandboxes that are
+not this process's descendants (a platform on another host, or under a container engine's daemon) are
+observed only through their namespaces, and memory the platform uses outside any sandbox not at all.
 """
 
 from __future__ import annotations
@@ -14,8 +23,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from .. import observe
 from ..contract import InstanceRef, Principal
-from ..errors import CapacityRefusedError, TargetError
+from ..errors import CapacityRefusedError, ProofError, TargetError
 from .evidence import attach
 
 # The seed's example: 10 resident, 4 active, 20 stored; 640 MB idle, 1,024 MB active, 60 MB broker,
@@ -93,8 +103,10 @@ def test_cp1_seed_example_reproduced_and_the_next_instance_refused(target, probe
     problems = seed_example_problems(target)
     attach("CP-1 seed example", {"checks": 5, "problems": problems})
     assert problems == []
-    reason = target.capacity_admit(SEED_BUDGET, {**SEED_FLEET, "stored_users": 21}, SEED_HOST)[1]
-    probe_log.witness(MODEL, "seed example", f"11536 MB / 77000 MB admitted exactly; next refused: {reason}")
+    nonce = probe_log.platform_probe(MODEL, "seed example with one more stored user")
+    ok, reason = target.capacity_admit(SEED_BUDGET, {**SEED_FLEET, "stored_users": 21}, SEED_HOST, request_id=nonce)
+    assert not ok and "disk" in reason, reason
+    probe_log.confirm(nonce, target.platform_log())
 
 
 @pytest.mark.case("CP-1", "X", pair="model")
@@ -121,6 +133,8 @@ def test_cp1_need_is_monotone_and_admission_is_need_within_host(target, probe_lo
     """More instances, users, snapshots or a larger allowance never need less; a fleet is admitted exactly
     when both needs are within the host, and a refusal names exactly the resources that do not fit."""
     checked = []
+    # The first example's admission carries the probe's request id; the platform's log of it is the proof.
+    nonce = probe_log.platform_probe(MODEL, "admission of the first generated fleet")
 
     @PROPERTY
     @given(budget=budgets, fleet=fleets(), grow=st.tuples(*(st.integers(0, 5) for _ in range(4))),
@@ -133,7 +147,7 @@ def test_cp1_need_is_monotone_and_admission_is_need_within_host(target, probe_lo
         for other in (target.capacity_need(budget, grown), target.capacity_need({**budget, bigger: budget[bigger] + 1}, fleet)):
             assert other["memory_mb"] >= base["memory_mb"] and other["disk_mb"] >= base["disk_mb"], (base, other)
         host = {"memory_mb": max(0, base["memory_mb"] + slack[0]), "disk_mb": max(0, base["disk_mb"] + slack[1])}
-        ok, reason = target.capacity_admit(budget, fleet, host)
+        ok, reason = target.capacity_admit(budget, fleet, host, request_id="" if checked else nonce)
         short = {r for r in ("memory", "disk") if base[f"{r}_mb"] > host[f"{r}_mb"]}
         assert ok == (not short), (base, host, reason)
         if not ok:
@@ -142,8 +156,7 @@ def test_cp1_need_is_monotone_and_admission_is_need_within_host(target, probe_lo
 
     check()
     assert True in checked and False in checked  # the search reached both sides of the boundary
-    probe_log.witness(MODEL, "monotone need, admission == need within host",
-                      f"{len(checked)} examples, {checked.count(True)} admitted")
+    probe_log.confirm(nonce, target.platform_log())
 
 
 BAD = [
@@ -162,17 +175,41 @@ def test_cp1_bad_inputs_are_rejected_naming_the_field(target, probe_log):
     """Negative, fractional, textual or boolean counts, more active than resident and a missing allowance
     are rejected with a message naming the field, by both the arithmetic and the admission."""
     for budget, fleet, field in BAD:
+        nonce = probe_log.platform_probe(MODEL, f"admission of a bad {field}")
         for call, args in ((target.capacity_need, (budget, fleet)), (target.capacity_admit, (budget, fleet, SEED_HOST))):
-            answer, rejected = _attempt(lambda: call(*args))  # noqa: B023 (called at once)
+            rid = nonce if call == target.capacity_admit else ""
+            answer, rejected = _attempt(lambda: call(*args, request_id=rid))  # noqa: B023 (called at once)
             assert answer is None and rejected is not None, f"{call.__name__}{args} answered {answer!r}"
             assert field in str(rejected), (field, str(rejected))
             assert not isinstance(rejected, CapacityRefusedError)
+        probe_log.confirm(nonce, target.platform_log())
     answer, rejected = _attempt(lambda: target.capacity_admit(SEED_BUDGET, SEED_FLEET, {**SEED_HOST, "memory_mb": -1}))
     assert answer is None and "memory_mb" in str(rejected), (answer, rejected)
-    probe_log.witness(MODEL, "bad inputs", f"{len(BAD)} bad inputs rejected, each naming its field")
 
 
 # -- CP-2 ----------------------------------------------------------------------------------------------
+
+def _host_sandboxes(target) -> set[frozenset[str]]:
+    """The platform's sandboxes as the host shows them, once they agree with the platform's resident count
+    (or a deadline passes): more on the host than the platform counts is a finding, fewer is the driver's."""
+    claimed = target.fleet_need()["resident"]
+    seen = observe.settle(lambda: set(observe.sandboxes()), lambda groups: len(groups) == claimed)
+    if len(seen) < claimed:
+        raise TargetError(f"the driver reports {claimed} resident instances, the host shows {len(seen)} sandboxes")
+    assert len(seen) == claimed, (f"the host runs {len(seen)} sandboxes of this platform but its capacity model "
+                                  f"counts {claimed} resident: admission is judged on a smaller fleet than runs")
+    return seen
+
+
+def _instance_processes(target, ref: InstanceRef) -> tuple[dict[str, str], list[observe.HostProcess]]:
+    """``ref``'s namespaces and the processes the host shows in them; none means the driver's identity of a
+    running instance is not what runs (broken)."""
+    namespaces = dict(target.identity(ref).namespaces)
+    found = observe.members(namespaces)
+    if not found:
+        raise ProofError(f"the host shows no process in the namespaces the driver gives for {ref.key}")
+    return namespaces, found
+
 
 @pytest.mark.case("CP-2", "refusal", pair="K")
 def test_cp2_wake_refused_when_memory_would_not_fit(target, probe_log):
@@ -181,12 +218,17 @@ def test_cp2_wake_refused_when_memory_would_not_fit(target, probe_log):
     refusal is in the platform's log, and the host's own limits come back afterwards."""
     ref = target.provision(KIM)
     try:
+        namespaces, _ = _instance_processes(target, ref)
         target.sleep(ref)
+        left = observe.settle(lambda: observe.members(namespaces), lambda found: not found)
+        assert not left, f"K's sandbox still runs after sleep: {[(p.pid, p.comm) for p in left]}"
+        before = _host_sandboxes(target)
         current = target.fleet_need()
         log_lines = len(target.platform_log().splitlines())
+        nonce = probe_log.platform_probe(ref, "wake under a host with no memory to spare")
         with target.host_limits(memory_mb=current["memory_mb"]):
             assert target.fleet_need()["host_memory_mb"] == current["memory_mb"]
-            woken, refused = _attempt(lambda: target.wake(ref))
+            woken, refused = _attempt(lambda: target.wake(ref, request_id=nonce))
             after = target.fleet_need()
         attach("CP-2 wake under a full host", {"fleet before": dict(current), "fleet after": dict(after),
                                                "refusal": repr(refused), "went ahead": woken is not None})
@@ -195,12 +237,21 @@ def test_cp2_wake_refused_when_memory_would_not_fit(target, probe_log):
         assert str(current["memory_mb"]) in reason.replace(",", ""), reason
         assert (after["resident"], after["active"], after["memory_mb"]) == \
                (current["resident"], current["active"], current["memory_mb"])
-        # Nothing of K runs: the platform's own word (no running sandbox for K's pair) and its fleet (above).
+        # Nothing of K runs: the platform's own word (no running sandbox for K's pair), its fleet (above),
+        # and the host's own view of the sandboxes.
         assert not target.running(KIM)
+        assert _host_sandboxes(target) == before, "a sandbox started though the wake was refused"
+        # A sleeping instance has no sandbox to run in; the contract does not fix the error's type.
+        for operation in (lambda: target.exec(ref, ["/bin/true"]), lambda: target.turn(ref, "hello")):
+            try:
+                operation()
+            except Exception:
+                continue
+            raise AssertionError("K's instance ran a command or a turn after its wake was refused")
         assert target.fleet_need()["host_memory_mb"] == current["host_memory_mb"]
         logged = [line for line in target.platform_log().splitlines()[log_lines:] if reason in line]
         assert logged, "the refusal is not in the platform's log"
-        probe_log.witness(ref, "wake under a host with no memory to spare", logged[-1][-160:])
+        probe_log.confirm(nonce, target.platform_log())
     finally:
         target.destroy(ref)
 
@@ -210,8 +261,10 @@ def test_cp2_provision_refused_when_disk_is_exhausted(target, probe_log):
     """With the host's disk set to exactly what the stored users need, provisioning L is refused naming
     disk, registers nothing (the same principal provisions once there is room again)."""
     current = target.fleet_need()
+    before = _host_sandboxes(target)
+    nonce = probe_log.platform_probe(LEE, "provision under a full disk")
     with target.host_limits(disk_mb=current["disk_mb"]):
-        made, refused = _attempt(lambda: target.provision(LEE))
+        made, refused = _attempt(lambda: target.provision(LEE, request_id=nonce))
         after = target.fleet_need()
     if made is not None:
         target.destroy(made)
@@ -221,10 +274,11 @@ def test_cp2_provision_refused_when_disk_is_exhausted(target, probe_log):
     assert "disk" in reason and "memory" not in reason, reason
     assert str(current["disk_mb"]) in reason.replace(",", ""), reason
     assert after["stored_users"] == current["stored_users"]
+    assert _host_sandboxes(target) == before, "a sandbox started though the provision was refused"
+    probe_log.confirm(nonce, target.platform_log())
     ref = target.provision(LEE)
     try:
         assert target.fleet_need()["stored_users"] == current["stored_users"] + 1
-        probe_log.witness(ref, "provision under a full disk", reason[-160:])
     finally:
         target.destroy(ref)
 
@@ -232,15 +286,22 @@ def test_cp2_provision_refused_when_disk_is_exhausted(target, probe_log):
 @pytest.mark.case("CP-2", "P", pair="K")
 def test_cp2_admitted_wake_works(target):
     """With room for exactly one more instance (the current need plus an active instance and its broker),
-    K's instance wakes and answers a turn."""
+    K's instance wakes and answers a turn; the host shows its sandbox (new, below this process, in K's
+    namespaces), so the refusals' host-side observation can see this platform's sandboxes at all."""
     ref = target.provision(KIM)
     try:
         target.sleep(ref)
+        before = _host_sandboxes(target)
         current = target.fleet_need()
         room = current["memory_mb"] + current["active_instance_mb"] + current["broker_mb"]
         with target.host_limits(memory_mb=room):
             ref = target.wake(ref)
             assert target.turn(ref, "hello")
         assert target.fleet_need()["resident"] == current["resident"] + 1
+        namespaces, _ = _instance_processes(target, ref)
+        new = _host_sandboxes(target) - before
+        if len(new) != 1 or observe.sandbox_of(namespaces, new) is None:
+            raise ProofError("the host-side observer does not see K's new sandbox below this process: CP-2's "
+                             "'nothing starts' cannot be observed for this target")
     finally:
         target.destroy(ref)

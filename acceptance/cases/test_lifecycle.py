@@ -3,6 +3,14 @@ rotation, revocation and recreation leave no old credential working; a crash los
 
 A refused capability is judged by what it bought, not by the words of the refusal: the proxy's status and,
 decisively, whether the provider recorded a call for that principal because of it (``evidence.replay``).
+
+SN-1 does not take the snapshot's bytes on the driver's word alone: every file the platform wrote under its
+state folder while taking the snapshot (the instances' volumes aside: they are the private state itself)
+is found, the driver's ``snapshot_bytes`` must be one of them, and everything the snapshot left is scanned.
+So a staging copy, a second archive or an index written beside the sealed snapshot is at rest too. What it
+cannot see: a store outside the state folder the driver names (object storage, another host). LF-3 checks
+the broker address the driver gives against the sockets the host shows listening in the instance's
+network namespace.
 """
 
 from __future__ import annotations
@@ -10,11 +18,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from canaries.scan import AtRest, find_at_rest
 
+from .. import observe
 from ..contract import LOCATIONS
 from ..errors import ProofError, TargetError
 from .evidence import attach, calls_of, replay, until
@@ -95,14 +105,18 @@ def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_
     elsewhere in it that existed before the snapshot.
     The same snapshot is then restored into A and every canary comes back: the bytes scanned are a
     snapshot of A's data, not an empty or unrelated file."""
-    snap, changed = written_by(target, lambda: target.snapshot(instances["A"]))
+    nonce = probe_log.platform_probe(instances["A"], "snapshot of A's volume")
+    snap, changed = written_by(target, lambda: target.snapshot(instances["A"], request_id=nonce))
     blob = target.snapshot_bytes(snap)
     written = left_by_snapshot(changed, blob)
+    if not any(p.stat().st_size == len(blob) and p.read_bytes() == blob for p in written):
+        raise TargetError(f"the driver's bytes of snapshot {snap} are in no file the platform wrote at rest under "
+                          f"its state folder while taking it ({len(changed)} files written)")
     scans = [at_rest(blob, f"snapshot {snap}")] + [at_rest(p.read_bytes(), str(p)) for p in written]
     attach("SN-1 what was scanned", {"snapshot bytes": len(blob), "files the snapshot left": [str(p) for p in written],
                                      "bytes scanned over all layers": sum(s.bytes_scanned for s in scans)})
     assert set().union(*(s.tokens for s in scans)) & planted.of("A") == set()
-    probe_log.witness(instances["A"], f"snapshot {snap}", f"{len(blob)} bytes at rest scanned")
+    probe_log.confirm(nonce, target.platform_log())
     _owner_reads_back(target, target.restore(snap, into=instances["A"]), planted.tokens["A"], "SN-1")
 
 
@@ -120,10 +134,10 @@ def test_sn1_broken_unencrypted_snapshot_is_detected(instances, planted, target)
 
 # -- SN-2 ---------------------------------------------------------------------------------------------
 
-def _restore_outcome(target, snap: str, into) -> str | None:
+def _restore_outcome(target, snap: str, into, request_id: str = "") -> str | None:
     """None if the platform restored ``snap`` into ``into``; the refusal's text (ids blanked) otherwise."""
     try:
-        target.restore(snap, into=into)
+        target.restore(snap, into=into, request_id=request_id)
     except TargetError as exc:
         return str(exc).replace(snap, "<id>")
     return None
@@ -143,7 +157,8 @@ def test_sn2_others_cannot_list_or_restore_a_snapshot(intruder, instances, princ
     snap = target.snapshot(instances["A"])
     listed = target.snapshots(principals[intruder])
     assert snap not in listed
-    refused = _restore_outcome(target, snap, instances[intruder])
+    nonce = probe_log.platform_probe(instances[intruder], f"restore {snap} into {intruder}")
+    refused = _restore_outcome(target, snap, instances[intruder], request_id=nonce)
     own = {loc: target.read_back(instances[intruder], loc) for loc in LOCATIONS}
     attach("SN-2 what was compared", {"intruder's snapshots listed": len(listed), "restore refused": refused,
                                       "locations read back": {loc: len(text) for loc, text in own.items()}})
@@ -152,7 +167,7 @@ def test_sn2_others_cannot_list_or_restore_a_snapshot(intruder, instances, princ
     assert refused is not None, "the platform restored A's snapshot into another principal's instance"
     missing = _restore_outcome(target, "0123456789abcdef", instances[intruder])
     assert missing is not None and refused == missing.replace("0123456789abcdef", "<id>")
-    probe_log.witness(instances[intruder], f"restore {snap}", "refused not_found; volume unchanged")
+    probe_log.confirm(nonce, target.platform_log())
 
 
 @pytest.mark.case("SN-2", "P", pair="A->A")
@@ -268,14 +283,26 @@ def test_lf2_before_revocation_works(gina, target):
     assert target.turn(gina, "hello") == "ok"
 
 
+def _broker_listens(target, ref, endpoint: str) -> None:
+    """The driver's broker address must be a socket the host shows listening in the instance's network
+    namespace; otherwise the driver's word is not where the broker is (broken)."""
+    where = urlsplit(endpoint)
+    listening = observe.listening_ports(target.identity(ref).host_pid)
+    if (where.hostname, where.port) not in listening and ("0.0.0.0", where.port) not in listening:
+        raise TargetError(f"nothing listens at the broker address the driver gives ({endpoint}) in {ref.key}'s "
+                          f"network namespace: {sorted(listening)}")
+
+
 @pytest.mark.case("LF-3", "refusal", pair="G->proxy")
 def test_lf3_recreated_instance_refuses_the_old_token_at_the_same_address(gina, target, refused_by_proxy):
     """The recreated instance's broker has the same address; the previous generation's capability buys no
     model call there."""
     old = target.capabilities(gina)["model"]
     endpoint = target.broker_endpoint(gina)
+    _broker_listens(target, gina, endpoint)
     again = target.recreate(gina)
     assert target.broker_endpoint(again) == endpoint  # the address is reused...
+    _broker_listens(target, again, endpoint)
     assert not replay(refused_by_proxy, target, again, old, BODY, "previous generation's capability").admitted
 
 
@@ -336,11 +363,12 @@ def test_lf5_unknown_effect_is_reconciled_not_repeated(hank, target, probe_log):
         target.turn(hank, "make the note")
     [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
     assert op["state"] == "unknown"
-    target.recover(hank)
+    nonce = probe_log.platform_probe(hank, f"recovery reconciles {op['op']}")
+    target.recover(hank, request_id=nonce)
     [after] = [o for o in target.journal(hank) if o["op"] == op["op"]]
     assert (after["state"], after["attempts"]) == ("completed", 1)
     assert _notes_with(target, hank.principal, marker) == 1
-    probe_log.witness(hank, "journal", f"{op['op']} unknown -> completed by asking the product; 1 effect")
+    probe_log.confirm(nonce, target.platform_log())
 
 
 @pytest.mark.case("LF-5", "P", pair="H->product")
@@ -382,8 +410,9 @@ def test_lf5_one_effect_per_operation_whatever_the_kill_point(point, hank, targe
             target.turn(hank, "make the note")
     [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
     target.crash(hank)
-    successor = target.recover(hank)
+    nonce = probe_log.platform_probe(hank, f"recovery after a kill {point}")
+    successor = target.recover(hank, request_id=nonce)
     [after] = [o for o in target.journal(successor) if o["op"] == op["op"]]
     assert after["state"] == "completed"
     assert _notes_with(target, hank.principal, marker) == 1
-    probe_log.witness(hank, f"kill at {point}", f"{op['op']}: {op['state']} -> completed; exactly one effect")
+    probe_log.confirm(nonce, target.platform_log())

@@ -179,9 +179,11 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, princi
     provider never answered."""
     users = {(p.org, p.user) for p in principals.values()}
     ledger_before, provider_before = metered_tables(target, users)
+    nonces = {}
     for name, ref in instances.items():
+        nonces[name] = probe_log.platform_probe(ref, "a turn with a tool call, metered and recorded by the provider")
         target.script_model(principals[name], [{"tool": "notes_list", "arguments": {}}, {"reply": "done"}])
-        target.turn(ref, "list my notes")
+        target.turn(ref, "list my notes", request_id=nonces[name])
     ledger, provider = metered_tables(target, users)
     added_ledger, added_provider = _delta(ledger, ledger_before), _delta(provider, provider_before)
     attach("MD-4 records compared", {"ledger": {"/".join(k): n for k, n in ledger.items()},
@@ -196,9 +198,9 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, princi
                              "nothing was there to compare")
     assert added_ledger == added_provider
     assert ledger == provider
-    for ref in instances.values():
-        calls = sum(n for (_, user, _), n in ledger.items() if user == ref.principal.user)
-        probe_log.witness(ref, "ledger vs provider", f"{calls} calls agree")
+    provider_record = "\n".join(json.dumps(r, sort_keys=True) for r in target.provider_records())
+    for nonce in nonces.values():
+        probe_log.confirm(nonce, provider_record)
 
 
 @pytest.mark.case("MD-4", "X", pair="M->proxy")

@@ -3,7 +3,16 @@ user writes in their own settings; and no agent starts from a managed configurat
 reviewed one.
 
 The decisive observation is the provider's record of the tools each request offered: what the model
-really saw, not what a configuration table says it should see.
+really saw, not what a configuration table says it should see. The route each offered tool came by is
+observed too, not taken from the driver's ``tool_surface``: a tool the instance's broker lists (asked from
+inside the sandbox, where the agent's tool-server loader asks) came through the broker, any other is the
+agent's own. The driver's surface must agree with that observation (else it is broken). What this cannot
+tell apart: an agent's own tool that shadows a broker tool's name (it is seen as the broker's); and the
+arguments a tool really takes (the broker's schema check is TL-2's).
+
+TS-3 does not take ``running`` on the driver's word either: the host shows whether a sandbox started
+under a refused configuration still runs (``acceptance.observe``: this process's descendants in
+namespaces of their own), and its control checks that this observer sees the platform's sandboxes at all.
 """
 
 from __future__ import annotations
@@ -13,8 +22,9 @@ import secrets
 
 import pytest
 
+from .. import observe
 from ..contract import Principal
-from ..errors import TargetError
+from ..errors import ProofError, TargetError
 
 # Eight adversarial user settings after the seed's eight, and one with look-alike keys. Each tries to add a
 # tool, open a bridge, reroute a loader, or change a pinned key; none may change what the model is offered.
@@ -40,6 +50,30 @@ def last_turn(target, principal: Principal) -> dict:
     return records[-1]
 
 
+def provider_record(target) -> str:
+    """The provider's own record of every request it got, one JSON line each: a platform probe's proof."""
+    return "\n".join(json.dumps(r, sort_keys=True) for r in target.provider_records())
+
+
+def observed_routes(offered: list[str], broker_call, ref) -> dict[str, str]:
+    """The route each offered tool came by, as the suite sees it: through the broker (``mcp:product``, or
+    ``mcp:<server>`` for a ``server__name`` tool) if the instance's broker lists it, else the agent's own."""
+    answer = broker_call(ref, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    if answer.get("status") != 200:
+        raise TargetError(f"the instance's broker did not list its tools: {answer}")
+    listed = {t["name"] for t in answer["body"]["result"]["tools"]}
+    return {name: f"mcp:{name.split('__', 1)[0]}" if "__" in name else "mcp:product" if name in listed else "builtin"
+            for name in offered}
+
+
+def driver_agrees(target, ref, observed: dict[str, str]) -> None:
+    """The driver's ``tool_surface`` must be what was observed: otherwise it is not the platform's word."""
+    claimed = dict(target.tool_surface(ref))
+    if claimed != observed:
+        raise TargetError(f"the driver's tool surface differs from the observed one: "
+                          f"{sorted(set(claimed.items()) ^ set(observed.items()))}")
+
+
 def surface_problems(offered: list[str], intended: dict[str, str]) -> list[str]:
     problems = []
     if extra := sorted(set(offered) - set(intended)):
@@ -54,16 +88,19 @@ def surface_problems(offered: list[str], intended: dict[str, str]) -> list[str]:
 # -- TS-1 ---------------------------------------------------------------------------------------------
 
 @pytest.mark.case("TS-1", "refusal", pair="T->provider")
-def test_ts1_offered_tools_are_the_intended_set(dedicated, target, probe_log):
+def test_ts1_offered_tools_are_the_intended_set(dedicated, target, probe_log, broker_call):
     """The tools a turn offers the model, as the provider recorded them, are exactly the intended set, and
     each came by its intended route (the agent's own loader or the broker's tool server)."""
     ref = dedicated("T", "tess")
     intended = dict(target.intended_tools())
-    target.turn(ref, "hello")
+    nonce = probe_log.platform_probe(ref, "a turn, as the provider recorded it")
+    target.turn(ref, "hello", request_id=nonce)
     offered = last_turn(target, ref.principal)["tools"]
     assert surface_problems(offered, intended) == []
-    assert dict(target.tool_surface(ref)) == intended
-    probe_log.witness(ref, "provider record of the turn", f"offered {sorted(offered)}")
+    routes = observed_routes(offered, broker_call, ref)
+    assert routes == intended
+    driver_agrees(target, ref, routes)
+    probe_log.confirm(nonce, provider_record(target))
 
 
 @pytest.mark.case("TS-1", "refusal", pair="T->sandbox")
@@ -98,7 +135,7 @@ def test_ts1_intended_tools_of_both_loaders_are_used(dedicated, target):
 # -- TS-2 ---------------------------------------------------------------------------------------------
 
 @pytest.mark.case("TS-2", "refusal", pair="U->provider")
-def test_ts2_adversarial_user_settings_change_no_pinned_key(dedicated, target, probe_log):
+def test_ts2_adversarial_user_settings_change_no_pinned_key(dedicated, target, probe_log, broker_call):
     """Each adversarial settings file, written through the user's own path beside an allowed setting:
     the allowed setting reaches the model (so the file was read), while the tools offered, the route of
     each and the model used stay what they were."""
@@ -110,19 +147,21 @@ def test_ts2_adversarial_user_settings_change_no_pinned_key(dedicated, target, p
     for name, settings in ADVERSARIAL.items():
         personality = f"calm-{secrets.token_hex(4)}"
         target.configure(ref, {**settings, "display": {"personality": personality}})
-        target.turn(ref, "hello again")
+        nonce = probe_log.platform_probe(ref, f"a turn under the settings {name}")
+        target.turn(ref, "hello again", request_id=nonce)
         record = last_turn(target, ref.principal)
         found = surface_problems(record["tools"], intended)
         if record["model"] != pinned_model:
             found.append(f"model {record['model']!r} instead of the pinned {pinned_model!r}")
-        if (routes := dict(target.tool_surface(ref))) != intended:
+        if (routes := observed_routes(record["tools"], broker_call, ref)) != intended:
             found.append(f"routes differ: {sorted(set(routes.items()) ^ set(intended.items()))}")
+        else:
+            driver_agrees(target, ref, routes)
         if personality not in record["system"]:
             found.append("the allowed setting beside it did not apply: was the file read at all?")
         if found:
             problems[name] = found
-        probe_log.witness(ref, f"settings {name}", f"provider record {record['seq']}: model {record['model']}, "
-                          f"{len(record['tools'])} tools offered")
+        probe_log.confirm(nonce, provider_record(target))
     assert problems == {}
 
 
@@ -167,9 +206,11 @@ def test_ts3_bad_managed_config_refuses_to_start(target, probe_log):
     mona = Principal("M", "org3", "mona")
     problems = {}
     variants = _variants(target.managed_config())
+    before = set(observe.sandboxes())
     for name, (config, word) in variants.items():
+        nonce = probe_log.platform_probe(mona, f"start under the bad managed config {name}")
         try:
-            ref = target.start_with_managed_config(mona, config)
+            ref = target.start_with_managed_config(mona, config, request_id=nonce)
         except TargetError as exc:
             message = str(exc).lower()
             if "managed" not in message or word not in message:
@@ -177,22 +218,32 @@ def test_ts3_bad_managed_config_refuses_to_start(target, probe_log):
         else:
             problems[name] = "started"
             target.destroy(ref)
-        if target.running(mona):
-            problems[name] = "an instance of the principal is running after the refusal"
+        started = observe.settle(lambda: set(observe.sandboxes()) - before, lambda new: not new)
+        if started:
+            problems[name] = f"a sandbox started under it still runs ({len(started)} new on the host)"
+        elif target.running(mona):
+            raise TargetError(f"the driver says an instance of M runs after {name}, the host shows no new sandbox")
+        probe_log.confirm(nonce, target.platform_log())  # the platform's own record of this very attempt
     assert problems == {}
-    # The platform's own log is the witness that each attempt reached it and was refused there.
+    # The platform's own log holds each attempt's refusal (each attempt's proof is its line, above).
     refusals = [line for line in target.platform_log().splitlines() if "refused" in line and "org3/mona" in line]
     assert len(refusals) >= len(variants), "the platform did not log every refusal"
-    probe_log.witness(mona, "start under each bad managed config", f"{len(refusals)} refusals in the platform log")
 
 
 @pytest.mark.case("TS-3", "P", pair="M->controller")
 def test_ts3_deployed_managed_config_starts(target):
-    """The deployed managed configuration, handed over the same way, starts an agent that answers."""
+    """The deployed managed configuration, handed over the same way, starts an agent that answers; the host
+    shows its sandbox, new, below this process (so the refusal's host-side observation can see one)."""
     mona = Principal("M", "org3", "mona")
+    before = set(observe.sandboxes())
     ref = target.start_with_managed_config(mona, target.managed_config())
     try:
         assert target.running(mona)
+        namespaces = target.identity(ref).namespaces
+        new = observe.settle(lambda: set(observe.sandboxes()) - before, lambda new: observe.sandbox_of(namespaces, new))
+        if len(new) != 1 or observe.sandbox_of(namespaces, new) is None:
+            raise ProofError("the host-side observer does not see M's new sandbox below this process: TS-3's "
+                             "'nothing runs after a refusal' cannot be observed for this target")
         assert target.turn(ref, "hello")
     finally:
         target.destroy(ref)

@@ -2,7 +2,9 @@
 
 It is the worked example of the contract. Lifecycle goes through the controller; planting and reading
 back go through agent turns (the product's path), never through writes into a volume from outside;
-probes run through ``nsenter`` into the instance exactly as the agent's own commands would.
+probes run through ``nsenter`` into the instance exactly as the agent's own commands would. A request id
+a case gives an operation is bound for the runtime's call (``requestid.bound``) or sent as ``X-Request-Id``;
+the runtime logs it with its decision and sends it on with every call it makes for that request.
 
 Broken arrangements for controls are built *here*, from the runtime's public launch primitive and an
 argv edited on the way: the runtime itself has no switch that weakens a guard.
@@ -23,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from runtime import capacity, managed, sandbox
+from runtime import capacity, managed, requestid, sandbox
 from runtime import preflight as runtime_preflight
 from runtime.broker import AGENT_PORT
 from runtime.cgroups import Limits
@@ -109,7 +111,12 @@ class ReferenceTarget:
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def provision(self, principal: Principal, *, memory_limit_mb: int | None = None,
-                  managed_config: bytes | None = None) -> InstanceRef:
+                  managed_config: bytes | None = None, request_id: str = "") -> InstanceRef:
+        with requestid.bound(request_id):
+            return self._provision(principal, memory_limit_mb, managed_config)
+
+    def _provision(self, principal: Principal, memory_limit_mb: int | None, managed_config: bytes | None
+                   ) -> InstanceRef:
         limits = None
         if memory_limit_mb is not None:
             limits = Limits(memory_limit_mb << 20, self.controller.limits.pids_max)
@@ -124,8 +131,8 @@ class ReferenceTarget:
             raise
         return InstanceRef(principal, record.id, record.generation)
 
-    def wake(self, ref: InstanceRef) -> InstanceRef:
-        with _contract_errors():
+    def wake(self, ref: InstanceRef, *, request_id: str = "") -> InstanceRef:
+        with requestid.bound(request_id), _contract_errors():
             record = self.controller.wake(ref.key)
         return InstanceRef(ref.principal, ref.key, record.generation)
 
@@ -168,8 +175,9 @@ class ReferenceTarget:
 
     # -- the product's paths -------------------------------------------------------------------------
 
-    def turn(self, ref: InstanceRef, message: str) -> str:
-        return self.controller.agent(ref.key, {"op": "turn", "message": message})["reply"]
+    def turn(self, ref: InstanceRef, message: str, *, request_id: str = "") -> str:
+        with requestid.bound(request_id):
+            return self.controller.agent(ref.key, {"op": "turn", "message": message})["reply"]
 
     def plant(self, ref: InstanceRef, location: str, token: str) -> None:
         if location not in PLANT_MESSAGES:
@@ -210,13 +218,13 @@ class ReferenceTarget:
             raw = exc.read()
             return exc.code, json.loads(raw) if raw else {}
 
-    def model_call(self, capability: str, body: Mapping[str, object]) -> tuple[int, dict]:
+    def model_call(self, capability: str, body: Mapping[str, object], *, request_id: str = "") -> tuple[int, dict]:
         return self._http("POST", self.platform.proxy.url + "/v1/chat/completions", body,
-                          {"Authorization": f"Bearer {capability}"})
+                          {"Authorization": f"Bearer {capability}", **_request_header(request_id)})
 
-    def runctl(self, ref: InstanceRef, method: str, path: str, body: Mapping[str, object] | None = None
-               ) -> tuple[int, dict]:
-        return self._http(method, self.controller.broker(ref.key).runctl_url + path, body)
+    def runctl(self, ref: InstanceRef, method: str, path: str, body: Mapping[str, object] | None = None, *,
+               request_id: str = "") -> tuple[int, dict]:
+        return self._http(method, self.controller.broker(ref.key).runctl_url + path, body, _request_header(request_id))
 
     def script_model(self, principal: Principal, steps) -> None:
         self.provider.script(f"{principal.org}:{principal.user}", [dict(s) for s in steps])
@@ -252,24 +260,27 @@ class ReferenceTarget:
     def revoke(self, ref: InstanceRef) -> None:
         self.controller.revoke(ref.key)
 
-    def recover(self, ref: InstanceRef) -> InstanceRef:
-        record = self.controller.recover(ref.key)
+    def recover(self, ref: InstanceRef, *, request_id: str = "") -> InstanceRef:
+        with requestid.bound(request_id):
+            record = self.controller.recover(ref.key)
         return InstanceRef(ref.principal, ref.key, record.generation)
 
     def journal(self, ref: InstanceRef) -> list[dict]:
         return self.controller.journal(ref.key).ops()
 
-    def snapshot(self, ref: InstanceRef) -> str:
-        return self.controller.snapshot(ref.key).id
+    def snapshot(self, ref: InstanceRef, *, request_id: str = "") -> str:
+        with requestid.bound(request_id):
+            return self.controller.snapshot(ref.key).id
 
     def snapshots(self, principal: Principal) -> list[str]:
         return [s.id for s in self.controller.snapshots.list(principal.org, principal.user)]
 
-    def restore(self, snapshot_id: str, into: InstanceRef) -> InstanceRef:
+    def restore(self, snapshot_id: str, into: InstanceRef, *, request_id: str = "") -> InstanceRef:
         from runtime.snapshots import SnapshotError
 
         try:
-            record = self.controller.restore(snapshot_id, into.key)
+            with requestid.bound(request_id):
+                record = self.controller.restore(snapshot_id, into.key)
         except SnapshotError as exc:
             raise TargetError(f"{exc.reason}: {exc}") from exc
         return InstanceRef(into.principal, into.key, record.generation)
@@ -291,8 +302,8 @@ class ReferenceTarget:
     def managed_config(self) -> bytes:
         return managed.shipped()
 
-    def start_with_managed_config(self, principal: Principal, config: bytes) -> InstanceRef:
-        return self.provision(principal, managed_config=config)
+    def start_with_managed_config(self, principal: Principal, config: bytes, *, request_id: str = "") -> InstanceRef:
+        return self.provision(principal, managed_config=config, request_id=request_id)
 
     def running(self, principal: Principal) -> bool:
         """Whether the registry says so, or a live sandbox of the pair exists whatever the registry says."""
@@ -323,16 +334,16 @@ class ReferenceTarget:
 
     # -- capacity --------------------------------------------------------------------------------------
 
-    def capacity_need(self, budget: Mapping[str, int], fleet: Mapping[str, int]) -> Mapping[str, int]:
-        with _contract_errors():
-            needed = capacity.need(capacity.Budget.of(self._budget_view(budget)), capacity.Fleet.of(fleet))
+    def capacity_need(self, budget: Mapping[str, int], fleet: Mapping[str, int], *, request_id: str = ""
+                      ) -> Mapping[str, int]:
+        with requestid.bound(request_id), _contract_errors():
+            needed, _ = self.controller.assess(dict(self._budget_view(budget)), dict(fleet))
         return {"memory_mb": needed.memory_mb, "disk_mb": needed.disk_mb}
 
-    def capacity_admit(self, budget: Mapping[str, int], fleet: Mapping[str, int], host: Mapping[str, int]
-                       ) -> tuple[bool, str]:
-        with _contract_errors():
-            admission = capacity.admit(capacity.Budget.of(self._budget_view(budget)), capacity.Fleet.of(fleet),
-                                       capacity.Host.of(host))
+    def capacity_admit(self, budget: Mapping[str, int], fleet: Mapping[str, int], host: Mapping[str, int], *,
+                       request_id: str = "") -> tuple[bool, str]:
+        with requestid.bound(request_id), _contract_errors():
+            _, admission = self.controller.assess(dict(self._budget_view(budget)), dict(fleet), dict(host))
         return admission.ok, admission.reason
 
     def fleet_need(self) -> Mapping[str, int]:
@@ -582,6 +593,10 @@ class ReferenceTarget:
             os.environ.pop(key, None)
         if errors:
             raise TargetError("reference target teardown was incomplete: " + "; ".join(errors))
+
+
+def _request_header(request_id: str) -> dict[str, str]:
+    return {requestid.HEADER: request_id} if request_id else {}
 
 
 @contextmanager

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 SUPPORT = str(Path(__file__).resolve().parent.parent)
+CHECKOUT = str(Path(__file__).resolve().parent.parent.parent)  # this checkout's plugin, not an installed copy
 MODES = [pytest.param([], id="single"), pytest.param(["-n", "2"], id="xdist")]
 
 PROBING = """
@@ -25,7 +27,7 @@ def test_control(sandbox_host, instances):
 
 @pytest.fixture
 def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("PYTHONPATH", SUPPORT)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([CHECKOUT, SUPPORT]))
 
     def go(source: str, *args: str):
         pytester.makepyfile(test_cases=source)
@@ -253,3 +255,37 @@ def until(predicate, what):
     assert (refusal["status"], result.ret) == ("broken", 1)
     assert "harness assertion at" in refusal["reason"] and "waiting.py" in refusal["reason"]
 
+
+PLATFORM_PROBING = """
+import pytest
+
+@pytest.mark.case("RS-1", "refusal", pair="A")
+def test_refusal(probe_log, instances):
+    nonce = probe_log.platform_probe(instances["A"], "a request to the platform")
+    {confirm}
+
+@pytest.mark.case("RS-1", "P", pair="A")
+def test_control():
+    pass
+"""
+
+
+@pytest.mark.parametrize("confirm,reason", [
+    pytest.param("pass", "no proof of execution", id="never-confirmed"),
+    # What the old witness did: proof from a record that does not name this probe (the test's own words).
+    pytest.param("probe_log.confirm(nonce, 'refused model call: generation_stale')", "ProofError", id="not-in-record"),
+])
+def test_a_platform_probe_the_platform_did_not_record_is_broken(run, confirm, reason):
+    """A refusal whose only probe is platform-side passes only with the platform's record of that probe's id;
+    otherwise the case is broken, never passed."""
+    result, verdict = run(PLATFORM_PROBING.format(confirm=confirm))
+    assert result.ret == 1
+    refusal = _case(verdict, "RS-1")["refusals"][0]
+    assert (refusal["status"], refusal["proofs"]) == ("broken", 0)
+    assert reason in refusal["reason"]
+
+
+def test_a_platform_probe_the_platform_recorded_is_proof(run):
+    result, verdict = run(PLATFORM_PROBING.format(confirm="probe_log.confirm(nonce, f'INFO [{nonce}] answered 403')"))
+    assert result.ret == 0
+    assert _case(verdict, "RS-1")["refusals"][0] == {**_case(verdict, "RS-1")["refusals"][0], "status": "passed", "proofs": 1}

@@ -272,15 +272,23 @@ def test_purpose_and_the_request_are_recorded(mock):
     openai(mock)
     assert [
         {"seq": 1, "style": "openai", "path": "/v1/chat/completions", "model": "gpt-test", "user": "alice",
-         "purpose": "title", "tools": [], "messages": 1, "system": "", "status": 200, "usage": {"input": 9, "output": 1},
-         "step": None},
+         "purpose": "title", "tools": [], "messages": 1, "system": "", "status": 200, "request_id": "",
+         "usage": {"input": 9, "output": 1}, "step": None},
         {"seq": 2, "style": "anthropic", "path": "/v1/messages", "model": "claude-test", "user": "bob",
-         "purpose": "memory_review", "tools": [], "messages": 3, "system": "", "status": 200, "usage": {"input": 27, "output": 1},
-         "step": None},
+         "purpose": "memory_review", "tools": [], "messages": 3, "system": "", "status": 200, "request_id": "",
+         "usage": {"input": 27, "output": 1}, "step": None},
         {"seq": 3, "style": "openai", "path": "/v1/chat/completions", "model": "gpt-test", "user": "",
-         "purpose": "", "tools": [], "messages": 1, "system": "", "status": 200, "usage": {"input": 9, "output": 1},
-         "step": None},
+         "purpose": "", "tools": [], "messages": 1, "system": "", "status": 200, "request_id": "",
+         "usage": {"input": 9, "output": 1}, "step": None},
     ] == mock.records()
+
+
+def test_the_request_id_a_call_came_with_is_recorded(mock):
+    """The provider's own record names the request each call served (the platform sends the id on)."""
+    body = {"model": "gpt-test", "messages": HI}
+    http("POST", mock.url + "/v1/chat/completions", body, {"Authorization": f"Bearer {KEY}", "X-Request-Id": "pp-1"})
+    http("POST", mock.url + "/v1/chat/completions", body, {"Authorization": "Bearer wrong", "X-Request-Id": "pp-2"})
+    assert [(200, "pp-1"), (401, "pp-2")] == [(r["status"], r["request_id"]) for r in mock.records()]
 
 
 def test_usage_is_a_function_of_the_request(mock):

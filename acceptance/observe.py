@@ -1,0 +1,183 @@
+"""Host-side observers: what the host itself shows of the sandboxes, read from /proc and cgroupfs.
+
+A driver's answers about the platform (is it running, how many instances are resident, where is the
+broker) are claims; these functions look for themselves, so a case can cross-check a claim against the
+host. They read only the kernel's views (``/proc/<pid>/{stat,status,ns,cgroup,net}``, ``cgroup.procs``)
+and import nothing of the runtime: a driver for any platform on this host is observed the same way.
+
+What they cannot see: processes in another pid namespace than ours that the host does not show (none on
+one Linux host: the initial pid namespace sees all), and a platform whose sandboxes run on another host.
+``sandboxes`` sees only the descendants of one process (the run's own sandboxes, not another run's on the
+same machine); a case that relies on it says so, and checks first that it sees the instance at all.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+PROC = Path("/proc")
+NAMESPACES = ("user", "pid", "mnt", "net", "uts", "ipc", "cgroup")
+# The namespaces that make a sandbox one (a probe entered with nsenter shares both).
+SANDBOX_KEY = ("user", "pid")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class HostProcess:
+    """One process as the host sees it."""
+
+    pid: int
+    ppid: int
+    uid: int
+    comm: str
+    namespaces: Mapping[str, str]
+
+
+def process(pid: int, proc: Path = PROC) -> HostProcess | None:
+    """``pid`` as the host sees it, or None if it is gone (or unreadable) by the time we look."""
+    base = proc / str(pid)
+    try:
+        stat = (base / "stat").read_text()
+        status = (base / "status").read_text()
+        namespaces = {}
+        for ns in NAMESPACES:
+            try:
+                namespaces[ns] = os.readlink(base / "ns" / ns)
+            except FileNotFoundError:
+                continue  # a kernel without this namespace kind
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    comm, _, rest = stat.rpartition(")")
+    fields = rest.split()
+    uid = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("Uid:"))
+    return HostProcess(pid, int(fields[1]), uid, comm.partition("(")[2], namespaces)
+
+
+def processes(proc: Path = PROC) -> list[HostProcess]:
+    """Every process the host shows (those that exit while we read are left out)."""
+    found = []
+    for entry in proc.iterdir():
+        if entry.name.isdigit() and (p := process(int(entry.name), proc)) is not None:
+            found.append(p)
+    return found
+
+
+def descendants(root: int, among: Iterable[HostProcess]) -> list[HostProcess]:
+    """The processes below ``root`` (not ``root`` itself), by parent links."""
+    children: dict[int, list[HostProcess]] = {}
+    for p in among:
+        children.setdefault(p.ppid, []).append(p)
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child.pid)
+    return found
+
+
+def members(namespaces: Mapping[str, str], among: Iterable[HostProcess] | None = None,
+            kinds: tuple[str, ...] = SANDBOX_KEY) -> list[HostProcess]:
+    """The processes in the instance's namespaces (all of ``kinds``): the instance, as the host sees it,
+    whoever started them and whatever the driver thinks runs there."""
+    wanted = {k: namespaces[k] for k in kinds}
+    return [p for p in (processes() if among is None else among)
+            if all(p.namespaces.get(k) == v for k, v in wanted.items())]
+
+
+def sandboxes(root: int | None = None, proc: Path = PROC) -> dict[frozenset[str], list[HostProcess]]:
+    """The sandboxes below ``root`` (default: this process): its descendants in a user or pid namespace
+    other than ``root``'s (launchers, helpers and the lab's sinks share ours), joined into one sandbox when
+    they share such a namespace (a launcher that entered the user namespace before forking into the pid
+    namespace belongs with its child). Each is keyed by the namespaces of its own that it holds."""
+    root = os.getpid() if root is None else root
+    procs = processes(proc)
+    own = next((p for p in procs if p.pid == root), None)
+    if own is None:
+        raise LookupError(f"process {root} is gone: no sandboxes to observe below it")
+    mine = {own.namespaces.get(k, "") for k in SANDBOX_KEY}
+    parent: dict[str, str] = {}
+
+    def top(ns: str) -> str:
+        while parent[ns] != ns:
+            parent[ns] = parent[parent[ns]]
+            ns = parent[ns]
+        return ns
+
+    inside = []
+    for p in descendants(root, procs):
+        theirs = [p.namespaces[k] for k in SANDBOX_KEY if p.namespaces.get(k) and p.namespaces[k] not in mine]
+        if not theirs:
+            continue
+        inside.append((p, theirs))
+        for ns in theirs:
+            parent.setdefault(ns, ns)
+        for ns in theirs[1:]:
+            parent[top(ns)] = top(theirs[0])
+    joined: dict[str, tuple[set[str], list[HostProcess]]] = {}
+    for p, theirs in inside:
+        names, members_ = joined.setdefault(top(theirs[0]), (set(), []))
+        names.update(theirs)
+        members_.append(p)
+    return {frozenset(names): members_ for names, members_ in joined.values()}
+
+
+def sandbox_of(namespaces: Mapping[str, str], groups: Iterable[frozenset[str]]) -> frozenset[str] | None:
+    """The key of the sandbox (among ``groups``) holding an instance of these namespace identities."""
+    wanted = {namespaces.get(k) for k in SANDBOX_KEY} - {None}
+    return next((key for key in groups if key & wanted), None)
+
+
+def cgroups(pid: int, proc: Path = PROC) -> dict[str, str]:
+    """``pid``'s cgroup per hierarchy (``memory``, ``pids``, ... for v1; ``""`` for v2): the kernel's own
+    statement of which limits apply to it."""
+    try:
+        text = (proc / str(pid) / "cgroup").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return {}
+    found = {}
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            found[controller.removeprefix("name=")] = path
+    return found
+
+
+def listening_ports(pid: int, proc: Path = PROC) -> set[tuple[str, int]]:
+    """The TCP (v4 and v6) sockets listening in ``pid``'s network namespace: (address, port), as the
+    kernel lists them for that namespace (``/proc/<pid>/net/tcp``)."""
+    found = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (proc / str(pid) / "net" / name).read_text().splitlines()[1:]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] != "0A":  # LISTEN
+                continue
+            address, port = fields[1].split(":")
+            found.add((_address(address), int(port, 16)))
+    return found
+
+
+def _address(hex_address: str) -> str:
+    if len(hex_address) == 8:  # IPv4, little-endian
+        return ".".join(str(b) for b in reversed(bytes.fromhex(hex_address)))
+    words = [bytes.fromhex(hex_address[i:i + 8])[::-1].hex() for i in range(0, 32, 8)]
+    return ":".join("".join(words)[i:i + 4] for i in range(0, 32, 4))
+
+
+def settle(observe: Callable[[], T], done: Callable[[T], bool], deadline: float = 3.0, step: float = 0.02) -> T:
+    """``observe()`` until ``done`` holds or the deadline passes; the last observation either way (the
+    kernel reaps a sandbox's processes a moment after its launcher exits)."""
+    end = time.monotonic() + deadline
+    seen = observe()
+    while not done(seen) and time.monotonic() < end:
+        time.sleep(step)
+        seen = observe()
+    return seen
