@@ -56,10 +56,7 @@ def judge(results: Path, mutants: Path | None = None, catalogue_ids: list[str] |
     from acceptance import catalogue as case_catalogue
 
     full = case_catalogue.load()
-    unknown = set(catalogue_ids or ()) - set(full)
-    if unknown:
-        raise ValueError(f"not in acceptance/catalogue.toml: {', '.join(sorted(unknown))}")
-    cases = {i: full[i] for i in catalogue_ids} if catalogue_ids is not None else dict(full)
+    cases = _cases(catalogue_ids)
     verdict_path = results / "verdict.json"
     if not verdict_path.exists():
         return GateResult(False, [f"no verdict at {verdict_path}: the run did not finish, or stopped before any "
@@ -84,11 +81,30 @@ def judge(results: Path, mutants: Path | None = None, catalogue_ids: list[str] |
             result.lines.append(f"{case_id:6} {state.upper()}  " + "; ".join(why))
             result.reasons.append(f"{case_id}: {state}: " + "; ".join(why))
     if mutants is not None:
-        result.reasons += _mutant_reasons(mutants, cases, result.lines)
+        judged = judge_mutants(mutants, catalogue_ids)
+        result.reasons += judged.reasons
+        result.lines += judged.lines
     if allure:
         result.reasons += _allure_reasons(results / "allure-results", verdict, result.lines)
     result.passed = not result.reasons
     return result
+
+
+def judge_mutants(report: Path, catalogue_ids: list[str] | None = None) -> GateResult:
+    """Judge a mutant report alone (``judge`` does it when given one)."""
+    lines: list[str] = []
+    reasons = _mutant_reasons(report, _cases(catalogue_ids), lines)
+    return GateResult(not reasons, reasons, lines)
+
+
+def _cases(catalogue_ids: list[str] | None) -> dict:
+    from acceptance import catalogue as case_catalogue
+
+    full = case_catalogue.load()
+    unknown = set(catalogue_ids or ()) - set(full)
+    if unknown:
+        raise ValueError(f"not in acceptance/catalogue.toml: {', '.join(sorted(unknown))}")
+    return {i: full[i] for i in catalogue_ids} if catalogue_ids is not None else dict(full)
 
 
 # -- the verdict --------------------------------------------------------------------------------------
