@@ -1,6 +1,7 @@
 """Our own summary page (``reports/summary.html``): the case catalogue as a matrix (boundary x principal
-pair, every case in its boundary's row with its status, coloured), the pairing graph (each refusal and the controls it rests on), and the
-mutant kill matrix when a mutant report exists. One self-contained file, no script, no external asset."""
+pair, every case in its boundary's row with its status, coloured), the pairing graph (each refusal and the
+controls it rests on), and the mutant kill matrix when a mutant report exists. One self-contained file, no
+script, no external asset."""
 
 from __future__ import annotations
 
