@@ -302,10 +302,14 @@ def _mutant_reasons(path: Path, cases: Mapping[str, object], lines: list[str]) -
     for name in sorted(set(by_name) - names):
         reasons.append(f"mutant {name}: not in mutants/catalogue.toml: the report judged another catalogue; {rerun}")
     matrix = report.get("matrix") if isinstance(report.get("matrix"), dict) else {}
+    missing = [m.name for m in catalogued if m.name not in by_name]
+    if missing:
+        reasons.append(f"{len(missing)} catalogued mutants not in the report: {', '.join(missing[:5])}"
+                       f"{f' and {len(missing) - 5} more' if len(missing) > 5 else ''}: every catalogued mutant "
+                       f"must be run; {rerun}")
     for mutant in catalogued:
         m = by_name.get(mutant.name)
         if m is None:
-            reasons.append(f"mutant {mutant.name}: not in the report: every catalogued mutant must be run; {rerun}")
             continue
         killed_by = [c for c in m.get("killed_by", []) if isinstance(c, str)]
         row = matrix.get(mutant.name) if isinstance(matrix.get(mutant.name), dict) else {}

@@ -422,7 +422,7 @@ FIRST = mutant_catalogue.load()[0]
 LAST = mutant_catalogue.load()[-1]
 HOLLOW_MUTANTS = [
     (_only_one, "is a partial report (--only, or a chosen list of mutants)"),
-    (_one_left_out, f"mutant {LAST.name}: not in the report: every catalogued mutant must be run"),
+    (_one_left_out, f"1 catalogued mutants not in the report: {LAST.name}: every catalogued mutant must be run"),
     (_killed_by_another_case, f"mutant {FIRST.name}: killed: not killed by one of its named cases "
                               f"({', '.join(FIRST.kills)}); failed: ZZ-1"),
     (_killed_in_name_only, f"mutant {FIRST.name}: killed: not killed by one of its named cases"),
