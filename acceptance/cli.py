@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
 from .errors import SetupError
 
 EXIT_SETUP = 2
+EXIT_INTERRUPTED = 130
 
 
 def _reports_dir(path: Path) -> Path:
@@ -30,6 +32,14 @@ def _reports_dir(path: Path) -> Path:
     except OSError as exc:
         raise SetupError(f"cannot write reports to {path}: {exc.strerror}; choose another with --reports-dir") from exc
     return path
+
+
+def _terminate_like_interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (how CI systems and `timeout` cancel a job) tears the run down as Ctrl-C does: pytest
+    runs every fixture's finalizer on KeyboardInterrupt. A second SIGTERM must not cut that teardown
+    short, so it is ignored from here on (SIGKILL stays the last resort, and `pairproof clean` after it)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def qualify(args: argparse.Namespace) -> int:
@@ -55,9 +65,17 @@ def qualify(args: argparse.Namespace) -> int:
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
     ]
     if args.n:
-        pytest_args += ["-n", str(args.n)]
+        # one worker per module, so a case's refusal and controls judge one platform run (DESIGN §5 rule 1)
+        pytest_args += ["-n", str(args.n), "--dist", "loadfile"]
     pytest_args += [f"--case={c}" for c in args.case]
-    code = pytest.main(pytest_args + args.pytest_args)
+    previous = signal.signal(signal.SIGTERM, _terminate_like_interrupt)
+    try:
+        code = pytest.main(pytest_args + args.pytest_args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if code == pytest.ExitCode.INTERRUPTED:
+        print("pairproof: qualify interrupted: the run's instances were torn down", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}")
     if (reports / "verdict.json").exists():
         _report(reports)
@@ -167,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pairproof: {exc}", file=sys.stderr)
         return EXIT_SETUP
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
 
     HarnessError
     ├── PairingError    the suite's declarations break the pairing rules (a usage error: fix the tests)
-    ├── ProofError      a probe gave no valid proof that it ran inside the intended sandbox
+    ├── ProofError      a probe gave no valid proof that it ran inside the intended sandbox, or a scan
+    │                   did not prove it looked (incomplete, or blind to the prober's own canaries)
+    ├── HarnessTimeout  a wait for a condition ran out of time (the harness could not observe)
     ├── TargetError     a target could not be loaded or failed an operation of the contract
     │   └── CapacityRefusedError   the platform's capacity model refused a wake or provision (the reason)
     └── SetupError      the machine or the arguments cannot run a qualification (exit 2, one line)
@@ -23,6 +25,11 @@ class PairingError(HarnessError):
 
 class ProofError(HarnessError):
     """A probe's output lacked the run nonce, or its namespaces are not the instance's."""
+
+
+class HarnessTimeout(HarnessError):
+    """A wait for something the test needed to observe ran past its deadline: the harness could not
+    judge, so the test is broken (unlike an assertion, which is a finding about the property)."""
 
 
 class TargetError(HarnessError):

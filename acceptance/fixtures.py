@@ -24,7 +24,7 @@ from canaries import Mint
 
 from . import catalogue, probe
 from .contract import LOCATIONS, InstanceRef, Principal, Target
-from .plugin import PROOF_KEY, SESSION
+from .plugin import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROOF_KEY, SESSION
 from .targets import TargetOptions, load
 
 PRINCIPALS = {
@@ -139,12 +139,24 @@ def sandbox_host(target: Target, probe_log: probe.ProbeLog) -> Callable[[Instanc
     return lambda ref: probe.host(target, ref, probe_log)
 
 
+def _own_canaries(request: pytest.FixtureRequest, ref: InstanceRef) -> set[str]:
+    """The canaries planted in ``ref`` itself (empty for an instance nothing was planted in): the prober's
+    own, which a scan from ``ref`` must find in the same call (DESIGN §5 rule 5)."""
+    if "planted" not in request.fixturenames:
+        return set()
+    instances, planted = request.getfixturevalue("instances"), request.getfixturevalue("planted")
+    name = ref.principal.name
+    return planted.of(name) if name in instances and instances[name].key == ref.key else set()
+
+
 @pytest.fixture
-def scan_visible(pairproof_run: Run) -> Callable[[object], set[str]]:
-    """``scan_visible(host)``: every canary token visible anywhere in that sandbox's filesystem."""
+def scan_visible(request: pytest.FixtureRequest) -> Callable[[object], set[str]]:
+    """``scan_visible(host)``: every canary token visible anywhere in that sandbox's filesystem. The scan
+    is judged complete first (``probe.scan``): a scan that did not find the prober's own canaries, cut a
+    file short or failed on a path for any reason but a denial raises ProofError (the test is broken)."""
     def run(host) -> set[str]:
-        result = probe.scan(host, VISIBLE_ROOTS, skip=VISIBLE_SKIP)
-        return {h["token"] for h in result.hits}
+        own = _own_canaries(request, host.backend.ref)
+        return probe.scan(host, VISIBLE_ROOTS, own=own, skip=VISIBLE_SKIP).tokens
     return run
 
 
@@ -158,16 +170,23 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
     case = catalogue.load().get(mark.args[0])
     role = mark.args[1] if len(mark.args) > 1 else ""
     pair = mark.kwargs.get("pair", "")
-    _allure_labels(case, role, pair, request.node.nodeid)
+    run = request.config.stash[SESSION].run
+    _allure_labels(case, role, pair, request.node.nodeid, run)
     log: probe.ProbeLog | None = None
     if "probe_log" in request.fixturenames:
         log = request.getfixturevalue("probe_log")
+    # Which platform run this test judged: a refusal and its controls must have judged the same one.
+    if "target" in request.fixturenames:
+        request.node.user_properties.append((PLATFORM_RUN_KEY, request.getfixturevalue("pairproof_run").id))
     yield
     if log is not None:
         request.node.user_properties.append((PROOF_KEY, [r.proof for r in log.records if r.proof]))
+        probes = [{"kind": "probe", "instance": r.instance, "command": r.command[:160], "rc": r.rc}
+                  for r in log.records if r.proof]
+        request.node.user_properties.append((EVIDENCE_KEY, [*log.evidence, *probes]))
 
 
-def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: str) -> None:
+def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: str, run: str) -> None:
     try:
         import allure
     except ImportError:  # reports without Allure still get the verdict
@@ -180,6 +199,7 @@ def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: st
     allure.dynamic.severity(case.severity)
     allure.dynamic.label("pairproof_role", role)
     allure.dynamic.label("pairproof_nodeid", nodeid)
+    allure.dynamic.label("pairproof_run", run)
     if pair:
         allure.dynamic.tag(pair)
     if role == "refusal":
@@ -217,17 +237,11 @@ def broker_call(target: Target, sandbox_host) -> Callable[..., dict]:
 
 
 @pytest.fixture
-def visible_bytes(sandbox_host) -> Callable[[InstanceRef], bytes]:
+def visible_bytes(sandbox_host, request: pytest.FixtureRequest) -> Callable[[InstanceRef], bytes]:
     """``visible_bytes(ref)``: every file the sandbox can see (less /usr, /sys), with /proc environ and
-    cmdline, carried out for a host-side search for known secrets."""
-    dump = (CASES / "dump.py").read_bytes()
-
+    cmdline, carried out for a host-side search for known secrets; judged complete like a scan."""
     def collect(ref: InstanceRef) -> bytes:
-        host = sandbox_host(ref)
-        skips = " ".join(f"--skip {s}" for s in VISIBLE_SKIP)
-        out = host.backend.run_with_stdin(f"/usr/bin/python3 -I -S - / {skips}", stdin=dump)
-        chunks = [base64.b64decode(json.loads(line)["b64"]) for line in out.stdout.splitlines() if line.strip()]
-        return b"\n".join(chunks)
+        return probe.dump(sandbox_host(ref), VISIBLE_ROOTS, own=_own_canaries(request, ref), skip=VISIBLE_SKIP)
     return collect
 
 
@@ -244,25 +258,6 @@ def lab(request: pytest.FixtureRequest, pairproof_run: Run) -> Iterator[object]:
         the_lab.close()
         _attach_file(the_lab.pcap_path, "lab sinks (whole run).pcap")
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-@pytest.fixture
-def egress_probe(target: Target, sandbox_host) -> Callable[..., dict]:
-    """``egress_probe(ref, label)``: from inside ``ref``, DNS to the lab resolver and the system resolver,
-    TCP to the internet, metadata and platform stand-ins, carrying ``label``. Returns the probe's report."""
-    from .lab import ADDRESSES
-
-    script = (CASES / "egress_probe.py").read_bytes()
-    targets = ["dns=" + ADDRESSES["resolver"] + ":53", "internet=" + ADDRESSES["internet"] + ":443",
-               "metadata=" + ADDRESSES["metadata"] + ":80"] + \
-              [f"{name}={ADDRESSES[name]}:8080" for name in ("product", "proxy", "provider")]
-
-    def run(ref: InstanceRef, label: str) -> dict:
-        host = sandbox_host(ref)
-        quoted = " ".join(host.backend.quote("%s", a) for a in [label, *targets])
-        out = host.backend.run_with_stdin(f"/usr/bin/python3 -I -S - {quoted}", stdin=script)
-        return json.loads(out.stdout.strip().splitlines()[-1])
-    return run
 
 
 def _attach_file(path: Path, name: str) -> None:

@@ -41,6 +41,8 @@ class Outcome:
     proofs: int = 0
     message: str = ""
     attachments: list[str] = field(default_factory=list)
+    evidence: list[dict] = field(default_factory=list)
+    platform_run: str = ""  # the platform run (worker) the test judged
 
 
 def validate(tests: Iterable[Declared], catalogue: Mapping[str, Case]) -> list[str]:
@@ -94,8 +96,13 @@ def _refusal_status(o: Outcome, by_role: Mapping[str, list[Outcome]], case: Case
     return "passed", ""
 
 
-def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case]) -> dict:
-    """The verdict: per case its refusals, controls and status; overall status and counts."""
+def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case],
+          expected_refusals: Mapping[str, Iterable[str]] | None = None) -> dict:
+    """The verdict: per case its refusals, controls and status; overall status and counts.
+
+    ``expected_refusals`` maps a case to every refusal test the suite has for it (the whole collection,
+    before any selection); a case of which some but not all ran is *not covered*, and a problem."""
+    expected_refusals = expected_refusals or {}
     by_case: dict[str, list[Outcome]] = {}
     for o in outcomes:
         by_case.setdefault(o.declared.case, []).append(o)
@@ -109,7 +116,7 @@ def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case]) -> dict:
         for o in by_role.get("refusal", []):
             status, reason = _refusal_status(o, by_role, case)
             refusals.append({"test": o.declared.nodeid, "pair": o.declared.pair, "status": status,
-                             "reason": reason, "proofs": o.proofs})
+                             "reason": reason, "proofs": o.proofs, "evidence": o.evidence})
         controls = {
             role: {"description": what,
                    "tests": [{"test": c.declared.nodeid, "status": "broken" if c.outcome == "error" else c.outcome,
@@ -121,8 +128,20 @@ def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case]) -> dict:
             entry["status"] = "not run" if not statuses else ("passed" if set(statuses) == {"passed"} else
                                                               next(s for s in statuses if s != "passed"))
         statuses = [r["status"] for r in refusals] + [c["status"] for c in controls.values() if ran]
+        expected = sorted(expected_refusals.get(case_id, ()))
+        not_run = [n for n in expected if n not in {r["test"] for r in refusals}]
+        platform_runs = sorted({o.platform_run for o in ran if o.platform_run})
+        reason = ""
         if not ran:
             status = "not covered"
+        elif not_run:
+            status = "not covered"
+            reason = (f"{len(not_run)} of its {len(expected)} refusals did not run ({not_run[0]}"
+                      f"{' ...' if len(not_run) > 1 else ''}): a case is covered only when every refusal ran")
+        elif len(platform_runs) > 1:
+            status = "broken"
+            reason = (f"its tests judged different platform runs {platform_runs}: a refusal and its controls must "
+                      "judge one (under xdist, keep a case's tests in one module: --dist loadfile)")
         elif "failed" in [r["status"] for r in refusals]:
             status = "failed"
         elif any(s in ("broken", "failed", "not run") for s in statuses):
@@ -134,13 +153,14 @@ def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case]) -> dict:
         else:
             status = "passed"
         cases.append({"id": case_id, "boundary": case.boundary, "channel": case.channel,
-                      "refusal": case.refusal, "severity": case.severity, "status": status,
-                      "refusals": refusals, "controls": controls})
+                      "refusal": case.refusal, "severity": case.severity, "status": status, "reason": reason,
+                      "refusals": refusals, "expected_refusals": expected, "controls": controls})
     counts: dict[str, int] = {}
     for c in cases:
         counts[c["status"]] = counts.get(c["status"], 0) + 1
     covered = [c for c in cases if c["status"] != "not covered"]
-    problems = [f"{c['id']}: {c['status']}" for c in covered if c["status"] != "passed"]
+    problems = [f"{c['id']}: {c['status']}" + (f" ({c['reason']})" if c["reason"] else "")
+                for c in cases if c["status"] != "passed" and (c in covered or c["reason"])]
     if not covered:
         problems.append("no case ran: a run that selects zero cases proves nothing")
     return {"schema": SCHEMA, "status": "passed" if not problems else "failed", "counts": counts,

@@ -17,6 +17,8 @@ import pytest
 CASE_KEY = "pairproof_case"
 PROOF_KEY = "pairproof_proofs"
 BROKEN_KEY = "pairproof_broken"
+EVIDENCE_KEY = "pairproof_evidence"
+PLATFORM_RUN_KEY = "pairproof_platform_run"
 FULL_COLLECTION = pytest.StashKey[list]()
 SESSION = pytest.StashKey["object"]()
 
@@ -45,7 +47,14 @@ def pytest_configure(config: pytest.Config) -> None:
     from . import fixtures
     from .session import PairproofSession
 
+    # A case's refusals and controls must judge one platform run (DESIGN §5 rule 1), and the verdict
+    # checks that they did. Under xdist a module's tests go to one worker (loadfile), and a case's tests
+    # live in one module. (xdist's loadgroup would say it better, but it renames node ids through an
+    # attribute pytest 9 no longer reads, so it groups nothing.)
+    if getattr(config.option, "dist", None) == "load" and getattr(config, "workerinput", None) is None:
+        config.option.dist = "loadfile"
     workerinput = getattr(config, "workerinput", None)
+
     run = (workerinput or {}).get("pairproof_run") or config.getoption("pairproof_run") or secrets.token_hex(4)
     session = PairproofSession(config, run=run, is_worker=workerinput is not None)
     config.stash[SESSION] = session

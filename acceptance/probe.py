@@ -4,15 +4,30 @@
 ``host.process``, ``host.mount_point(...)``, ``host.user()`` all run inside the instance, as the agent
 would. A container target later uses testinfra's own docker backend the same way.
 
-Proof of execution: every command is wrapped so that its first line of output is the run's nonce, the
-namespace identities the shell sees (``/proc/self/ns/*``) and its uid. The backend checks that line
-against what the host sees of the instance (``Target.identity``) and strips it. A mismatch or a missing
-line raises ``ProofError``: an empty result from a probe that did not run where we think is not a pass.
+Proof of execution (DESIGN §5 rule 2): every command is wrapped so that its first line of output is a
+nonce fresh for that one command, the namespace identities the shell sees (``/proc/self/ns/*``) and its
+uid. The backend checks that line against what the host sees of the instance (``Target.identity``), and
+then cross-checks the driver's word independently: host processes must exist in those very pid and net
+namespaces, the driver's pid among them, all owned on the host by the instance's uid. A mismatch or a
+missing line raises ``ProofError``: an empty result from a probe that did not run where we think is
+not a pass.
+
+A scan proves it looked (rule 5): ``scan`` and ``dump`` are the only ways the suite reads a sandbox's
+whole filesystem, and each judges its own completeness before anything is returned. It must end with
+its completeness record (files and bytes read, what it could not read and why, what it cut short),
+nothing may be cut short, every path it could not read must be a denial or a file that vanished, and
+the same call must find the prober's own canaries: fresh sentinels the probe writes into the sandbox's
+/tmp and /data and carries in its own environment, plus any canary planted for that instance. Anything
+less raises ``ProofError`` (the plugin judges the test *broken*). What each scan read is kept as the
+test's evidence, for the verdict and the Allure report.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +35,7 @@ from typing import Any
 import testinfra.host
 from testinfra.backend import base
 
+from canaries import Mint
 from canaries import detect as detect_module
 
 from .contract import InstanceRef, Principal, Target
@@ -55,6 +71,13 @@ class ProbeLog:
 
     nonce: str
     records: list[ProbeRecord] = field(default_factory=list)
+    # What each refusal looked at (files and bytes read, sockets tried, packets captured, records
+    # compared): one dict per observation, kept in the verdict and attached to the Allure result.
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    def note(self, kind: str, **facts: Any) -> None:
+        """Keep one observation as evidence of what the test looked at."""
+        self.evidence.append({"kind": kind, **facts})
 
     def witness(self, subject: InstanceRef | Principal, what: str, evidence: str) -> None:
         """Record proof of a probe made from the platform side (not inside a sandbox): ``evidence`` is what
@@ -86,6 +109,47 @@ def verify_proof(line: str, nonce: str, namespaces: dict[str, str], uid: int) ->
     return line
 
 
+_CONFIRMED: set[tuple[str, str, int, int]] = set()
+
+
+def cross_check_on_host(namespaces: dict[str, str], uid: int, host_pid: int) -> str:
+    """Check, from the host's own /proc and not the driver's word, that processes live in the probe's pid
+    and net namespaces, that the driver's pid is one of them, and that every one of them is owned on the
+    host by ``uid``. Returns a short record of what was seen; raises ProofError otherwise.
+
+    A namespace is only confirmed once per (namespaces, uid, pid): an instance keeps its namespaces for
+    its life, and a recreated one gets a new pid, so the cache cannot vouch for a different sandbox.
+    """
+    key = (namespaces["pid"], namespaces["net"], uid, host_pid)
+    if key in _CONFIRMED:
+        return f"pid {host_pid} uid {uid} (confirmed before)"
+    members: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (os.readlink(f"/proc/{entry.name}/ns/pid") != namespaces["pid"]
+                    or os.readlink(f"/proc/{entry.name}/ns/net") != namespaces["net"]):
+                continue
+            with open(f"/proc/{entry.name}/status", "rb") as status:
+                real_uid = next(int(line.split()[1]) for line in status if line.startswith(b"Uid:"))
+        except (OSError, StopIteration, ValueError):
+            continue  # the process ended while we looked
+        members[int(entry.name)] = real_uid
+    if not members:
+        raise ProofError(f"no host process lives in the probe's pid and net namespaces ({namespaces['pid']}, "
+                         f"{namespaces['net']}): the driver's identity cannot be confirmed")
+    if host_pid not in members:
+        raise ProofError(f"the driver says pid {host_pid} is the sandbox, but the host sees it outside the "
+                         f"probe's namespaces (processes there: {sorted(members)[:10]})")
+    foreign = {pid: owner for pid, owner in members.items() if owner != uid}
+    if foreign:
+        raise ProofError(f"processes in the probe's namespaces are owned on the host by another uid than the "
+                         f"instance's {uid}: {dict(list(foreign.items())[:10])}")
+    _CONFIRMED.add(key)
+    return f"pid {host_pid} uid {uid} ({len(members)} processes in its namespaces)"
+
+
 class SandboxBackend(base.BaseBackend):
     NAME = "pairproof"
 
@@ -100,15 +164,17 @@ class SandboxBackend(base.BaseBackend):
 
     def run_with_stdin(self, cmd: str, *, stdin: bytes | None = None, timeout: float = 120.0) -> base.CommandResult:
         identity = self.target.identity(self.ref)
-        result = self.target.exec(self.ref, ["/bin/sh", "-c", WRAPPER, "pairproof-probe", self.log.nonce, cmd],
+        nonce = secrets.token_hex(8)  # fresh per command: a replayed or cached output cannot carry it
+        result = self.target.exec(self.ref, ["/bin/sh", "-c", WRAPPER, "pairproof-probe", nonce, cmd],
                                    stdin=stdin, timeout=timeout)
         first, _, rest = result.stdout.partition(b"\n")
         record = ProbeRecord(self.ref.key, self.ref.principal.name, cmd, result.rc, "",
                              rest[:2000].decode(errors="replace"), result.stderr[:1000].decode(errors="replace"))
         self.log.records.append(record)
         try:
-            record.proof = verify_proof(first.decode(errors="replace"), self.log.nonce, dict(identity.namespaces),
+            record.proof = verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces),
                                         identity.uid)
+            record.proof += " host:" + cross_check_on_host(dict(identity.namespaces), identity.uid, identity.host_pid)
         except ProofError as exc:
             raise ProofError(f"{exc} (rc {result.rc}, stderr {result.stderr[-300:]!r})") from None
         finally:
@@ -137,25 +203,147 @@ def host(target: Target, ref: InstanceRef, log: ProbeLog) -> testinfra.host.Host
 
 @dataclass(frozen=True)
 class ScanResult:
+    """One whole-filesystem scan: the canary-shaped tokens it found and what it read to find them."""
+
     hits: list[dict[str, Any]]
     scanned_files: int
+    bytes: int
+    truncated: int
+    problems: list[str]
     errors: int
 
+    @property
+    def tokens(self) -> set[str]:
+        return {h["token"] for h in self.hits}
 
-def scan(h: testinfra.host.Host, roots: list[str], *, skip: list[str] = ()) -> ScanResult:
-    """Run the canary detector inside the sandbox over ``roots``.
 
-    The detector is fed on stdin, and it is told nothing about the canaries it hunts: carrying them in
-    would plant them in the probe's own /proc/self/cmdline. It reports everything canary-shaped; the
-    host attributes each hit to its origin.
+# Paths a scan could not read that still leave it complete: the sandbox was denied them (which is the
+# boundary holding, and is listed as evidence) or they vanished between listing and reading.
+_ACCEPTED_PROBLEMS = ("[EACCES]", "[EPERM]", "[ENOENT]", "[ESRCH]", "not scanned: it is in the skip list",
+                      "not scanned: /sys is never entered", "not scanned: of /proc only")
+SENTINEL_PLACES = ("/tmp", "/data")
+
+
+def _sentinels(h: testinfra.host.Host) -> tuple[str, dict[str, str]]:
+    """Write fresh canaries into the sandbox's own writable places; return the one for the probe's own
+    environment and ``{path: token}`` of the files that could be written (a read-only place is skipped)."""
+    mint = Mint(secrets.token_hex(4))
+    env_token = mint.mint("probe", "env").token
+    written = {}
+    for n, place in enumerate(SENTINEL_PLACES):
+        token = mint.mint("probe", f"file{n}").token
+        path = f"{place}/.pairproof-sentinel-{secrets.token_hex(4)}"
+        if h.backend.run("printf %%s %s > %s", token, path).rc == 0:
+            written[path] = token
+    return env_token, written
+
+
+def _remove(h: testinfra.host.Host, paths: list[str]) -> None:
+    if paths:
+        h.backend.run("rm -f " + " ".join(h.backend.quote("%s", p) for p in paths))
+
+
+def judge_completeness(what: str, *, files: int, bytes_read: int, truncated: int, problems: list[str],
+                       missing_own: set[str]) -> None:
+    """Raise ProofError unless a scan or dump read something, cut nothing short, could not read only what
+    it was denied or what vanished, and found every one of the prober's own canaries."""
+    reasons = []
+    if files == 0 or bytes_read == 0:
+        reasons.append(f"it read nothing ({files} files, {bytes_read} bytes)")
+    if truncated:
+        reasons.append(f"it cut {truncated} files short")
+    odd = [p for p in problems if not any(mark in p for mark in _ACCEPTED_PROBLEMS)]
+    if odd:
+        reasons.append(f"{len(odd)} paths failed for a reason other than a denial: {odd[:5]}")
+    if missing_own:
+        reasons.append(f"it did not find {len(missing_own)} of the prober's own canaries "
+                       f"({sorted(missing_own)[:4]}): it did not look where they are")
+    if reasons:
+        raise ProofError(f"{what} did not prove it looked: " + "; ".join(reasons))
+
+
+def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[str] = ()) -> ScanResult:
+    """Run the canary detector inside the sandbox over ``roots``, and judge its completeness.
+
+    ``own`` are canaries the prober's instance holds (planted for it): the same scan must find them.
+    The detector is fed on stdin and told nothing about the canaries it hunts (carrying them in would
+    plant them in the probe's own /proc/self/cmdline); the sentinels it must find are in its
+    environment and in files, never in its arguments. The host attributes each hit to its origin.
     """
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
-    quoted = " ".join([*(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
-    result = backend.run_with_stdin(f"/usr/bin/python3 -I -S - {quoted}", stdin=DETECT.read_bytes())
+    env_token, files = _sentinels(h)
+    try:
+        quoted = " ".join([*(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
+        result = backend.run_with_stdin(f"PAIRPROOF_SENTINEL={env_token} /usr/bin/python3 -I -S - {quoted}",
+                                        stdin=DETECT.read_bytes())
+    finally:
+        _remove(h, list(files))
     if result.rc != 0:
         raise ProofError(f"the detector failed in {backend.ref.key} (rc {result.rc}): {result.stderr[-500:]}")
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-    if not lines or "scanned_files" not in lines[-1]:
-        raise ProofError(f"the detector in {backend.ref.key} did not finish its report")
+    if not lines or lines[-1].get("end") != detect_module.END_MARK:
+        raise ProofError(f"the detector in {backend.ref.key} did not finish its report (no completeness record)")
     summary = lines[-1]
-    return ScanResult(hits=lines[:-1], scanned_files=summary["scanned_files"], errors=summary["errors"])
+    found = ScanResult(hits=lines[:-1], scanned_files=summary["scanned_files"], bytes=summary["bytes"],
+                       truncated=summary["truncated"], problems=summary["problems"], errors=summary["errors"])
+    where = {(h_["token"], h_["where"]) for h_ in found.hits}
+    missing = {f"{token} (file {path})" for path, token in files.items() if (token, path) not in where}
+    if not any(t == env_token and w.startswith("/proc/") for t, w in where):
+        missing.add(f"{env_token} (its own environment, in /proc)")
+    missing |= own - found.tokens
+    backend.log.note("scan", instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
+                     skip=list(skip), files=found.scanned_files, bytes=found.bytes, truncated=found.truncated,
+                     could_not_read=found.errors, problems=found.problems[:20], own_canaries=len(own),
+                     sentinels=len(files) + 1, missing_own=sorted(missing))
+    _attach_json(backend.log.evidence[-1], f"scan in {backend.ref.principal.name} ({backend.ref.key})")
+    judge_completeness(f"the scan in {backend.ref.key}", files=found.scanned_files, bytes_read=found.bytes,
+                       truncated=found.truncated, problems=found.problems, missing_own=missing)
+    return found
+
+
+DUMP = Path(__file__).resolve().parent / "cases" / "dump.py"
+DUMP_END = "pairproof-dump-end"
+
+
+def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[str] = ()) -> bytes:
+    """Carry every file the sandbox can see under ``roots`` (and /proc environ and cmdline) out to the host,
+    for a search for known secrets there; judged complete like ``scan`` (same sentinels, same rules)."""
+    backend: SandboxBackend = h.backend  # type: ignore[assignment]
+    env_token, files = _sentinels(h)
+    try:
+        quoted = " ".join([*(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
+        out = backend.run_with_stdin(f"PAIRPROOF_SENTINEL={env_token} /usr/bin/python3 -I -S - {quoted}",
+                                     stdin=DUMP.read_bytes())
+    finally:
+        _remove(h, list(files))
+    if out.rc != 0:
+        raise ProofError(f"the dump failed in {backend.ref.key} (rc {out.rc}): {out.stderr[-500:]}")
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    if not lines or lines[-1].get("end") != DUMP_END:
+        raise ProofError(f"the dump in {backend.ref.key} did not finish (no completeness record): it was cut off")
+    summary = lines[-1]
+    by_path: dict[str, list[bytes]] = {}
+    for line in lines[:-1]:
+        by_path.setdefault(line["path"], []).append(base64.b64decode(line["b64"]))
+    data = {path: b"".join(chunks) for path, chunks in by_path.items()}
+    missing = {f"{token} (file {path})" for path, token in files.items() if token.encode() not in data.get(path, b"")}
+    if not any(path.startswith("/proc/") and env_token.encode() in blob for path, blob in data.items()):
+        missing.add(f"{env_token} (its own environment, in /proc)")
+    joined = b"\n".join(data.values())
+    missing |= {t for t in own if t not in {h_.token for h_ in detect_module.find(joined)}}
+    backend.log.note("dump", instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
+                     skip=list(skip), files=summary["files"], bytes=summary["bytes"], truncated=summary["truncated"],
+                     could_not_read=len(summary["problems"]), problems=summary["problems"][:20],
+                     own_canaries=len(own), sentinels=len(files) + 1, missing_own=sorted(missing))
+    _attach_json(backend.log.evidence[-1], f"dump of {backend.ref.principal.name} ({backend.ref.key})")
+    judge_completeness(f"the dump of {backend.ref.key}", files=summary["files"], bytes_read=summary["bytes"],
+                       truncated=summary["truncated"], problems=summary["problems"], missing_own=missing)
+    return joined
+
+
+def _attach_json(record: dict[str, Any], name: str) -> None:
+    try:
+        import allure
+    except ImportError:
+        return
+    allure.attach(json.dumps(record, indent=1), name=name, attachment_type=allure.attachment_type.JSON)

@@ -7,7 +7,26 @@ from pathlib import Path
 import pytest
 
 from . import catalogue, pairing
-from .plugin import BROKEN_KEY, CASE_KEY, PROOF_KEY
+from .plugin import BROKEN_KEY, CASE_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY, PROOF_KEY
+
+# Frames of these packages are machinery, not the place an assertion was made.
+_MACHINERY = ("/_pytest/", "/pluggy/", "/hypothesis/", "/allure_pytest/", "/allure_commons/")
+CASES_DIR = str(Path(__file__).resolve().parent / "cases")
+
+
+def _asserted_where(excinfo: pytest.ExceptionInfo, item: pytest.Item) -> str | None:
+    """Where an assertion was raised, if that is outside the case code (the test's own module or the
+    suite's case helpers under ``acceptance/cases``): a harness helper's assertion (a wait that timed
+    out, a fixture's sanity check) is the harness failing, not the property (DESIGN §5 rule 6)."""
+    own = str(getattr(item, "path", "") or "")
+    for entry in reversed(excinfo.traceback):
+        path = str(entry.path)
+        if any(m in path for m in _MACHINERY):
+            continue
+        if path == own or path.startswith(CASES_DIR + "/"):
+            return None
+        return f"{path}:{entry.lineno + 1}"
+    return None
 
 
 def _declared(item: pytest.Item) -> pairing.Declared | None:
@@ -32,6 +51,8 @@ class PairproofSession:
         self.usage_error = False
         self.usage_problems: list[str] = []
         self._full: list[pytest.Item] = []
+        # case -> node ids of every refusal the suite has for it, selected or not (rule 4)
+        self.expected_refusals: dict[str, set[str]] = {}
 
     # -- xdist: every worker gets the controller's run id ----------------------------------------------
 
@@ -55,6 +76,14 @@ class PairproofSession:
         if not self.active:
             return
         problems = pairing.validate(declared.values(), catalogue.load())
+        problems += [f"{i.nodeid} has no @pytest.mark.case(ID, ROLE): every test of the suite must name the "
+                     "catalogue case and role it serves, or nobody judges it (mark it, or move it out of the suite)"
+                     for i in self._full if i.nodeid not in declared]
+        for d in declared.values():
+            if d.role == "refusal":
+                self.expected_refusals.setdefault(d.case, set()).add(d.nodeid)
+        if self.is_worker:
+            config.workeroutput["pairproof_expected"] = {c: sorted(n) for c, n in self.expected_refusals.items()}
         if problems:
             self.usage_error = True
             if self.is_worker:
@@ -84,10 +113,13 @@ class PairproofSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
-        problems = getattr(node, "workeroutput", {}).get("pairproof_usage")
+        output = getattr(node, "workeroutput", {})
+        problems = output.get("pairproof_usage")
         if problems:
             self.usage_error = True
             self.usage_problems = problems
+        for case, nodeids in output.get("pairproof_expected", {}).items():
+            self.expected_refusals.setdefault(case, set()).update(nodeids)
 
     # -- outcomes (arrive here from every worker) ---------------------------------------------------
 
@@ -97,14 +129,19 @@ class PairproofSession:
         # verdict too). Any other exception (a probe without proof, a target that failed, a timeout) means
         # the test could not judge: broken, never "failed" (a leak).
         findings = (AssertionError, pytest.fail.Exception, pytest.skip.Exception)
-        if call.when == "call" and call.excinfo is not None and not call.excinfo.errisinstance(findings):
-            item.user_properties.append((BROKEN_KEY, f"{call.excinfo.typename}: {call.excinfo.value}"[:500]))
+        if call.when == "call" and call.excinfo is not None:
+            if not call.excinfo.errisinstance(findings):
+                item.user_properties.append((BROKEN_KEY, f"{call.excinfo.typename}: {call.excinfo.value}"[:500]))
+            elif not call.excinfo.errisinstance(pytest.skip.Exception) and (where := _asserted_where(call.excinfo, item)):
+                item.user_properties.append((BROKEN_KEY, f"harness assertion at {where} (not a finding): "
+                                                         f"{call.excinfo.typename}: {call.excinfo.value}"[:500]))
         return (yield)
 
     # -- ----------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = dict((k, v) for k, v in report.user_properties if k in (CASE_KEY, PROOF_KEY, BROKEN_KEY))
+        props = dict((k, v) for k, v in report.user_properties
+                     if k in (CASE_KEY, PROOF_KEY, BROKEN_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY))
         if CASE_KEY not in props:
             return
         self.active = True  # under xdist the controller learns it from the workers' reports
@@ -113,6 +150,10 @@ class PairproofSession:
             pairing.Declared(report.nodeid, d["case"], d["role"], d.get("pair", ""))))
         if PROOF_KEY in props:
             o.proofs = max(o.proofs, len(props[PROOF_KEY]))
+        if EVIDENCE_KEY in props:
+            o.evidence = props[EVIDENCE_KEY]
+        if PLATFORM_RUN_KEY in props:
+            o.platform_run = props[PLATFORM_RUN_KEY]
         if report.skipped and o.outcome == "passed":
             o.outcome = "skipped"
             o.message = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else "skipped"
@@ -136,7 +177,7 @@ class PairproofSession:
             return
         if exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) and not self.outcomes:
             return  # nothing was judged: a verdict would only restate the error
-        self.verdict = pairing.judge(self.outcomes.values(), catalogue.load())
+        self.verdict = pairing.judge(self.outcomes.values(), catalogue.load(), self.expected_refusals)
         self.verdict["run"] = self.run
         self.verdict["target"] = self.config.getoption("pairproof_target") or "reference"
         self.verdict["pytest_exit"] = int(exitstatus)

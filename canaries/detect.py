@@ -302,6 +302,8 @@ class _TreeScan:
         self.hits: list[Hit] = []
         self.problems: list[str] = []
         self.files = 0
+        self.bytes = 0
+        self.truncated = 0
         self._proc_done = False
         # Bind mounts can show one directory at two paths, or inside itself.
         self._dirs_seen: set[tuple[int, int]] = set()
@@ -422,13 +424,20 @@ class _TreeScan:
             return
         try:
             with os.fdopen(fd, "rb", buffering=0) as stream:
-                hits, truncated = _scan_reader(stream.read, path, _CHUNK_SIZE, self.max_file_bytes)
+
+                def counted(size: int, _read: Callable[[int], bytes] = stream.read) -> bytes:
+                    chunk = _read(size)
+                    self.bytes += len(chunk or b"")
+                    return chunk
+
+                hits, truncated = _scan_reader(counted, path, _CHUNK_SIZE, self.max_file_bytes)
         except OSError as error:
             self.note(path, _reason(error))
             return
         self.files += 1
         self.hits.extend(hits)
         if truncated:
+            self.truncated += 1
             self.note(
                 path,
                 f"only the first {self.max_file_bytes} bytes were scanned (the file is larger than max_file_bytes)",
@@ -505,7 +514,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="detect.py",
         description="Report every canary-shaped token under the given roots, one JSON object "
-        'per line, then {"scanned_files": N, "errors": M}. Unreadable paths go to stderr.',
+        'per line, then a summary {"scanned_files", "errors", "bytes", "truncated", "problems", "end"}. '
+        "Unreadable paths go to stderr too.",
     )
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="a file or directory to scan")
     parser.add_argument(
@@ -531,9 +541,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.write(json.dumps({**record, "where": hit.where}) + "\n")
     for problem in scan.problems:
         sys.stderr.write(problem + "\n")
-    out.write(json.dumps({"scanned_files": scan.files, "errors": len(scan.problems)}) + "\n")
+    out.write(json.dumps(summary(scan)) + "\n")
     out.flush()
     return 0
+
+
+# The summary line's last key: a reader that does not find it knows the report was cut off.
+END_MARK = "pairproof-scan-end"
+# How many problems the summary carries verbatim; the count is always exact.
+SUMMARY_PROBLEMS = 200
+
+
+def summary(scan: _TreeScan) -> dict:
+    """What the scan read and what it could not: the completeness record a refusal is judged on."""
+    return {"scanned_files": scan.files, "errors": len(scan.problems), "bytes": scan.bytes,
+            "truncated": scan.truncated, "problems": scan.problems[:SUMMARY_PROBLEMS], "end": END_MARK}
 
 
 if __name__ == "__main__":

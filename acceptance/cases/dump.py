@@ -1,33 +1,64 @@
 """Probe: carry the sandbox's whole visible filesystem out, for the host to search for known secrets.
 
 Fed to the sandbox's python on stdin; argv: roots to walk, then ``--skip PATH`` entries. Writes one JSON
-line per file ``{"path", "b64"}``: regular files only, symlinks not followed, at most 8 MiB each; for
-/proc only each process's environ and cmdline. It is told no secret, so it carries none in.
+line per chunk of a file ``{"path", "b64"}`` (regular files only, symlinks not followed, whole files in
+chunks up to LIMIT bytes each); for /proc only each process's environ and cmdline. The last line is the
+completeness record ``{"files", "bytes", "truncated", "problems", "end"}``: what it read and every path it
+could not read, with the reason. A report without that line was cut off, and the host treats it so. It is
+told no secret, so it carries none in.
 """
 
 import base64
+import errno
 import json
 import os
 import stat
 import sys
 
-LIMIT = 8 << 20
+CHUNK = 1 << 20
+LIMIT = 256 << 20  # a file larger than this is carried in part and counted as truncated
+END_MARK = "pairproof-dump-end"
+state = {"files": 0, "bytes": 0, "truncated": 0, "problems": []}
+
+
+def note(path, error):
+    code = errno.errorcode.get(getattr(error, "errno", 0) or 0, type(error).__name__)
+    state["problems"].append(f"{path}: {getattr(error, 'strerror', None) or error} [{code}]")
 
 
 def emit(path):
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):  # never followed; its target text is carried instead
+            target = os.readlink(path).encode("utf-8", "surrogateescape")
+            sys.stdout.write(json.dumps({"path": path + " (link target)", "b64": base64.b64encode(target).decode()}) + "\n")
+            return
+        if not stat.S_ISREG(info.st_mode) and not path.startswith("/proc/"):
+            return  # fifos, sockets and devices are never opened
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY)
+    except OSError as error:
+        note(path, error)
         return
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return
-        data = os.read(fd, LIMIT)
-    except OSError:
-        return
+        total = 0
+        while True:
+            data = os.read(fd, CHUNK)
+            if not data:
+                break
+            total += len(data)
+            sys.stdout.write(json.dumps({"path": path, "b64": base64.b64encode(data).decode()}) + "\n")
+            if total >= LIMIT:
+                if os.read(fd, 1):
+                    state["truncated"] += 1
+                break
+        state["files"] += 1
+        state["bytes"] += total
+    except OSError as error:
+        note(path, error)
     finally:
         os.close(fd)
-    sys.stdout.write(json.dumps({"path": path, "b64": base64.b64encode(data).decode()}) + "\n")
 
 
 def main(argv):
@@ -43,10 +74,13 @@ def main(argv):
             emit(f"/proc/{pid}/{leaf}")
     skip += ["/proc", "/sys", "/dev"]
     for root in roots:
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in skip]
+        for dirpath, dirnames, filenames in os.walk(root, onerror=lambda error: note(error.filename, error)):
+            dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in skip
+                           and not os.path.islink(os.path.join(dirpath, d))]
             for name in filenames:
                 emit(os.path.join(dirpath, name))
+    sys.stdout.write(json.dumps({**state, "end": END_MARK}) + "\n")
+    sys.stdout.flush()
 
 
 main(sys.argv[1:])

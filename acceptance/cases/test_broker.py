@@ -1,4 +1,4 @@
-"""NT-3, NT-4, TL-1..TL-5: the broker is each instance's only way out, and it forwards only what it must."""
+"""NT-4, TL-1..TL-5: the broker is each instance's only way out, and it forwards only what it must."""
 
 from __future__ import annotations
 
@@ -26,23 +26,6 @@ def reason(answer: dict) -> str:
 
 def tool_result(answer: dict) -> dict:
     return answer["body"]["result"]["structuredContent"]
-
-
-# -- NT-3: each sandbox reaches its own broker, and only it -------------------------------------------
-
-@pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("NT-3", "refusal", pair=f"{n}->A"), id=n)
-                                      for n in ("B", "C")])
-def test_nt3_intruder_reaches_only_its_own_broker(intruder, instances, broker_call, sandbox_host):
-    """The broker address inside the intruder's sandbox is the intruder's own broker, the sandbox has no
-    interface but loopback, and no listening socket there belongs to A."""
-    answer = broker_call(instances[intruder], "GET", "/whoami")
-    assert answer["body"] == {"instance": instances[intruder].key}
-    assert sandbox_host(instances[intruder]).interface.names() == ["lo"]
-
-
-@pytest.mark.case("NT-3", "P", pair="A->A")
-def test_nt3_owner_reaches_its_broker(instances, broker_call):
-    assert broker_call(instances["A"], "GET", "/whoami")["body"] == {"instance": instances["A"].key}
 
 
 # -- NT-4: not an open relay --------------------------------------------------------------------------

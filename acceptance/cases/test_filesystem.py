@@ -1,4 +1,20 @@
-"""FS-1, FS-2, FS-3: private files and platform secrets stay where they belong."""
+"""FS-1, FS-2, FS-3: private files and platform secrets stay where they belong.
+
+Other realistic ways these properties break, and what sees them:
+- A's volume reachable in B by another path (a shared parent bind, an org-wide folder, a symlink farm,
+  a second mount of the same device, /proc/<pid>/root of a process B can see): the whole-visible-fs
+  scan reads everything B can see (names and link targets too), the mount check compares device and
+  inode of every mount, and the path probe tries A's host path and /proc/*/root.
+- A's canary copied rather than mounted (a shared cache, a log, a tmp file, an environment variable of a
+  process B can see): the scan reads files and /proc environ and cmdline in any encoding.
+- A scan that silently saw less (unreadable folders, files cut short, a probe killed mid-report): the
+  scan and the dump must prove completeness and find the prober's own canaries and sentinels in the
+  same call, or the test is broken (acceptance/probe.py).
+- Shared tmp or home by a common bind, a shared tmpfs, or the same host folder: FS-2 writes in one
+  sandbox and looks in the other, and compares the folders' identities.
+- Secrets reaching the sandbox by environment, a file, a command line, or base64/hex inside a config:
+  FS-3's scan and dump, searched for every platform secret and every instance's capabilities.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +24,7 @@ import pytest
 
 from canaries.known import find_known
 
+from ..errors import TargetError
 from .detectors import mount_identities, tokens_in, volume_identity
 
 pytestmark = pytest.mark.usefixtures("planted")
@@ -109,6 +126,18 @@ def test_fs2_broken_shared_tmp_is_detected(principals, target, sandbox_host):
 
 # -- FS-3 ------------------------------------------------------------------------------------------
 
+def _capabilities(target, refs) -> set[str]:
+    """Every capability the platform holds for these instances (their brokers' grant and model token).
+    None at all means the driver handed nothing over, and "no capability found" would be vacuous."""
+    found = {}
+    for ref in refs:
+        held = {c for c in target.capabilities(ref).values() if c}
+        if not held:
+            raise TargetError(f"the target handed out no capability for {ref.key}: FS-3 cannot look for them")
+        found[ref.key] = held
+    return set().union(*found.values())
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.case("FS-3", "refusal", pair=f"{n}->platform"), id=n)
                                   for n in ("A", "B", "C")])
 def test_fs3_platform_secrets_absent(name, instances, planted, target, sandbox_host, scan_visible, visible_bytes):
@@ -119,7 +148,7 @@ def test_fs3_platform_secrets_absent(name, instances, planted, target, sandbox_h
     secrets_ = set(planted.platform.values())
     assert scan_visible(host) & secrets_ == set()
     assert tokens_in(host.run("env; cat /proc/1/environ").stdout_bytes) & secrets_ == set()
-    capabilities = {c for ref in instances.values() for c in target.capabilities(ref).values()}
+    capabilities = _capabilities(target, instances.values())
     assert find_known(visible_bytes(instances[name]), secrets_ | capabilities) == set()
 
 
@@ -136,6 +165,7 @@ def test_fs3_broken_secret_in_env_is_detected(instances, principals, planted, ta
     """A sandbox launched with the secrets (and A's capabilities) in its environment: the same two scans
     find every one."""
     capabilities = dict(target.capabilities(instances["A"]))
+    _capabilities(target, [instances["A"]])  # none handed out: the X would compare two empty sets
     with target.broken("secret-in-env", principal=principals["B"],
                        extra={f"LEAKED_{k.upper()}": v for k, v in capabilities.items()}) as leaky:
         assert set(planted.platform.values()) <= scan_visible(sandbox_host(leaky))

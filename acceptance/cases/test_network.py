@@ -1,13 +1,17 @@
-"""NT-1, NT-2, NT-5 and NT-3 at the packet level: nothing leaves a sandbox but what goes to its broker.
+"""NT-1, NT-2, NT-3, NT-5: nothing leaves a sandbox but what goes to its broker.
 
 Every address probed here exists only inside the run's lab (``acceptance/lab``): the sink answers for the
-world there and records what reaches it. A sandbox as the platform builds it has no interface but
-loopback, so its attempts die in the kernel (ENETUNREACH) and the sink records nothing; the broken
-controls link a sandbox to the lab on purpose and show the same probe being recorded, canary and all.
+world there, over IPv4 and IPv6, and records what reaches it. A sandbox as the platform builds it has no
+interface but loopback, so the kernel refuses its attempts (ENETUNREACH, no resolver answering): the
+refusals require exactly that answer, not merely "some error", because a sandbox that reaches a resolver
+or a host outside the lab gets a different one even when the lab's sink cannot see it. The broken
+controls give a sandbox a way out on purpose (a route into the lab; a resolver inside its namespace with
+no route at all) and show the same probe recorded at the sink, canary and all.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -15,64 +19,124 @@ import pytest
 
 from canaries import detect
 
-from ..fixtures import _attach_file
+from ..errors import ProofError, TargetError
 from ..lab.bpf import EGRESS
-from ..lab.capture import capture
+from ..lab.capture import Capture, egress_counters
+from . import netprobes
+from .netprobes import A_RESOLVER_ANSWERED, NO_RESOLVER_ANSWERED, NO_ROUTE, REFUSED
 
 pytestmark = pytest.mark.usefixtures("planted")
-TCP_TARGETS = ("internet", "metadata", "product", "proxy", "provider")
+DNS_TARGETS = ("dns", "dns6")
+CATALOG_HOST = "models.catalog.example"  # what the reference agent's catalog refresh looks up
+AGENT_START_DEADLINE = 15.0
+TCP_TARGETS = tuple(f"{name}{v}" for name in ("internet", "metadata", "product", "proxy", "provider") for v in ("", "6"))
 
 
-def _records_carrying(lab, since: float, label: str) -> list[dict]:
-    hits = []
-    for record in lab.records(since):
-        data = (record.get("name", "") + bytes.fromhex(record.get("payload", "")).decode("latin-1"))
-        if label in data:
-            hits.append(record)
-    return hits
+@pytest.fixture
+def egress(target, sandbox_host):
+    """``egress(ref, label)``: the egress probe (``egress_probe.py``) run inside ``ref``; its report."""
+    return lambda ref, label: netprobes.egress(sandbox_host(ref), target, ref, label)
+
+
+@pytest.fixture
+def sweep(sandbox_host):
+    """``sweep(ref, urls)``: ``GET /whoami`` on every socket ``ref`` can see and on ``urls``."""
+    return lambda ref, urls: netprobes.sweep(sandbox_host(ref), urls)
 
 
 def _everyone(case: str):
     return [pytest.param(n, marks=pytest.mark.case(case, "refusal", pair=f"{n}->outside"), id=n) for n in ("A", "B", "C")]
 
 
+def _looked(report: dict, lab, label: str, since: float) -> list[dict]:
+    """Attach what the probe and the sink saw; the sink's records carrying ``label`` since ``since``."""
+    carried = lab.records_carrying(label, since)
+    netprobes.attach("egress probe report (routes, attempts, resolvers, sockets knocked)", report)
+    netprobes.attach(f"lab sink: {len(lab.records(since))} records since the probe, {len(carried)} carry the canary",
+                     carried)
+    return carried
+
+
 # -- NT-1 / NT-2 -----------------------------------------------------------------------------------------
 
-def _probe_open_egress(target, principal, lab, egress_probe, label: str) -> tuple[float, dict]:
+def _probe_open_egress(target, principal, lab, egress, label: str) -> tuple[float, dict]:
     """The egress probe run in a sandbox given open egress into the lab; (when it began, its report)."""
     since = time.time()
     with target.broken("open-egress", principal=principal, lab=lab) as leaky:
-        return since, egress_probe(leaky, label)
+        return since, egress(leaky, label)
 
 
 @pytest.mark.parametrize("name", _everyone("NT-1"))
-def test_nt1_no_dns_reaches_any_resolver(name, instances, planted, lab, egress_probe):
+def test_nt1_no_dns_reaches_any_resolver(name, instances, planted, lab, egress):
+    """No DNS query from the sandbox reaches any resolver, by any path: a route of either family to a
+    resolver (the lab's, IPv4 and IPv6); the nameservers its resolv.conf names, or glibc's 127.0.0.1 without
+    one; the system resolver (getaddrinfo, through whatever nsswitch and /etc say); a resolver listening
+    inside its namespace (a stub bound there by a platform process, as the broker is); any other socket it
+    can see (TCP/UDP of either family, unix sockets by path or abstract, socket files mounted in). Each
+    must fail as the kernel fails a loopback-only sandbox (no route; refused on loopback; no resolver
+    answered), no socket may give a DNS answer, and the sink records nothing carrying the canary. A route
+    beyond the lab is itself a finding (the probe then sends nothing, and reports the kernel's route)."""
     since = time.time()
     label = planted.tokens[name]["memory"]
-    report = egress_probe(instances[name], label)
-    assert report["unsafe_routes"] == [], "the sandbox has a route beyond loopback"
-    assert report["attempts"]["dns"].startswith("OSError")
-    assert report["attempts"]["getaddrinfo"].startswith(("gaierror", "OSError"))
-    assert lab.records(since) == []
+    report = egress(instances[name], label)
+    carried = _looked(report, lab, label, since)
+    assert {t: report["attempts"][t] for t in DNS_TARGETS} == {t: NO_ROUTE for t in DNS_TARGETS}
+    assert report["unsafe_routes"] == [], f"the sandbox has routes beyond loopback: {report['routes']}"
+    assert {s: r for s, r in report["nameservers"].items() if r not in (NO_ROUTE, REFUSED)} == {}
+    assert report["getaddrinfo"] == NO_RESOLVER_ANSWERED
+    assert {w: r for w, r in report["knocks"].items() if r == "answered"} == {}
+    if "skipped: the broker" not in report["knocks"].values():
+        raise ProofError(f"the socket sweep did not see the sandbox's own broker: it looked at {sorted(report['knocks'])}")
+    assert carried == []
 
 
 @pytest.mark.case("NT-1", "X", pair="B->outside")
-def test_nt1_broken_open_egress_dns_is_recorded(principals, planted, lab, target, egress_probe):
+def test_nt1_broken_open_egress_dns_is_recorded(principals, planted, lab, target, egress):
+    """With routes of both families into the lab, the same probe's queries reach the lab's resolver: it
+    answers (NXDOMAIN, so getaddrinfo says "no such name", not "no resolver"), and the sink and its pcap
+    hold the canary from the IPv4 query, the IPv6 query and the system resolver's."""
     label = planted.tokens["B"]["memory"]
-    since, report = _probe_open_egress(target, principals["B"], lab, egress_probe, label)
-    assert report["attempts"]["dns"] == "answered"
-    names = [r["name"] for r in lab.records(since) if r["kind"] == "dns"]
-    assert any(label in n for n in names), names
+    since, report = _probe_open_egress(target, principals["B"], lab, egress, label)
+    carried = _looked(report, lab, label, since)
+    assert {t: report["attempts"][t] for t in DNS_TARGETS} == {t: "answered" for t in DNS_TARGETS}
+    assert report["getaddrinfo"] == A_RESOLVER_ANSWERED
+    names = {r["name"] for r in carried if r["kind"] == "dns"}
+    assert {f"{label}.{how}.lab.example" for how in ("dns", "dns6", "sys")} <= names, names
     assert label in {h.token for h in detect.find(Path(lab.pcap_path).read_bytes())}
 
 
-@pytest.mark.parametrize("name", _everyone("NT-2"))
-def test_nt2_no_syn_to_the_world_or_the_platform(name, instances, planted, lab, egress_probe):
+@pytest.mark.case("NT-1", "X", pair="B->outside")
+def test_nt1_broken_resolver_without_a_route_is_recorded(planted, lab, target, egress, dedicated):
+    """A resolver reached by no route at all: a DNS stub listening inside the sandbox's own namespace
+    (bound there from outside, as the broker's listener is) that forwards to the lab. The sandbox still has
+    no route (its direct attempts fail with ENETUNREACH), yet the probe's system lookup and its socket sweep
+    reach the stub, and the sink records their queries carrying the canary."""
+    label = planted.tokens["B"]["memory"]
+    nora = dedicated("N", "nora")
     since = time.time()
-    report = egress_probe(instances[name], planted.tokens[name]["task"])
-    assert report["unsafe_routes"] == []
-    assert {t: report["attempts"][t].split(":")[0] for t in TCP_TARGETS} == {t: "OSError" for t in TCP_TARGETS}
-    assert [r for r in lab.records(since) if r["kind"] == "syn"] == []
+    with lab.stub_resolver(target.identity(nora).host_pid) as where:
+        report = egress(nora, label)
+    carried = _looked(report, lab, label, since)
+    netprobes.attach("stub resolver bound into the sandbox's namespace", where)
+    assert report["unsafe_routes"] == [] and report["attempts"]["dns"] == NO_ROUTE
+    assert report["getaddrinfo"] == A_RESOLVER_ANSWERED
+    assert "answered" in report["knocks"].values()
+    names = {r["name"] for r in carried if r["kind"] == "dns"}
+    assert {f"{label}.sys.lab.example", f"{label}.knock.lab.example"} <= names, names
+
+
+@pytest.mark.parametrize("name", _everyone("NT-2"))
+def test_nt2_no_syn_to_the_world_or_the_platform(name, instances, planted, lab, egress):
+    """No connection attempt leaves for the internet, the metadata service or the platform's own services,
+    over IPv4 or IPv6: each fails with ENETUNREACH in the sandbox's own kernel (a sandbox on any network,
+    even one the lab cannot see, gets another answer), and the sink records no SYN."""
+    since = time.time()
+    report = egress(instances[name], planted.tokens[name]["task"])
+    _looked(report, lab, planted.tokens[name]["task"], since)
+    syns = [r for r in lab.records(since) if r["kind"] == "syn"]
+    assert {t: report["attempts"][t] for t in TCP_TARGETS} == {t: NO_ROUTE for t in TCP_TARGETS}
+    assert report["unsafe_routes"] == [], f"the sandbox has routes beyond loopback: {report['routes']}"
+    assert syns == []
 
 
 @pytest.mark.case("NT-2", "P", pair="A->broker")
@@ -81,69 +145,148 @@ def test_nt2_own_broker_reachable(instances, broker_call):
 
 
 @pytest.mark.case("NT-2", "X", pair="B->outside")
-def test_nt2_broken_open_path_syns_are_recorded(principals, planted, lab, target, egress_probe):
-    from ..lab import ADDRESSES
+def test_nt2_broken_open_path_syns_are_recorded(principals, planted, lab, target, egress):
+    from ..lab import ADDRESSES, ADDRESSES6
 
     label = planted.tokens["B"]["task"]
-    since, report = _probe_open_egress(target, principals["B"], lab, egress_probe, label)
-    assert all(report["attempts"][t] == "connected" for t in TCP_TARGETS), report
+    since, report = _probe_open_egress(target, principals["B"], lab, egress, label)
+    _looked(report, lab, label, since)
+    assert {t: report["attempts"][t] for t in TCP_TARGETS} == {t: "connected" for t in TCP_TARGETS}
     syn_to = {r["dst"] for r in lab.records(since) if r["kind"] == "syn"}
-    assert {ADDRESSES[t] for t in TCP_TARGETS} <= syn_to
+    names = {t.rstrip("6") for t in TCP_TARGETS}
+    assert {ADDRESSES[t] for t in names} | {ADDRESSES6[t] for t in names} <= syn_to, syn_to
+
+
+# -- NT-3: each sandbox reaches its own broker, and only it -------------------------------------------
+
+def _answering_as(knocks: dict, ref) -> list[str]:
+    """The sockets whose answer names ``ref``'s instance."""
+    return [where for where, answer in knocks.items() if isinstance(answer, dict) and ref.key in json.dumps(answer)]
+
+
+@pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("NT-3", "refusal", pair=f"{n}->A"), id=n)
+                                      for n in ("B", "C")])
+def test_nt3_intruder_reaches_only_its_own_broker(intruder, instances, target, sweep):
+    """From the intruder's sandbox, every socket it can see is knocked on with ``GET /whoami``: TCP and
+    TCP6 listeners of its namespace (whichever port, address or owner), unix sockets of its namespace by
+    path and abstract name, socket files anywhere in its visible filesystem (a shared runtime folder mounted
+    in), and A's broker address as the driver gives it. None answers as A's broker. Ways this breaks that
+    the sweep sees: a shared network namespace (every broker on a port of its own), a broker listening on a
+    wildcard address, a broker socket in a folder shared between sandboxes, an abstract socket in a shared
+    namespace, A's address reaching A from anywhere. The intruder's own broker must be among the answers,
+    or the sweep could not tell a broker when it sees one."""
+    knocks = sweep(instances[intruder], [target.broker_endpoint(instances["A"])])
+    netprobes.attach(f"{intruder}'s knocks ({len(knocks)} sockets) and their answers", knocks)
+    assert _answering_as(knocks, instances["A"]) == []
+    if not _answering_as(knocks, instances[intruder]):
+        raise ProofError(f"the sweep from {intruder} never reached {intruder}'s own broker: it looked at {sorted(knocks)}")
+
+
+@pytest.mark.case("NT-3", "P", pair="A->A")
+def test_nt3_owner_reaches_its_broker(instances, target, sweep):
+    """The very same sweep, from A, finds A's broker among what A's sandbox sees."""
+    knocks = sweep(instances["A"], [target.broker_endpoint(instances["A"])])
+    netprobes.attach(f"A's knocks ({len(knocks)} sockets) and their answers", knocks)
+    assert _answering_as(knocks, instances["A"]) != []
 
 
 # -- NT-3 at the packet level -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("NT-3", "refusal", pair=f"{n}->A"), id=n)
                                       for n in ("B", "C")])
-def test_nt3_nothing_of_the_intruder_arrives_in_a_namespace(intruder, instances, target, broker_call, tmp_path):
-    """While the intruder calls 'the broker' a capture inside A's network namespace sees no packet at all;
-    the same capture, while A calls its own broker, does see A's packets (so the silence means something)."""
-    import threading
-
+def test_nt3_nothing_of_the_intruder_arrives_in_a_namespace(intruder, instances, target, sweep, broker_call, tmp_path):
+    """While the intruder knocks on every socket it can see and on A's broker address, a capture inside A's
+    network namespace, live from before the first knock until after the last (its own start and stop
+    markers arrive), sees no packet of any kind; the same capture around A's own call to its broker does
+    see A's packets, so the silence means something."""
     a_pid = target.identity(instances["A"]).host_pid
-
-    def captured_during(action, name: str) -> list[dict]:
-        seen: list[dict] = []
-        listening = threading.Event()
-        watcher = threading.Thread(target=lambda: seen.extend(
-            capture(a_pid, 2.0, "ip or ip6 or arp", tmp_path / f"{name}.pcap", ready=listening)))
-        watcher.start()
-        assert listening.wait(30), "the capture in A's namespace did not start"
-        action()
-        watcher.join()
-        _attach_file(tmp_path / f"{name}.pcap", f"A's namespace during {name}.pcap")
-        return seen
-
-    def intruder_calls() -> None:
-        for _ in range(3):
-            assert broker_call(instances[intruder], "GET", "/whoami")["body"] == {"instance": instances[intruder].key}
-
-    assert captured_during(intruder_calls, f"{intruder}'s calls") == []
-    assert captured_during(lambda: broker_call(instances["A"], "GET", "/whoami"), "A's own call") != []
+    with Capture(a_pid, "ip or ip6 or arp", tmp_path / "intruder.pcap") as during_intruder:
+        knocks = sweep(instances[intruder], [target.broker_endpoint(instances["A"])])
+    with Capture(a_pid, "ip or ip6 or arp", tmp_path / "owner.pcap") as during_owner:
+        broker_call(instances["A"], "GET", "/whoami")
+    netprobes.attach(f"{intruder}'s knocks ({len(knocks)} sockets)", knocks)
+    netprobes.attach(f"capture in A's namespace during {intruder}'s knocks", during_intruder.summary())
+    netprobes.attach("capture in A's namespace during A's own call", during_owner.summary())
+    netprobes.attach_pcap(tmp_path / "intruder.pcap", f"A's namespace during {intruder}'s knocks.pcap")
+    netprobes.attach_pcap(tmp_path / "owner.pcap", "A's namespace during A's own call.pcap")
+    if not during_owner.seen:
+        raise ProofError("the capture in A's namespace saw nothing of A's own call to its broker: it is blind")
+    assert during_intruder.seen == []
 
 
 # -- NT-5 -------------------------------------------------------------------------------------------------
 
+def _idle_observation(pids: dict[str, int], seconds: float, folder: Path) -> dict[str, tuple[Capture, dict, dict]]:
+    """For each namespace (by a pid in it): a capture of egress for ``seconds`` (live throughout, by its
+    markers), and its egress counters just before and just after. The refusal and its broken control both
+    use this: ``{name: (capture, counters before, counters after)}``."""
+    before = {name: egress_counters(pid) for name, pid in pids.items()}
+    captures = {name: Capture(pid, EGRESS, folder / f"{name}.pcap") for name, pid in pids.items()}
+    started = []
+    try:
+        for cap in captures.values():
+            started.append(cap.start())
+        time.sleep(seconds)  # the window itself: what is measured is what happens in it
+    finally:
+        for cap in started:
+            cap.stop()
+    return {name: (captures[name], before[name], egress_counters(pid)) for name, pid in pids.items()}
+
+
+def _attach_observation(name: str, seconds: float, observed: tuple[Capture, dict, dict]) -> None:
+    cap, before, after = observed
+    netprobes.attach(f"{name}: capture for {seconds}s", cap.summary())
+    netprobes.attach(f"{name}: egress counters of its namespace, before and after the window",
+                     {"before": before, "after": after})
+    netprobes.attach_pcap(cap.pcap, f"{name} for {seconds}s.pcap")
+
+
+def _moved(before: dict, after: dict) -> dict:
+    return {k: after[k] - before[k] for k in after if after[k] != before[k]}
+
+
 @pytest.mark.case("NT-5", "refusal", pair="A->outside")
-def test_nt5_idle_window_has_no_egress(request, instances, target, lab, tmp_path, sandbox_host):
-    """An idle instance, observed from inside its own network namespace for the idle window, sends no DNS
-    query, no UDP datagram and no SYN (its broker is idle too: nothing of it is captured either)."""
+def test_nt5_idle_window_has_no_egress(request, instances, target, dedicated, sandbox_host, tmp_path):
+    """Idle instances send no DNS query, no UDP datagram and no SYN. Two are watched over the same idle
+    window: A, which holds the planted canaries (egress its data would trigger), and a fresh instance. In
+    each namespace a capture sees no egress during the window (periodic egress with a period up to the
+    window shows there) and the kernel's counters do not move; the fresh instance's counters, over its whole
+    life since its wake, count no datagram sent and no attempt to an address without a route (egress at
+    start, or with a period longer than the window, shows there; A's lifetime counts hold the suite's own
+    probes). TCP to its own broker is the one thing an instance does, and no SYN of it is seen while idle."""
     seconds = request.config.getoption("pairproof_idle_seconds")
-    since = time.time()
-    sandbox_host(instances["A"]).run("true")  # proof: the instance answers, and it is this one we watch
-    seen = capture(target.identity(instances["A"]).host_pid, seconds, EGRESS, tmp_path / "idle.pcap")
-    _attach_file(tmp_path / "idle.pcap", f"A idle for {seconds}s.pcap")
-    assert seen == []
-    assert lab.records(since) == []
+    fresh = dedicated("D", "dana")
+    for ref in (instances["A"], fresh):
+        sandbox_host(ref).run("true")  # proof: the instance answers, and it is this one we watch
+    observed = _idle_observation({"A": target.identity(instances["A"]).host_pid,
+                                  "fresh": target.identity(fresh).host_pid}, seconds, tmp_path)
+    for name, what in observed.items():
+        _attach_observation(name, seconds, what)
+    assert {name: cap.seen for name, (cap, _, _) in observed.items()} == {"A": [], "fresh": []}
+    assert {name: _moved(before, after) for name, (_, before, after) in observed.items()} == {"A": {}, "fresh": {}}
+    assert {k: v for k, v in observed["fresh"][2].items() if v} == {}
 
 
 @pytest.mark.case("NT-5", "X", pair="B->outside")
-def test_nt5_broken_catalog_refresh_is_seen(request, principals, target, lab):
+def test_nt5_broken_catalog_refresh_is_seen(request, principals, target, lab, tmp_path):
+    """An agent with its catalog refresh on, observed by the same code over the same window. Its period is
+    half the window, so the window holds a refresh whatever its phase (the window scales with
+    --idle-seconds, the period with it): the capture sees its lookups, the counters move, and the lab's
+    resolver records the catalog host's name inside the window."""
     seconds = request.config.getoption("pairproof_idle_seconds")
-    since = time.time()
-    with target.broken("open-egress", principal=principals["B"], lab=lab, catalog_refresh=0.5):
-        end = time.monotonic() + max(seconds, 15.0)  # until the first lookups arrive; a loaded machine is slow to start the agent
-        while time.monotonic() < end and "models.catalog.example" not in {r.get("name") for r in lab.records(since)}:
-            time.sleep(0.1)
-    names = {r["name"] for r in lab.records(since) if r["kind"] == "dns"}
-    assert "models.catalog.example" in names, names
+    started = time.time()
+    with target.broken("open-egress", principal=principals["B"], lab=lab, catalog_refresh=seconds / 2) as leaky:
+        # The window opens once the agent runs (its first lookup has arrived): a loaded machine is slow to
+        # start it, and a window that closed before the agent started would show nothing of a refresh.
+        end = time.monotonic() + AGENT_START_DEADLINE
+        while CATALOG_HOST not in {r.get("name") for r in lab.records(started)}:
+            if time.monotonic() > end:
+                raise TargetError(f"the refreshing agent made no lookup within {AGENT_START_DEADLINE}s of its start")
+            time.sleep(0.05)
+        observed = _idle_observation({"refreshing": target.identity(leaky).host_pid}, seconds, tmp_path)
+    _attach_observation("refreshing agent", seconds, observed["refreshing"])
+    cap, before, after = observed["refreshing"]
+    in_window = {r.get("name") for r in lab.records(cap.started_at) if r["at"] <= cap.stopped_at}
+    assert [s for s in cap.seen if s["kind"] == "udp" and s["dport"] == 53] != []
+    assert _moved(before, after).get("Udp.OutDatagrams", 0) + _moved(before, after).get("Udp6OutDatagrams", 0) > 0
+    assert CATALOG_HOST in in_window, in_window

@@ -8,6 +8,6 @@ datagram it sees, and writes a pcap. There is no uplink, so no route leads out o
 sandbox or a mutant does. The namespace is held by the sink process alone and vanishes with it.
 """
 
-from .lab import ADDRESSES, Lab
+from .lab import ADDRESSES, ADDRESSES6, Lab
 
-__all__ = ["ADDRESSES", "Lab"]
+__all__ = ["ADDRESSES", "ADDRESSES6", "Lab"]

@@ -6,15 +6,21 @@ from __future__ import annotations
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from pyroute2 import IPRoute, NetNS
+from pyroute2 import IPRoute
+
+from runtime.netns import socket_in
 
 from ..errors import SetupError
-from .sink import ADDRESSES
+from .sink import ADDRESSES, ADDRESSES6
 
 READY_DEADLINE = 20.0
 
@@ -54,8 +60,9 @@ class Lab:
         return f"/proc/{self.sink_pid}/ns/net"
 
     def connect(self, pid: int, *, default_route: bool = True) -> str:
-        """Link the network namespace of ``pid`` to the lab with a veth and (by default) a default route
-        through it. Only a broken control does this. Returns the address given to that side."""
+        """Link the network namespace of ``pid`` to the lab with a veth, IPv4 and IPv6 addresses on it and
+        (by default) default routes of both families through it. Only a broken control does this. Returns
+        the IPv4 address given to that side."""
         n = self._links = self._links + 1
         if n > 60:
             raise SetupError("the lab links at most 60 namespaces in one run")
@@ -66,16 +73,25 @@ class Lab:
             # Created directly inside the two namespaces: nothing of it ever exists in the host's.
             ip.link("add", ifname=peer_if, kind="veth", peer={"ifname": lab_if, "net_ns_fd": self.netns()},
                     net_ns_fd=target)
-        with NetNS(self.netns()) as ns:
-            idx = ns.link_lookup(ifname=lab_if)[0]
-            ns.addr("add", index=idx, address=lab_ip, prefixlen=30)
-            ns.link("set", index=idx, state="up")
-        with NetNS(target) as ns:
-            idx = ns.link_lookup(ifname=peer_if)[0]
-            ns.addr("add", index=idx, address=peer_ip, prefixlen=30)
-            ns.link("set", index=idx, state="up")
-            if default_route:
-                ns.route("add", dst="0.0.0.0/0", gateway=lab_ip)
+        # Addresses and routes are set with `nsenter ip` (util-linux, iproute2), not pyroute2's NetNS: NetNS
+        # forks a Python child to enter the namespace, and a fork of this multi-threaded process (brokers,
+        # servers) deadlocked on a lock another thread held, hanging the run. IPv6 goes without duplicate
+        # address detection, so the addresses are usable at once.
+        lab6, peer6 = f"fd00:65:{n:x}::1", f"fd00:65:{n:x}::2"
+        steps = [(self.netns(), ["addr", "add", f"{lab_ip}/30", "dev", lab_if]),
+                 (self.netns(), ["-6", "addr", "add", f"{lab6}/64", "dev", lab_if, "nodad"]),
+                 (self.netns(), ["link", "set", lab_if, "up"]),
+                 (target, ["addr", "add", f"{peer_ip}/30", "dev", peer_if]),
+                 (target, ["-6", "addr", "add", f"{peer6}/64", "dev", peer_if, "nodad"]),
+                 (target, ["link", "set", peer_if, "up"])]
+        if default_route:
+            steps += [(target, ["route", "add", "default", "via", lab_ip, "dev", peer_if]),
+                      (target, ["-6", "route", "add", "default", "via", lab6, "dev", peer_if])]
+        for where, command in steps:
+            done = subprocess.run(["nsenter", f"--net={where}", "ip", *command], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SetupError(f"the lab could not link namespace {where}: ip {' '.join(command)}: "
+                                 f"{done.stderr.strip()}")
         return peer_ip
 
     def records(self, since: float = 0.0) -> list[dict]:
@@ -83,6 +99,50 @@ class Lab:
             return []
         lines = self.records_path.read_text().splitlines()
         return [r for r in (json.loads(line) for line in lines if line.strip()) if r["at"] >= since]
+
+    def records_carrying(self, label: str, since: float = 0.0) -> list[dict]:
+        """The records since ``since`` whose query name or payload carries ``label``."""
+        hits = []
+        for record in self.records(since):
+            data = record.get("name", "") + bytes.fromhex(record.get("payload", "")).decode("latin-1")
+            if label in data:
+                hits.append(record)
+        return hits
+
+    @contextmanager
+    def stub_resolver(self, pid: int) -> Iterator[list[str]]:
+        """A DNS stub listening at 127.0.0.1:53 and [::1]:53 *inside* the network namespace of ``pid`` (the
+        way the broker listens there), forwarding every query to the lab's resolver: a resolver the sandbox
+        reaches with no route at all. Only a broken control does this. Yields the addresses it listens on."""
+        listeners = []
+        for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            sock = socket_in(pid, family, socket.SOCK_DGRAM)
+            sock.bind((address, 53))
+            listeners.append(sock)
+        upstream = socket_in(self.sink_pid, socket.AF_INET, socket.SOCK_DGRAM)
+        upstream.settimeout(2.0)
+        done = threading.Event()
+
+        def serve() -> None:
+            while not done.is_set():
+                ready, _, _ = select.select(listeners, [], [], 0.05)
+                for sock in ready:
+                    query, peer = sock.recvfrom(4096)
+                    upstream.sendto(query, (ADDRESSES["resolver"], 53))
+                    try:
+                        sock.sendto(upstream.recv(4096), peer)
+                    except OSError:
+                        pass
+
+        worker = threading.Thread(target=serve, name=f"stub-resolver-{pid}", daemon=True)
+        worker.start()
+        try:
+            yield ["127.0.0.1:53", "[::1]:53"]
+        finally:
+            done.set()
+            worker.join(5)
+            for sock in (*listeners, upstream):
+                sock.close()
 
     def close(self) -> None:
         if self._proc.poll() is None:
@@ -93,4 +153,4 @@ class Lab:
                 stream.close()
 
 
-__all__ = ["ADDRESSES", "Lab"]
+__all__ = ["ADDRESSES", "ADDRESSES6", "Lab"]

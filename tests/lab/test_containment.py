@@ -14,10 +14,11 @@ import threading
 import pytest
 
 from acceptance.lab.bpf import raw_socket
-from acceptance.lab.sink import ADDRESSES
+from acceptance.lab.sink import ADDRESSES, ADDRESSES6
 
 pytestmark = pytest.mark.slow
-LAB_TRAFFIC = " or ".join([f"host {a}" for a in ADDRESSES.values()] + ["net 100.64.0.0/10"])
+LAB_TRAFFIC = " or ".join([f"host {a}" for a in (*ADDRESSES.values(), *ADDRESSES6.values())]
+                         + ["net 100.64.0.0/10", "net fd00:65::/32"])
 
 
 def watch(stop: threading.Event, seen: list[tuple[str, bytes]], ready: threading.Event | None = None) -> None:

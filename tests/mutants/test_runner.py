@@ -122,7 +122,8 @@ def test_an_interrupted_runner_stops_every_run_it_started(tmp_path, signum):
     suite.mkdir()
     started = tmp_path / "started"
     (suite / "test_slow.py").write_text(
-        "import pathlib, time\n\n"
+        "import pathlib, time\n\nimport pytest\n\n"
+        "@pytest.mark.case('FS-1', 'P')\n"
         "def test_waits():\n"
         f"    pathlib.Path({str(started)!r}).write_text('x')\n"
         "    time.sleep(600)\n")

@@ -178,3 +178,78 @@ def test_a_refusal_that_did_not_raise_is_a_failed_case(run, mode):
     result, verdict = run(source, *mode)
     assert result.ret == 1
     assert _case(verdict, "RS-1")["status"] == "failed"
+
+
+# -- issue 12: hollow passes the plugin now refuses ---------------------------------------------------
+
+VARIANTS = """
+import pytest
+
+@pytest.mark.parametrize("who", [pytest.param(n, marks=pytest.mark.case("RS-1", "refusal", pair=n), id=n)
+                                 for n in ("bob", "carol")])
+def test_refusal(who, sandbox_host, instances):
+    assert sandbox_host(instances["A"]).run("true").rc == 0
+
+@pytest.mark.case("RS-1", "P", pair="A")
+def test_control(sandbox_host, instances):
+    assert sandbox_host(instances["A"]).run("echo ok").stdout.strip() == "ok"
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_deselected_refusal_variant_leaves_its_case_not_covered(run, mode):
+    """Finding 4: `-k "not carol"` used to leave RS-1 passed on the variant left. Every refusal the suite
+    has for a case must run; a case with one not run is *not covered* and the run fails."""
+    result, verdict = run(VARIANTS, "-k", "not carol", *mode)
+    case = _case(verdict, "RS-1")
+    assert (case["status"], result.ret) == ("not covered", 1)
+    assert case["expected_refusals"] == ["test_cases.py::test_refusal[bob]", "test_cases.py::test_refusal[carol]"]
+    assert "test_cases.py::test_refusal[carol]" in case["reason"]
+    assert verdict["status"] == "failed"
+    full, verdict = run(VARIANTS, *mode)
+    assert (_case(verdict, "RS-1")["status"], full.ret) == ("passed", 0)
+
+
+def test_a_refusal_and_its_control_judged_on_two_platform_runs_is_broken(run, pytester):
+    """Finding 5: under xdist a refusal and its control ran on two workers, i.e. two platforms, and were
+    merged by case. Now the verdict sees the two platform runs and calls the case broken."""
+    pytester.makepyfile(test_control_side="""
+import pytest
+
+@pytest.mark.case("RS-1", "P", pair="A")
+def test_control(sandbox_host, instances):
+    assert sandbox_host(instances["A"]).run("echo ok").stdout.strip() == "ok"
+""")
+    refusal_only = PROBING.split('@pytest.mark.case("RS-1", "P"')[0]
+    result, verdict = run(refusal_only, "-n", "2", "--dist", "loadfile")
+    case = _case(verdict, "RS-1")
+    assert (case["status"], result.ret) == ("broken", 1)
+    assert "different platform runs" in case["reason"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unmarked_test_in_the_suite_is_a_usage_error(run, mode):
+    """Finding 6: a test without a case mark was ignored by pairing and its failure accepted. In a
+    pairproof session it is now a usage error naming it."""
+    result, verdict = run(PROBING.format(control_output="ok") + "\n\ndef test_forgotten():\n    assert False\n", *mode)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "test_cases.py::test_forgotten has no @pytest.mark.case" in result.stdout.str() + result.stderr.str()
+    assert verdict is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_assertion_raised_by_a_harness_helper_is_broken_not_a_finding(run, pytester, mode):
+    """Finding 17: a helper's deadline raised AssertionError and counted as a finding (and as a mutant
+    kill). An assertion from outside the case code is the harness failing: broken."""
+    pytester.makepyfile(waiting="""
+def until(predicate, what):
+    assert predicate(), f"{what} did not happen within the deadline"
+""")
+    source = PROBING.format(control_output="ok").replace(
+        'assert sandbox_host(instances["A"]).run("true").rc == 0',
+        'import waiting\n    sandbox_host(instances["A"]).run("true")\n    waiting.until(lambda: False, "the effect")')
+    result, verdict = run(source, *mode)
+    refusal = _case(verdict, "RS-1")["refusals"][0]
+    assert (refusal["status"], result.ret) == ("broken", 1)
+    assert "harness assertion at" in refusal["reason"] and "waiting.py" in refusal["reason"]
+

@@ -65,14 +65,18 @@ def _footprint(root: Path, run: str) -> dict[str, list[str]]:
 EMPTY = {"processes": [], "cgroups": [], "state": [], "uid claims": [], "mounts": []}
 
 
-def test_sigint_midway_leaves_nothing(root, tmp_path):
-    """SIGINT while sandboxes are up: the run tears down everything before it exits."""
-    proc = _qualify(root, tmp_path, RUN)
-    _wait_for_sandboxes(root, RUN)
-    os.kill(proc.pid, signal.SIGINT)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_midway_leaves_nothing_and_exits_130(root, tmp_path, signum):
+    """SIGINT (Ctrl-C) or SIGTERM (how CI systems and `timeout` cancel a job) while sandboxes are up:
+    the run tears down everything before it exits, and exits 130 (not 2, the code for bad input, and
+    not death by the signal)."""
+    run = RUN[:-1] + str(int(signum))[-1]
+    proc = _qualify(root, tmp_path, run)
+    _wait_for_sandboxes(root, run)
+    os.kill(proc.pid, signum)
     out, _ = proc.communicate(timeout=120)
-    assert proc.returncode != 0, out.decode()[-2000:]
-    assert _footprint(root, RUN) == EMPTY
+    assert proc.returncode == 130, out.decode()[-2000:]
+    assert _footprint(root, run) == EMPTY
 
 
 def test_sigkill_then_clean_removes_everything(root, tmp_path):

@@ -534,7 +534,9 @@ def test_scan_tree_reports_permission_denied_instead_of_raising(tmp_path: Path) 
             *lines, summary = done.stdout.splitlines()
             hits = [json.loads(line)["token"] for line in lines]
             problems = done.stderr.splitlines()
-            assert json.loads(summary) == {"scanned_files": 1, "errors": 2}
+            record = json.loads(summary)
+            assert (record["scanned_files"], record["errors"], record["end"]) == (1, 2, detect.END_MARK)
+            assert sorted(record["problems"]) == sorted(problems)
         else:
             found, problems = scan_tree([str(tree)])
             hits = [hit.token for hit in found]
@@ -608,7 +610,8 @@ def test_detect_runs_as_an_isolated_script_printing_json_lines(tmp_path: Path, h
     assert lines == [
         {"token": KNOWN, "encoding": "raw", "offset": 0, "where": str(raw)},
         {"token": KNOWN, "encoding": "hex", "offset": 0, "where": str(hexed)},
-        {"scanned_files": 2, "errors": 0},
+        {"scanned_files": 2, "errors": 0, "bytes": raw.stat().st_size + hexed.stat().st_size, "truncated": 0,
+         "problems": [], "end": "pairproof-scan-end"},
     ]
     assert done.stderr == ""
 
@@ -621,7 +624,9 @@ def test_detect_main_skips_what_it_is_told_to_skip(tmp_path: Path, capsys: pytes
     assert [json.loads(line).get("where") for line in capsys.readouterr().out.splitlines()] == [str(secret), None]
     assert detect.main(["--skip", str(tmp_path / "skipped"), str(tmp_path), str(secret)]) == 0
     captured = capsys.readouterr()
-    assert [json.loads(line) for line in captured.out.splitlines()] == [{"scanned_files": 0, "errors": 1}]
+    assert [json.loads(line) for line in captured.out.splitlines()] == [
+        {"scanned_files": 0, "errors": 1, "bytes": 0, "truncated": 0,
+         "problems": [f"{secret}: not scanned: it is in the skip list"], "end": detect.END_MARK}]
     assert captured.err == f"{secret}: not scanned: it is in the skip list\n"
 
 

@@ -1,0 +1,167 @@
+"""Proof of execution and scan completeness (DESIGN §5 rules 2 and 5), as the probe module enforces
+them: each test reproduces a hollow pass the old logic allowed and shows it now raises ProofError."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from acceptance import probe
+from acceptance.contract import ExecResult, Identity, InstanceRef, Principal
+from acceptance.errors import ProofError
+
+A = InstanceRef(Principal("A", "org1", "alice"), "a-1")
+
+
+def _own_identity() -> Identity:
+    return Identity(host_pid=os.getpid(), uid=os.getuid(), gid=os.getgid(), uid_map="",
+                    namespaces={ns: os.readlink(f"/proc/self/ns/{ns}") for ns in probe.PROOF_NAMESPACES})
+
+
+class ReplayingTarget:
+    """Runs the first probe for real (on the host), then answers every later one with that first output:
+    a cached or replayed answer, which a per-run nonce could not tell from a fresh one."""
+
+    def __init__(self) -> None:
+        self.first: ExecResult | None = None
+
+    def identity(self, ref):
+        return _own_identity()
+
+    def exec(self, ref, argv, *, stdin=None, timeout=60.0):
+        if self.first is None:
+            r = subprocess.run(list(argv), input=stdin, capture_output=True, timeout=timeout)
+            self.first = ExecResult(r.returncode, r.stdout, r.stderr)
+        return self.first
+
+
+def test_a_replayed_probe_output_has_no_proof(monkeypatch):
+    """Finding 12: the nonce was per run, so an output replayed from an earlier probe proved a later one.
+    Each probe now has its own nonce: the replay is refused."""
+    monkeypatch.setattr(probe, "cross_check_on_host", lambda *a: "skipped in this test")
+    host = probe.host(ReplayingTarget(), A, probe.ProbeLog(nonce="unused"))
+    assert host.run("echo first").stdout.strip() == "first"
+    with pytest.raises(ProofError, match="did not start with the run's proof line"):
+        host.run("echo second")
+
+
+def test_the_host_cross_check_refuses_namespaces_no_process_lives_in():
+    """Finding 12: the namespace check compared against the pid the driver gave. The host's own /proc
+    must show processes in those namespaces."""
+    namespaces = dict(_own_identity().namespaces, pid="pid:[1]", net="net:[1]")
+    with pytest.raises(ProofError, match="no host process lives"):
+        probe.cross_check_on_host(namespaces, os.getuid(), os.getpid())
+
+
+def test_the_host_cross_check_refuses_a_driver_pid_outside_the_namespaces():
+    """A driver naming a pid that is not in the probe's namespaces (here: a pid in a new pid namespace,
+    while the probe's proof shows the host's) is caught."""
+    child = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "30"])
+    try:
+        deadline = time.monotonic() + 10
+        inner = None
+        while inner is None and time.monotonic() < deadline:
+            kids = Path(f"/proc/{child.pid}/task/{child.pid}/children").read_text().split()
+            if kids and os.readlink(f"/proc/{kids[0]}/ns/pid") != os.readlink("/proc/self/ns/pid"):
+                inner = int(kids[0])
+            else:
+                time.sleep(0.01)
+        assert inner is not None
+        with pytest.raises(ProofError, match="outside the probe's namespaces"):
+            probe.cross_check_on_host(dict(_own_identity().namespaces), os.getuid(), inner)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_host_cross_check_refuses_processes_of_another_uid():
+    """The host namespaces hold processes of many uids: a probe claiming to be one instance's uid there
+    is refused."""
+    with pytest.raises(ProofError, match="owned on the host by another uid"):
+        probe.cross_check_on_host(dict(_own_identity().namespaces), 4_000_000_000, os.getpid())
+
+
+def test_the_host_cross_check_confirms_a_real_sandbox():
+    """Control: a process in its own pid and net namespaces, owned by one uid, is confirmed."""
+    child = subprocess.Popen(["unshare", "--pid", "--net", "--fork", "--kill-child", "sleep", "30"])
+    try:
+        deadline = time.monotonic() + 10
+        inner = None
+        while inner is None and time.monotonic() < deadline:
+            kids = Path(f"/proc/{child.pid}/task/{child.pid}/children").read_text().split()
+            inner = int(kids[0]) if kids else None
+            time.sleep(0 if inner else 0.01)
+        namespaces = {ns: os.readlink(f"/proc/{inner}/ns/{ns}") for ns in probe.PROOF_NAMESPACES}
+        assert "processes in its namespaces" in probe.cross_check_on_host(namespaces, os.getuid(), inner)
+    finally:
+        child.kill()
+        child.wait()
+
+
+COMPLETE = dict(files=10, bytes_read=1000, truncated=0, problems=["/x: permission denied [EACCES]"], missing_own=set())
+
+
+@pytest.mark.parametrize("change, reason", [
+    (dict(files=0, bytes_read=0), "it read nothing"),
+    (dict(truncated=2), "it cut 2 files short"),
+    (dict(problems=["/data/big: Input/output error [EIO]"]), "other than a denial"),
+    (dict(missing_own={"ppcanary-own"}), "did not find 1 of the prober's own canaries"),
+])
+def test_an_incomplete_scan_is_not_judged(change, reason):
+    """Findings 1 and 2: a scan that read nothing, cut files short, failed on paths, or did not find the
+    prober's own canaries used to be judged as an empty (passing) result. Now it raises ProofError."""
+    with pytest.raises(ProofError, match=reason):
+        probe.judge_completeness("the scan", **{**COMPLETE, **change})
+
+
+def test_a_complete_scan_is_judged():
+    """Control: denials are the boundary holding, not a gap; such a scan is judged."""
+    probe.judge_completeness("the scan", **COMPLETE)
+
+
+class HostTarget:
+    """Runs probes on the host itself (the proof's host cross-check is switched off in these tests);
+    ``cut`` drops the last line of every output, as a probe killed mid-report would leave it."""
+
+    def __init__(self, cut: bool = False) -> None:
+        self.cut = cut
+
+    def identity(self, ref):
+        return _own_identity()
+
+    def exec(self, ref, argv, *, stdin=None, timeout=60.0):
+        r = subprocess.run(list(argv), input=stdin, capture_output=True, timeout=timeout)
+        out = r.stdout
+        if self.cut and b"pairproof-" in out.rsplit(b"\n", 2)[-2]:
+            out = out.rsplit(b"\n", 2)[0] + b"\n"
+        return ExecResult(r.returncode, out, r.stderr)
+
+
+@pytest.mark.parametrize("what", [probe.scan, probe.dump])
+def test_a_report_cut_off_before_its_completeness_record_is_refused(what, tmp_path, monkeypatch):
+    """Finding 2: the dump swallowed errors and had no end marker, so a partial dump was searched as if
+    whole. Both the scan and the dump now end with a completeness record, and a report without it is
+    refused."""
+    monkeypatch.setattr(probe, "cross_check_on_host", lambda *a: "skipped in this test")
+    (tmp_path / "f.txt").write_text("hello")
+    host = probe.host(HostTarget(cut=True), A, probe.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match="did not finish"):
+        what(host, [str(tmp_path)], own=set())
+
+
+@pytest.mark.parametrize("what", [probe.scan, probe.dump])
+def test_a_scan_that_did_not_look_where_the_probers_canaries_are_is_refused(what, tmp_path, monkeypatch):
+    """Finding 1: a scan of roots that miss the prober's own places (here: a folder without its /tmp
+    sentinel) found nothing and passed. The same call must find the prober's own canaries."""
+    monkeypatch.setattr(probe, "cross_check_on_host", lambda *a: "skipped in this test")
+    (tmp_path / "f.txt").write_text("hello")
+    log = probe.ProbeLog(nonce="unused")
+    host = probe.host(HostTarget(), A, log)
+    with pytest.raises(ProofError, match="prober's own canaries"):
+        what(host, [str(tmp_path)], own={"ppcanary-00000000-a-mem-0123456789abcdef"})
+    assert log.evidence[-1]["files"] >= 1 and log.evidence[-1]["missing_own"]
+    assert not list(Path("/tmp").glob(".pairproof-sentinel-*")), "the sentinels were not removed"
