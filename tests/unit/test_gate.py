@@ -177,8 +177,9 @@ def test_the_gate_judges_the_evidence_not_the_status_a_verdict_gives_itself(tmp_
 
 
 def test_a_refusal_the_suite_collected_but_did_not_run_leaves_its_case_not_covered(tmp_path, monkeypatch, capsys):
-    """RS-1 has two refusal variants; a selection (-k) ran one. The pairing rules pass the case on the one
-    that ran, and so did the old gate; the gate fails it on the variant that did not."""
+    """RS-1 has two refusal variants; a selection (-k) ran one. A verdict that passes the case on the one
+    that ran (as the pairing rules did before they were told what the suite collected) passed the old gate;
+    the gate fails it on the variant that did not run."""
     collected = [_o("RS-1", "refusal").declared, _o("RS-1", "refusal", n="-swap").declared, _o("FS-3", "refusal").declared]
     folder = _write(tmp_path, collected=collected)
     assert json.loads((folder / "verdict.json").read_text())["status"] == "passed"
@@ -209,6 +210,15 @@ def test_a_passing_case_recorded_failed_is_not_passed_either(tmp_path):
     folder = _write(tmp_path, edit=lambda v: _case(v, "RS-1").update(status="broken"))
     outcome = gate.judge(folder, None, IDS, allure=False)
     assert not outcome.passed and any("RS-1: broken: the verdict records it broken" in r for r in outcome.reasons)
+
+
+def test_a_case_judged_broken_on_the_whole_says_why(tmp_path):
+    """A case-level judgement the verdict keeps no per-test evidence for (its tests judged two platform
+    runs): the gate takes the negative on its word and gives the verdict's reason."""
+    why = "its tests judged different platform runs ['1', '2']"
+    folder = _write(tmp_path, edit=lambda v: _case(v, "RS-1").update(status="broken", reason=why))
+    outcome = gate.judge(folder, None, IDS, allure=False)
+    assert f"RS-1: broken: the verdict records it broken: {why}" in outcome.reasons
 
 
 def test_every_catalogue_case_must_be_present(tmp_path):
