@@ -250,11 +250,18 @@ class Target(Protocol):
         ``secret-in-env`` (principal=Principal, extra={NAME: secret}) -> InstanceRef;
         ``shared-pid-ns`` (intruder=Principal) -> InstanceRef;
         ``same-uid`` (owner=InstanceRef, intruder=Principal) -> InstanceRef;
+        ``host-account-uid`` (intruder=Principal, account="nobody") -> InstanceRef (a sandbox under that
+        existing host account's uid);
         ``unaudited-operator-route`` () -> the route's path template (``{id}`` for the record id);
         ``debug-logging`` () -> None (the platform logs at debug level while it lasts);
         ``open-egress`` (principal=Principal, lab=Lab, catalog_refresh=seconds) -> InstanceRef (a sandbox
         linked to the lab with a default route and the lab's resolver);
-        ``unencrypted-snapshot`` (ref=InstanceRef) -> bytes (the volume as a snapshot stored compressed only);
+        ``unencrypted-snapshot`` () -> None (while it lasts, ``snapshot`` and ``restore`` go through the
+        platform's own path with the snapshot stored compressed but not encrypted);
+        ``unmetered-model-call`` (principal=Principal, purpose="title") -> None (one model call for the
+        principal reaches the provider without passing the platform's meter);
+        ``capacity-without-brokers`` () -> None (``capacity_need`` and ``capacity_admit`` budget no broker
+        per resident instance while it lasts);
         ``lossy-product-link`` (ref=InstanceRef) -> None (requests reach the product, answers are lost);
         ``unreachable-product`` (ref=InstanceRef) -> None (the product refuses connections).
         """

@@ -12,7 +12,7 @@ from .errors import HarnessTimeout
 T = TypeVar("T")
 
 
-def until(predicate: Callable[[], T], what: str, deadline: float = 20.0, interval: float = 0.05) -> T:
+def until(predicate: Callable[[], T], what: str, deadline: float = 20.0, every: float = 0.05) -> T:
     """Poll ``predicate`` until it returns something truthy, and return that; raise HarnessTimeout naming
     ``what`` after ``deadline`` seconds."""
     end = time.monotonic() + deadline
@@ -22,4 +22,4 @@ def until(predicate: Callable[[], T], what: str, deadline: float = 20.0, interva
             return value
         if time.monotonic() >= end:
             raise HarnessTimeout(f"{what} did not happen within {deadline}s")
-        time.sleep(interval)
+        time.sleep(every)

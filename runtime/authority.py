@@ -97,8 +97,12 @@ class Current:
         self._by_instance: dict[str, Standing] = {}
 
     def admit(self, instance: str, generation: int, lease: str, lease_expires: float) -> None:
+        """A new current lease. A kill switch thrown on this generation stays thrown: a routine rotation must
+        not lift it (only a new generation, or the lease ending, starts afresh)."""
         with self._lock:
-            self._by_instance[instance] = Standing(generation, lease, lease_expires)
+            s = self._by_instance.get(instance)
+            revoked = s is not None and s.revoked and s.generation == generation
+            self._by_instance[instance] = Standing(generation, lease, lease_expires, revoked)
 
     def end(self, instance: str) -> None:
         """The instance's lease ended (sleep, destroy, crash fenced): nothing of it is current."""

@@ -2,7 +2,8 @@
 
 A call is admitted only for a model capability that verifies (signature, expiry) and is current
 (instance, generation, lease, not revoked; see ``authority.Current``), and only while the end user has
-spend left under the central cap. Every admitted call, whatever its purpose (the main turn, a title, a
+spend left under the central cap, and its answer is delivered only if that is still so when it comes back
+(a revocation stops calls in flight, not only new ones). Every admitted call, whatever its purpose (the main turn, a title, a
 memory review), is forwarded with the provider key and metered in a ledger per org, user and purpose
 from the provider's own usage figures. Refusals answer ``{"error": {"reason": CODE}}`` and are logged
 with the instance and the reason only.
@@ -154,6 +155,15 @@ class ModelProxy:
                 purpose = purpose if purpose in PURPOSES else "other"
                 status, answer = proxy._forward(style, self.path, body, claims)
                 proxy._meter(claims, purpose, style, status, answer)
+                try:
+                    # The kill switch stops calls in flight too: an answer that arrives after the instance's
+                    # authority ended (revoked, lease ended, recreated) is metered, since the provider spent
+                    # it, but never delivered.
+                    proxy.current.check(claims)
+                except AuthorityError as exc:
+                    log.warning("withheld model answer: %s", exc.reason)
+                    self.refuse(403, exc.reason, str(exc))
+                    return
                 self.send_json(status, answer)
 
         return Handler

@@ -6,6 +6,10 @@ snapshot cannot be passed off as someone else's or another instance's. Restore g
 of the same owner; it decrypts and unpacks into a fresh folder first and swaps it in only when all of it
 is good, so a corrupt or truncated snapshot changes nothing. The controller then recreates the instance,
 so the restored one runs under a new generation.
+
+How the compressed bytes are sealed is the store's ``sealer`` (AES-256-GCM, ``AesGcmSealer``): a seam for
+a driver that must show what a store without encryption would leave at rest. The runtime itself never
+installs another.
 """
 
 from __future__ import annotations
@@ -20,8 +24,37 @@ import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 MAGIC = b"PPSNAP1\n"
+
+
+class Sealer(Protocol):
+    """Seals a snapshot's compressed bytes under the owner's key, bound to the header (``aad``)."""
+
+    def seal(self, key: bytes, plain: bytes, aad: bytes) -> bytes: ...
+
+    def open(self, key: bytes, sealed: bytes, aad: bytes) -> bytes:
+        """The plain bytes; ``ValueError`` if they are not authentic under ``key`` and ``aad``."""
+
+
+class AesGcmSealer:
+    """AES-256-GCM with a fresh 96-bit nonce in front of the ciphertext."""
+
+    def seal(self, key: bytes, plain: bytes, aad: bytes) -> bytes:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        nonce = secrets.token_bytes(12)
+        return nonce + AESGCM(key).encrypt(nonce, plain, aad)
+
+    def open(self, key: bytes, sealed: bytes, aad: bytes) -> bytes:
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        try:
+            return AESGCM(key).decrypt(sealed[:12], sealed[12:], aad)
+        except InvalidTag as exc:
+            raise ValueError("the snapshot does not authenticate under its owner's key") from exc
 
 
 class SnapshotError(Exception):
@@ -44,7 +77,8 @@ class SnapshotRef:
 
 
 class SnapshotStore:
-    def __init__(self, state: Path) -> None:
+    def __init__(self, state: Path, sealer: Sealer | None = None) -> None:
+        self.sealer: Sealer = sealer or AesGcmSealer()
         self.dir = state / "snapshots"
         self.keys = state / "snapshot-keys"
         for d in (self.dir, self.keys):
@@ -61,7 +95,6 @@ class SnapshotStore:
 
     def take(self, volume: Path, *, org: str, user: str, instance: str, generation: int) -> SnapshotRef:
         import zstandard
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -71,9 +104,8 @@ class SnapshotStore:
         header = {"id": snap_id, "org": org, "user": user, "instance": instance, "generation": generation,
                   "at": time.time()}
         aad = json.dumps(header, sort_keys=True).encode()
-        nonce = secrets.token_bytes(12)
-        sealed = AESGCM(self._key(org, user)).encrypt(nonce, compressed, aad)
-        blob = MAGIC + len(aad).to_bytes(4, "big") + aad + nonce + sealed
+        sealed = self.sealer.seal(self._key(org, user), compressed, aad)
+        blob = MAGIC + len(aad).to_bytes(4, "big") + aad + sealed
         path = self.dir / f"{snap_id}.snap"
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(blob)
@@ -103,8 +135,6 @@ class SnapshotStore:
     def restore(self, snap_id: str, *, org: str, user: str, volume: Path, uid: int) -> None:
         """Replace ``volume`` with the snapshot's content, if (org, user) owns it and it is intact."""
         import zstandard
-        from cryptography.exceptions import InvalidTag
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         path = self.dir / f"{snap_id}.snap"
         if not path.exists() or not snap_id.isalnum():
@@ -123,9 +153,9 @@ class SnapshotStore:
         aad = blob[len(MAGIC) + 4:len(MAGIC) + 4 + size]
         rest = blob[len(MAGIC) + 4 + size:]
         try:
-            compressed = AESGCM(self._key(org, user)).decrypt(rest[:12], rest[12:], aad)
+            compressed = self.sealer.open(self._key(org, user), rest, aad)
             raw = zstandard.ZstdDecompressor().decompress(compressed)
-        except (InvalidTag, ValueError, zstandard.ZstdError) as exc:
+        except (ValueError, zstandard.ZstdError) as exc:
             raise SnapshotError("corrupt", f"snapshot {snap_id} does not decrypt or decompress: it is corrupt or "
                                            "truncated; nothing was restored") from exc
         staging = volume.with_name(volume.name + ".restoring")

@@ -6,6 +6,9 @@ import json
 
 import pytest
 
+from ..errors import ProofError
+from .evidence import attach
+
 pytestmark = pytest.mark.usefixtures("planted")
 
 
@@ -185,16 +188,42 @@ def a_note(instances, broker_call, planted) -> tuple[int, str]:
     return tool_result(broker_call(instances["A"], "POST", "/mcp", call))["id"], token
 
 
+def _listed_notes(broker_call, ref) -> list[dict]:
+    """The notes ``ref``'s agent lists through its broker. A listing that errors is not an empty listing: the
+    probe did not look (a harness failure, broken)."""
+    answer = broker_call(ref, "POST", "/mcp", rpc("tools/call", {"name": "notes_list", "arguments": {}}))
+    try:
+        return list(tool_result(answer)["notes"])
+    except (KeyError, TypeError) as exc:
+        raise ProofError(f"the notes listing of {ref.key} did not answer a listing: {answer}") from exc
+
+
 @pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("TL-5", "refusal", pair=f"{n}->A"), id=n)
                                       for n in ("B", "C")])
-def test_tl5_server_refuses_another_principals_record(intruder, a_note, instances, broker_call):
-    """The broker forwards B's well-formed call for A's note id (it checks shape, not ownership); the
-    server, judging by B's grant, answers as if the note did not exist, and B's own listing has none of A's."""
+def test_tl5_server_refuses_another_principals_record(intruder, a_note, instances, broker_call, pairproof_run):
+    """The broker forwards the intruder's well-formed call for A's note id (it checks shape, not ownership); the
+    server, judging by the intruder's grant, answers exactly as for a note that does not exist and carries
+    nothing of A's; the intruder's own listing works, holds the intruder's own new note, and none of A's.
+
+    Ways it could fail that the probe looks for: authorization by organization only (B is A's colleague, C
+    is not); a record id trusted because the broker forwarded it; an answer that differs for an existing
+    record (its existence leaks); a listing filtered by nothing."""
     note_id, token = a_note
-    call = rpc("tools/call", {"name": "notes_get", "arguments": {"id": note_id}})
-    assert reason(broker_call(instances[intruder], "POST", "/mcp", call)) == "not_found_or_not_visible"
-    listing = broker_call(instances[intruder], "POST", "/mcp", rpc("tools/call", {"name": "notes_list", "arguments": {}}))
-    assert token not in json.dumps(listing)
+    mine = f"the intruder's own note {pairproof_run.nonce} {intruder}"
+    created = broker_call(instances[intruder], "POST", "/mcp",
+                          rpc("tools/call", {"name": "notes_create", "arguments": {"body": mine}}))
+    answer = broker_call(instances[intruder], "POST", "/mcp",
+                         rpc("tools/call", {"name": "notes_get", "arguments": {"id": note_id}}))
+    missing = broker_call(instances[intruder], "POST", "/mcp",
+                          rpc("tools/call", {"name": "notes_get", "arguments": {"id": 10**9}}))
+    listed = _listed_notes(broker_call, instances[intruder])
+    attach(f"TL-5 {intruder}->A", {"A's note id": note_id, "answer": answer, "answer for a missing id": missing,
+                                   "notes listed": len(listed), "own note created": created})
+    if not [n for n in listed if n["body"] == mine]:
+        raise ProofError(f"{intruder}'s own listing did not show the note it just made: the listing did not look")
+    assert token not in json.dumps(answer) and "result" not in (answer.get("body") or {})
+    assert (answer["status"], reason(answer)) == (missing["status"], reason(missing))
+    assert [n for n in listed if token in json.dumps(n) or n["id"] == note_id] == []
 
 
 @pytest.mark.case("TL-5", "P", pair="A->A")

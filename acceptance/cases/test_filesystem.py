@@ -18,14 +18,20 @@ Other realistic ways these properties break, and what sees them:
 
 from __future__ import annotations
 
+import base64
+import json
 import secrets
+from pathlib import Path
 
 import pytest
 
 from canaries.known import find_known
 
-from ..errors import TargetError
+from ..errors import ProofError, TargetError
 from .detectors import mount_identities, tokens_in, volume_identity
+from .evidence import attach
+
+PROC_ROOT_PROBE = Path(__file__).with_name("proc_root_probe.py")
 
 pytestmark = pytest.mark.usefixtures("planted")
 
@@ -47,13 +53,41 @@ def test_fs1_whole_visible_fs_scan_finds_none_of_a(intruder, instances, planted,
 
 @pytest.mark.parametrize("intruder", _intruders("FS-1"))
 def test_fs1_a_volume_not_reachable_by_path(intruder, instances, planted, target, sandbox_host):
-    """Neither A's host volume path nor /proc/*/root/data leads the intruder to A's files."""
+    """Neither A's host volume path nor /proc/<pid>/root/data of any pid leads the intruder to A's files.
+
+    Every pid the intruder's /proc lists, and every number any of A's processes has on the host or in A's
+    pid namespace, is tried; each outcome is recorded (ok, or the errno). The same walk must find the
+    intruder's own canaries through its own processes' roots: a probe that read nothing proved nothing.
+    Ways it could fail that the probe looks for: a shared pid namespace or a host /proc (another root
+    reachable), a shared uid (a root readable), A's volume bound at its host path."""
     host = sandbox_host(instances[intruder])
     a_volume = target.artifacts().volumes[instances["A"].key]
     assert not host.file(str(a_volume)).exists
     assert not host.file(f"{a_volume}/memory.md").exists
-    out = host.run("cat /proc/[0-9]*/root/data/memory.md /proc/[0-9]*/root/data/*.json* 2>/dev/null; true")
-    assert tokens_in(out.stdout_bytes) & planted.of("A") == set()
+    a_pid = target.identity(instances["A"]).host_pid
+    numbers = {str(a_pid), *(_ns_pids(a_pid))}
+    quoted = " ".join(host.backend.quote("%s", a) for a in ["/data", *sorted(numbers)])
+    out = host.backend.run_with_stdin(f"/usr/bin/python3 -I -S - {quoted}", stdin=PROC_ROOT_PROBE.read_bytes())
+    try:
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise ProofError(f"the /proc/*/root probe gave no report (rc {out.rc}): {out.stderr[-300:]!r}") from None
+    read = b"\n".join(base64.b64decode(f["b64"]) for f in report["files"] if "b64" in f)
+    found = tokens_in(read)
+    attach(f"FS-1 /proc/*/root from {intruder}", {"pids tried": report["pids"], "files read": len(report["files"]),
+                                                   "bytes read": len(read),
+                                                   "unreadable": [f for f in report["files"] if "error" in f]})
+    if not set(planted.tokens[intruder].values()) <= found:
+        raise ProofError(f"the /proc/*/root walk did not find {intruder}'s own canaries through its own roots: it did not look")
+    assert found & planted.of("A") == set()
+
+
+def _ns_pids(host_pid: int) -> list[str]:
+    """The numbers the process ``host_pid`` has in every pid namespace it is in (its NSpid line)."""
+    for line in Path(f"/proc/{host_pid}/status").read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return line.split()[1:]
+    return []
 
 
 @pytest.mark.parametrize("intruder", _intruders("FS-1"))

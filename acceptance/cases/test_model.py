@@ -13,6 +13,10 @@ import pytest
 
 from canaries.known import find_known
 
+from ..errors import ProofError
+from .detectors import tokens_in
+from .evidence import attach
+
 pytestmark = pytest.mark.usefixtures("planted")
 BODY = {"model": "reference-main", "messages": [{"role": "user", "content": "hi"}], "metadata": {"purpose": "turn"}}
 
@@ -24,25 +28,49 @@ def _refusal(answer: tuple[int, dict]) -> tuple[int, str]:
 
 # -- MD-1 ---------------------------------------------------------------------------------------------
 
+def _key_in_sandbox(visible_bytes, ref, key: str, own: set[str], label: str) -> set:
+    """The provider key in every byte the sandbox can see (files, /proc environ and cmdline), in any encoding
+    ``find_known`` knows. The same bytes must hold the instance's own canaries, or the dump did not look."""
+    seen = visible_bytes(ref)
+    attach(f"MD-1 {label}", {"bytes scanned": len(seen), "own canaries found": len(own & tokens_in(seen))})
+    if own and not own <= tokens_in(seen):
+        raise ProofError(f"the dump of {ref.key} did not carry its own canaries out: it did not look")
+    return find_known(seen, {key})
+
+
 @pytest.mark.case("MD-1", "refusal", pair="A->provider")
 def test_md1_no_provider_key_in_the_sandbox_and_the_adapter_header_is_replaced(
-        instances, principals, planted, target, visible_bytes, broker_call):
-    """The provider key is nowhere in A's sandbox; the agent's adapter sends a placeholder x-api-key,
-    and what the provider receives is the platform's own authorization (the call succeeds), never that
-    placeholder."""
+        instances, principals, planted, target, visible_bytes, broker_call, pairproof_run):
+    """The provider key is nowhere in A's sandbox; the agent's adapter sends a placeholder x-api-key and a
+    user id of its own choosing, and the call that reaches the provider (found by its unique answer) was
+    authorized with the platform's key (the provider answered it) and names the end user the capability
+    says, never the one the agent claimed.
+
+    Ways it could fail that the probe looks for: the key in the environment, a file, a process's cmdline,
+    raw or encoded; the adapter's header passed through; the agent's user id trusted."""
     key = planted.platform["PAIRPROOF_PROVIDER_KEY"]
-    assert find_known(visible_bytes(instances["A"]), {key}) == set()
-    target.script_model(principals["A"], [{"reply": "adapter ok"}])
+    assert _key_in_sandbox(visible_bytes, instances["A"], key, planted.of("A"), "A's sandbox") == set()
+    marker = f"adapter ok {pairproof_run.nonce}"
+    target.script_model(principals["A"], [{"reply": marker}])
     answer = broker_call(instances["A"], "POST", "/v1/chat/completions", {**BODY, "user": "someone-else"})
-    assert answer["status"] == 200 and answer["body"]["choices"][0]["message"]["content"] == "adapter ok"
-    last = target.provider_records()[-1]
-    assert (last["status"], last["user"]) == (200, "org1:alice")  # the proxy, not the agent, says who
+    records = [r for r in target.provider_records() if (r.get("step") or {}).get("reply") == marker]
+    attach("MD-1 the call at the provider", {"broker answer": answer, "provider records": records})
+    assert answer["status"] == 200 and answer["body"]["choices"][0]["message"]["content"] == marker
+    assert [(r["status"], r["user"]) for r in records] == [(200, "org1:alice")]  # the proxy, not the agent, says who
 
 
 @pytest.mark.case("MD-1", "P", pair="A->provider")
 def test_md1_turn_succeeds(instances, principals, target):
     target.script_model(principals["A"], [{"tool": "notes_list", "arguments": {}}, {"reply": "listed"}])
     assert target.turn(instances["A"], "what notes do I have?") == "listed"
+
+
+@pytest.mark.case("MD-1", "X", pair="B->provider")
+def test_md1_broken_key_in_sandbox_is_detected(principals, planted, target, visible_bytes):
+    """A sandbox launched with the provider key in its environment: the same scan finds it."""
+    key = planted.platform["PAIRPROOF_PROVIDER_KEY"]
+    with target.broken("secret-in-env", principal=principals["B"]) as leaky:
+        assert _key_in_sandbox(visible_bytes, leaky, key, set(), "leaky sandbox") != set()
 
 
 # -- MD-2 ---------------------------------------------------------------------------------------------
@@ -115,28 +143,75 @@ def test_md3_under_cap_works(instances, principals, target):
 
 SETTLE_SECONDS = 15.0  # longer than any scripted reply delay (LF-4 holds one for 5 s)
 
-@pytest.mark.case("MD-4", "refusal", pair="A,B,C->proxy")
-def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, principals, target, probe_log):
-    """After turns with tool calls by A, B and C, the proxy's ledger and the provider's own record agree
-    exactly, per org, user and purpose (main turns, titles, memory reviews)."""
-    for name, ref in instances.items():
-        target.script_model(principals[name], [{"tool": "notes_list", "arguments": {}}, {"reply": "done"}])
-        target.turn(ref, "list my notes")
 
+def metered_tables(target, users: set[tuple[str, str]]) -> tuple[dict, dict]:
+    """(the proxy's ledger, the provider's own count) of answered calls per (org, user, purpose), for
+    ``users`` only, once both agree or SETTLE_SECONDS passed. The provider records a call when it arrives,
+    the proxy meters it when the answer comes back: a call another case left in flight is in one and not
+    yet in the other; a real difference stays one."""
     def both() -> tuple[dict, dict]:
         provider = Counter((r["user"].split(":")[0], r["user"].split(":")[1], r["purpose"] or "other")
                            for r in target.provider_records() if r["status"] == 200)
-        return dict(target.ledger_counts()), dict(provider)
+        ledger = {k: n for k, n in target.ledger_counts().items() if k[:2] in users}
+        return ledger, {k: n for k, n in provider.items() if k[:2] in users}
 
-    # The provider records a call when it arrives, the proxy meters it when the answer comes back: a call
-    # another case left in flight (a delayed reply to an agent that crashed) is in one and not yet in the
-    # other. Wait, with a deadline, for the calls in flight to land; a real difference stays one.
     deadline = time.monotonic() + SETTLE_SECONDS
     ledger, provider = both()
     while ledger != provider and time.monotonic() < deadline:
         time.sleep(0.1)
         ledger, provider = both()
+    return ledger, provider
+
+
+def _delta(after: dict, before: dict) -> dict:
+    return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before) if after.get(k, 0) != before.get(k, 0)}
+
+
+@pytest.mark.case("MD-4", "refusal", pair="A,B,C->proxy")
+def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, principals, target, probe_log):
+    """After a turn with a tool call by each of A, B and C, the proxy's ledger and the provider's own record
+    agree exactly per org, user and purpose, in total and in what the turns added; and what they added is
+    what a turn with a tool call makes: at least two main-turn calls (the tool round and the answer) and a
+    memory review for each, so the equality is between non-empty counts.
+
+    Ways it could fail that the probe looks for: background calls (title, memory review) unmetered; tool
+    rounds unmetered; calls metered under another purpose, user or organization; a call metered that the
+    provider never answered."""
+    users = {(p.org, p.user) for p in principals.values()}
+    ledger_before, provider_before = metered_tables(target, users)
+    for name, ref in instances.items():
+        target.script_model(principals[name], [{"tool": "notes_list", "arguments": {}}, {"reply": "done"}])
+        target.turn(ref, "list my notes")
+    ledger, provider = metered_tables(target, users)
+    added_ledger, added_provider = _delta(ledger, ledger_before), _delta(provider, provider_before)
+    attach("MD-4 records compared", {"ledger": {"/".join(k): n for k, n in ledger.items()},
+                                     "provider": {"/".join(k): n for k, n in provider.items()},
+                                     "added by this case (provider)": {"/".join(k): n for k, n in added_provider.items()},
+                                     "added by this case (ledger)": {"/".join(k): n for k, n in added_ledger.items()},
+                                     "calls compared": sum(provider.values())})
+    for p in principals.values():
+        made = {purpose: added_provider.get((p.org, p.user, purpose), 0) for purpose in ("turn", "memory_review")}
+        if made["turn"] < 2 or made["memory_review"] < 1:
+            raise ProofError(f"{p.name}'s turn did not make the calls it should at the provider ({made}): "
+                             "nothing was there to compare")
+    assert added_ledger == added_provider
     assert ledger == provider
     for ref in instances.values():
         calls = sum(n for (_, user, _), n in ledger.items() if user == ref.principal.user)
         probe_log.witness(ref, "ledger vs provider", f"{calls} calls agree")
+
+
+@pytest.mark.case("MD-4", "X", pair="M->proxy")
+def test_md4_broken_unmetered_call_is_detected(target, dedicated):
+    """A model call that reaches the provider without passing the proxy's meter (a component wired to the
+    provider directly) shows as a difference between the same two tables."""
+    ref = dedicated("M", "mia")
+    users = {(ref.principal.org, ref.principal.user)}
+    target.turn(ref, "hello")
+    before = metered_tables(target, users)
+    with target.broken("unmetered-model-call", principal=ref.principal):
+        pass
+    ledger, provider = metered_tables(target, users)
+    attach("MD-4 X", {"before": [{"/".join(k): n for k, n in t.items()} for t in before],
+                      "after": [{"/".join(k): n for k, n in t.items()} for t in (ledger, provider)]})
+    assert before[0] == before[1] and ledger != provider

@@ -2,18 +2,96 @@
 
 from __future__ import annotations
 
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 
-from .detectors import foreign_uids_visible, identity_problems, shared_identities, visible_processes
+from ..errors import ProofError
+from .detectors import identity_problems, shared_identities
+from .evidence import attach
 
 pytestmark = pytest.mark.usefixtures("planted")
 
-PTRACE_ATTACH = (
-    "import ctypes, os, sys\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "rc = libc.ptrace(16, int(sys.argv[1]), None, None)\n"
-    "print(rc, os.strerror(ctypes.get_errno()) if rc else 'attached')\n"
-)
+PROBE = Path(__file__).with_name("process_probe.py")
+
+
+@dataclass(frozen=True)
+class HostProcess:
+    """One process of an instance as the host sees it: its host pid, its pid at every pid-namespace level
+    (``NSpid``, outermost first) and its start time (clock ticks since boot, the same in every view)."""
+
+    host_pid: int
+    nspids: tuple[int, ...]
+    start: int
+    cmdline: str
+
+
+def instance_processes(target, ref) -> list[HostProcess]:
+    """Every process of ``ref`` from the host's side: those in its pid namespace, and those in its cgroup
+    (a process of the instance that escaped its pid namespace is still its process)."""
+    ident = target.identity(ref)
+    # The instance's own cgroups: its lines that the harness's own process does not share (a v1 hierarchy
+    # the platform does not use puts everything at "/").
+    cgroups = set(_read(f"/proc/{ident.host_pid}/cgroup").splitlines()) - set(_read("/proc/self/cgroup").splitlines())
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            in_ns = os.readlink(f"/proc/{name}/ns/pid") == ident.namespaces["pid"]
+            in_cgroup = bool(cgroups & set(_read(f"/proc/{name}/cgroup").splitlines()))
+            if not (in_ns or in_cgroup):
+                continue
+            status = dict(line.split(":", 1) for line in _read(f"/proc/{name}/status").splitlines() if ":" in line)
+            start = int(_read(f"/proc/{name}/stat").rsplit(")", 1)[1].split()[19])
+            cmdline = _read(f"/proc/{name}/cmdline").replace("\0", " ").strip()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited while listed
+        except PermissionError:
+            continue  # not ours to read (the machine's own supervisors); the run's own processes always are
+        found.append(HostProcess(int(name), tuple(int(p) for p in status["NSpid"].split()), start, cmdline))
+    if not any(p.host_pid == ident.host_pid for p in found):
+        raise ProofError(f"the host-side listing of {ref.key}'s processes missed its own sandbox pid {ident.host_pid}")
+    return found
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def probe_processes(host, pids) -> dict:
+    """Run the process probe inside ``host``'s sandbox on ``pids``; its report. No report, or one that did
+    not try every pid asked, is a harness failure (broken), never an empty pass."""
+    pids = sorted(set(pids))
+    quoted = " ".join(host.backend.quote("%s", str(p)) for p in pids)
+    out = host.backend.run_with_stdin(f"/usr/bin/python3 -I -S - {quoted}", stdin=PROBE.read_bytes())
+    try:
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise ProofError(f"the process probe gave no report (rc {out.rc}): {out.stderr[-300:]!r}") from None
+    missing = [p for p in pids if str(p) not in report["tried"]]
+    if missing or "/proc" not in report["views"] or not report["views"]["/proc"].get("pids"):
+        raise ProofError(f"the process probe did not look: pids not tried {missing}, views {list(report['views'])}")
+    return report
+
+
+def sightings(report: dict, processes: list[HostProcess]) -> list[str]:
+    """Where the probe saw one of ``processes``: a pid in some procfs view whose number is that process's pid
+    at some namespace level and whose start time is its start time."""
+    ids = {(n, p.start) for p in processes for n in p.nspids}
+    return [f"{point}/{pid}" for point, seen in report["views"].items() for pid, start in seen.get("pids", {}).items()
+            if (int(pid), start) in ids]
+
+
+def reached(report: dict, processes: list[HostProcess]) -> list[str]:
+    """Pids the probe signalled or traced ("ok") that name one of ``processes`` (same number, same start)."""
+    ids = {(n, p.start) for p in processes for n in p.nspids}
+    return [f"{pid}: kill {r['kill']}, ptrace {r['ptrace']}" for pid, r in report["tried"].items()
+            if (int(pid), r["start"]) in ids and "ok" in (r["kill"], r["ptrace"])]
 
 
 def _intruders(case: str):
@@ -23,35 +101,54 @@ def _intruders(case: str):
 
 @pytest.mark.parametrize("intruder", _intruders("PR-1"))
 def test_pr1_cannot_see_signal_or_ptrace_a(intruder, instances, target, sandbox_host):
-    """The intruder sees only its own processes; A's agent, by its host pid, cannot be signalled or
-    traced from there."""
-    host = sandbox_host(instances[intruder])
-    own_uid = target.identity(instances[intruder]).uid
-    assert foreign_uids_visible(host, own_uid) == set()
-    a_pid = target.identity(instances["A"]).host_pid
-    kill = host.run("kill -0 %s", str(a_pid))
-    assert kill.rc != 0
-    trace = host.run("python3 -c %s %s", PTRACE_ATTACH, str(a_pid))
-    assert "attached" not in trace.stdout
+    """No process of A (every one the host finds in A's pid namespace or cgroup) shows in any procfs view of
+    the intruder's sandbox, and every number any of A's processes has, at any pid-namespace level, is
+    tried from the intruder with kill(0) and ptrace: where the intruder's sandbox has no process of that
+    number the answer is ESRCH, and where it has one, it is the intruder's own (a different start time).
+    Every pid the intruder can see is tried too.
+
+    Ways it could fail that the probe looks for: a pid namespace shared with the host or with A; the host's
+    /proc bound into the sandbox at another path; a process of A outside A's pid namespace that B's
+    namespace can see; a uid B shares with A, which would turn EPERM into success."""
+    a_processes = instance_processes(target, instances["A"])
+    numbers = {n for p in a_processes for n in p.nspids}
+    report = probe_processes(sandbox_host(instances[intruder]), numbers)
+    attach(f"PR-1 {intruder}->A", {"A's processes (host side)": [vars(p) for p in a_processes],
+                                   "pids tried from the intruder": len(report["tried"]),
+                                   "procfs views": {k: len(v.get("pids", {})) for k, v in report["views"].items()},
+                                   "report": report})
+    assert sightings(report, a_processes) == []
+    assert reached(report, a_processes) == []
+    unexpected = {str(n): report["tried"][str(n)] for n in numbers if report["tried"][str(n)]["start"] is None
+                  and (report["tried"][str(n)]["kill"], report["tried"][str(n)]["ptrace"]) != ("ESRCH", "ESRCH")}
+    assert unexpected == {}, "a pid with no process in the intruder's view did not answer ESRCH"
 
 
 @pytest.mark.case("PR-1", "P", pair="A->A")
 def test_pr1_owner_sees_and_signals_its_agent(instances, target, sandbox_host):
-    """A sees its agent process among its own and may signal it."""
-    host = sandbox_host(instances["A"])
-    agents = [p for p in host.process.filter() if "agent.py" in p.args]
-    assert agents, "A's agent process is not visible to A"
-    assert host.run("kill -0 %s", str(agents[0].pid)).rc == 0
+    """The same probe from A sees every process of A's pid namespace (number and start time), its agent among
+    them, and both signals and traces each one."""
+    own = [p for p in instance_processes(target, instances["A"]) if len(p.nspids) > 1]
+    if not [p for p in own if "agent.py" in p.cmdline and not p.cmdline.startswith("bwrap")]:
+        raise ProofError(f"the host found no agent process in A's pid namespace: {[p.cmdline[:60] for p in own]}")
+    report = probe_processes(sandbox_host(instances["A"]), {p.nspids[-1] for p in own})
+    attach("PR-1 A->A", {"A's processes in its namespace": [vars(p) for p in own], "report": report})
+    assert len(sightings(report, own)) == len(own)
+    assert len(reached(report, own)) == len(own)
+    assert {(report["tried"][str(p.nspids[-1])]["kill"], report["tried"][str(p.nspids[-1])]["ptrace"]) for p in own} \
+        == {("ok", "ok")}
 
 
 @pytest.mark.case("PR-1", "X", pair="B->A")
 def test_pr1_broken_shared_pid_ns_is_detected(instances, principals, target, sandbox_host):
-    """A sandbox that shares the host pid namespace sees processes that are not its own, A's among them."""
-    a_pid = target.identity(instances["A"]).host_pid
+    """A sandbox sharing the host's pid namespace: the same probe sees A's processes, and signalling them
+    answers EPERM (visible, not permitted), not ESRCH."""
+    a_processes = instance_processes(target, instances["A"])
     with target.broken("shared-pid-ns", intruder=principals["B"]) as leaky:
-        host = sandbox_host(leaky)
-        assert foreign_uids_visible(host, target.identity(leaky).uid), "the detector saw no foreign process"
-        assert a_pid in visible_processes(host), "A's sandbox is not visible"
+        report = probe_processes(sandbox_host(leaky), {n for p in a_processes for n in p.nspids})
+    attach("PR-1 X", {"A's processes": [vars(p) for p in a_processes], "report": report})
+    assert sightings(report, a_processes)
+    assert {report["tried"][str(p.host_pid)]["kill"] for p in a_processes} == {"EPERM"}
 
 
 @pytest.mark.case("PR-2", "refusal", pair="A,B,C")
@@ -79,8 +176,16 @@ def test_pr2_uid_inside_is_own_and_owns_its_files(instances, target, sandbox_hos
 
 @pytest.mark.case("PR-2", "X", pair="B->A")
 def test_pr2_broken_same_uid_is_detected(instances, principals, target, sandbox_host):
-    """A sandbox run under A's uid is reported by the same check as sharing A's identity."""
+    """A sandbox run under A's uid is reported by the same check as sharing A's identity, and one run under
+    an existing host account (nobody) is reported by the same identity check the refusal applies; the probe
+    inside each runs as that uid."""
     with target.broken("same-uid", owner=instances["A"], intruder=principals["B"]) as leaky:
         sandbox_host(leaky).run("id -u")
         identities = {"A": target.identity(instances["A"]), "B'": target.identity(leaky)}
         assert shared_identities(identities) == [("A", "B'")]
+    with target.broken("host-account-uid", intruder=principals["B"], account="nobody") as service:
+        ident = target.identity(service)
+        assert sandbox_host(service).run("id -u").stdout.strip() == str(ident.uid)
+        problems = identity_problems("B'", ident)
+    attach("PR-2 X", {"identity of the service-account sandbox": vars(ident), "problems": problems})
+    assert [p for p in problems if "host account" in p] != []

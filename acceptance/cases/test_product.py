@@ -13,6 +13,8 @@ import pytest
 
 from canaries import detect
 
+from .evidence import attach
+
 pytestmark = pytest.mark.usefixtures("planted")
 
 
@@ -49,18 +51,20 @@ def comments_seen_by(target, principal, issue: int) -> str:
 @pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("TL-5", "refusal", pair=f"{n}->A"), id=n)
                                       for n in ("B", "C")])
 def test_tl5_people_api_refuses_another_principals_record(intruder, principals, instances, target, probe_log):
-    """A's private note, asked for by id through the people's API as B or C, is not found; a malformed id
-    and a missing record get the same clear 4xx, and nothing changes."""
+    """A's private note, asked for by id through the people's API as B or C, gets exactly the answer a record
+    that does not exist gets, and carries nothing of A's; a malformed id gets a 4xx too; A still reads it."""
     a = target.person(principals["A"])
     note = a.request("POST", "/api/issues", {"title": "x", "body": "x"})[1]["id"]  # a record that exists
     drive(target, principals["A"], instances["A"], [("notes_create", {"body": "private"})])
     notes = a.request("GET", "/api/records?kind=note")[1]["records"]
     mine = notes[-1]["id"]
     who = target.person(principals[intruder])
-    assert who.request("GET", f"/api/records/{mine}")[0] == 404
-    assert reason_of(who.request("GET", "/api/records/999999")[1]) == "not_found_or_not_visible"
-    assert who.request("GET", "/api/records/abc")[0] == 404
-    assert reason_of(who.request("POST", "/api/issues", {"title": 5})[1]) == "bad_field"
+    answer, missing = who.request("GET", f"/api/records/{mine}"), who.request("GET", "/api/records/999999")
+    malformed = who.request("GET", "/api/records/abc")
+    attach(f"TL-5 people's API {intruder}->A", {"answer": answer, "missing": missing, "malformed": malformed})
+    assert answer[0] == 404 and "private" not in str(answer[1])
+    assert (answer[0], reason_of(answer[1])) == (missing[0], reason_of(missing[1]))
+    assert 400 <= malformed[0] < 500 and 400 <= who.request("POST", "/api/issues", {"title": 5})[0] < 500
     assert a.request("GET", f"/api/records/{mine}")[0] == 200 and note
     probe_log.witness(instances["A"], f"GET /api/records/{mine} as {intruder}", "product answered 404 not_found_or_not_visible")
 

@@ -1,12 +1,26 @@
-"""RS-1, RS-2: memory and pids limits are enforced, shown by a process dying at them."""
+"""RS-1, RS-2: memory and pids limits are enforced, shown by a process dying at them.
+
+A probe dying at the limit shows the limit holds for the cgroup the probe ran in. Other realistic ways the
+property breaks that a probe alone would not see: the agent (or a helper it started, or a process the
+platform started beside it) running outside that cgroup (spawned before it was moved in, moved to a
+sibling, or put in the right cgroup of one controller and not of the other); a limit set on a parent the
+instance's processes are not under. So each refusal also enumerates, from the host's own /proc, every
+process in the instance's pid namespace while a probe runs, and requires each to sit in the very memory
+and pids cgroups of the probe that was shown to be limited (DESIGN §5 rule 8: enumerate, don't sample).
+"""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import secrets
+import threading
+import time
 
 import pytest
+
+from ..errors import HarnessTimeout
 
 ALLOCATE = "x = b'\\x01' * (400 << 20); print('allocated', len(x))"
 # A bounded fork bomb: fork children that wait, until fork fails or 1000 are alive; report, then reap.
@@ -30,6 +44,77 @@ for pid in children:
 print(json.dumps({"forked": len(children), "error": error}))
 """
 KILLED = (137, -9)
+CONTROLLERS = ("memory", "pids")
+
+
+def _cgroups(pid: int) -> dict[str, str]:
+    """The host's view of ``pid``'s cgroup per controller (v1: one line each; v2: the unified path)."""
+    found = {}
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for controller in controllers.split(",") if controllers else ["unified"]:
+                found[controller] = path
+    return {c: found.get(c, found.get("unified", "")) for c in CONTROLLERS}
+
+
+def _namespace_members(pid_ns: str) -> dict[int, bytes]:
+    """Every host process in the pid namespace ``pid_ns``: host pid -> its command line."""
+    members = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{name}/ns/pid") == pid_ns:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    members[int(name)] = f.read()
+        except OSError:
+            continue  # ended while we looked
+    return members
+
+
+def processes_outside_the_probes_cgroups(target, ref, host) -> tuple[dict, dict[int, dict]]:
+    """While a probe sleeps in ``ref``'s sandbox, the cgroups of that probe and of every process in the
+    instance's pid namespace, as the host sees them; returns (the probe's cgroups, the processes whose
+    cgroups differ). The probe is found by a marker argument only it carries."""
+    marker = f"{1 + secrets.randbelow(10**6) / 10**7:.7f}"
+    pid_ns = target.identity(ref).namespaces["pid"]
+    sleeper = threading.Thread(target=host.run, args=("sleep %s", marker), daemon=True)
+    sleeper.start()
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            members = _namespace_members(pid_ns)
+            probe = [pid for pid, cmd in members.items() if cmd == b"sleep\0" + marker.encode() + b"\0"]
+            if probe:
+                break
+            if time.monotonic() > deadline:
+                raise HarnessTimeout(f"the probe 'sleep {marker}' never showed up in {ref.key}'s pid namespace")
+            time.sleep(0.01)
+        own = _cgroups(probe[0])
+        others = {}
+        for pid, cmd in members.items():
+            try:
+                seen = _cgroups(pid)
+            except OSError:
+                continue
+            if seen != own:
+                others[pid] = {"cmdline": cmd.replace(b"\0", b" ").decode(errors="replace")[:120], **seen}
+        if len(members) < 2:
+            raise HarnessTimeout(f"only the probe was found in {ref.key}'s pid namespace: the agent is not there")
+    finally:
+        sleeper.join(timeout=30)
+    _attach({"probe": own, "processes_in_namespace": len(members), "outside": others})
+    return own, others
+
+
+def _attach(record: dict) -> None:
+    try:
+        import allure
+    except ImportError:
+        return
+    allure.attach(json.dumps(record, indent=1), name="processes of the instance and their cgroups",
+                  attachment_type=allure.attachment_type.JSON)
 
 
 @pytest.mark.case("RS-1", "refusal", pair="A")
@@ -40,6 +125,8 @@ def test_rs1_allocation_killed_under_256mb(instances, target, sandbox_host):
     assert "allocated" not in result.stdout
     assert result.rc in KILLED, f"expected SIGKILL from the memory limit, got rc {result.rc}: {result.stderr}"
     assert target.turn(instances["A"], "are you there?")
+    _, outside = processes_outside_the_probes_cgroups(target, instances["A"], sandbox_host(instances["A"]))
+    assert outside == {}, f"processes of A outside the memory cgroup the limit was shown in: {outside}"
 
 
 @pytest.mark.case("RS-1", "P", pair="R")
@@ -61,6 +148,8 @@ def test_rs2_fork_bomb_contained(instances, target, sandbox_host):
     assert report["error"] == os.strerror(errno.EAGAIN), report
     assert report["forked"] < 1000, report
     assert target.turn(instances["A"], "still there?")
+    _, outside = processes_outside_the_probes_cgroups(target, instances["A"], sandbox_host(instances["A"]))
+    assert outside == {}, f"processes of A outside the pids cgroup the limit was shown in: {outside}"
 
 
 @pytest.mark.case("RS-2", "P", pair="A")

@@ -88,6 +88,7 @@ class ReferenceTarget:
         # The platform (controller, later the broker and proxy) holds these in its own environment.
         os.environ.update(self._secrets)
         provider_key = self._secrets.get("PAIRPROOF_PROVIDER_KEY") or secrets.token_hex(16)
+        self._provider_key = provider_key
         # The upstream provider of the lab: the one fake, a real HTTP service driven by scripts.
         self.provider = ProviderMock(provider_key).start()
         state = Path(options.state_dir) / "runs" / options.run
@@ -102,6 +103,8 @@ class ReferenceTarget:
         self._counter = itertools.count(1)
         self._extra_dirs: list[Path] = []
         self._undo: list[Callable[[], object]] = []
+        # The budget the pure capacity arithmetic sees (a broken arrangement may edit it).
+        self._budget_view: Callable[[Mapping[str, int]], Mapping[str, int]] = dict
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -292,8 +295,20 @@ class ReferenceTarget:
         return self.provision(principal, managed_config=config)
 
     def running(self, principal: Principal) -> bool:
-        return any(r.state == "running" for r in self.controller.instances()
-                   if (r.org, r.user) == (principal.org, principal.user))
+        """Whether the registry says so, or a live sandbox of the pair exists whatever the registry says."""
+        from runtime.errors import InstanceError
+
+        for record in self.controller.instances():
+            if (record.org, record.user) != (principal.org, principal.user):
+                continue
+            if record.state == "running":
+                return True
+            try:
+                self.controller.sandbox(record.id)
+                return True
+            except InstanceError:
+                pass
+        return False
 
     # -- the product ----------------------------------------------------------------------------------
 
@@ -310,13 +325,14 @@ class ReferenceTarget:
 
     def capacity_need(self, budget: Mapping[str, int], fleet: Mapping[str, int]) -> Mapping[str, int]:
         with _contract_errors():
-            needed = capacity.need(capacity.Budget.of(budget), capacity.Fleet.of(fleet))
+            needed = capacity.need(capacity.Budget.of(self._budget_view(budget)), capacity.Fleet.of(fleet))
         return {"memory_mb": needed.memory_mb, "disk_mb": needed.disk_mb}
 
     def capacity_admit(self, budget: Mapping[str, int], fleet: Mapping[str, int], host: Mapping[str, int]
                        ) -> tuple[bool, str]:
         with _contract_errors():
-            admission = capacity.admit(capacity.Budget.of(budget), capacity.Fleet.of(fleet), capacity.Host.of(host))
+            admission = capacity.admit(capacity.Budget.of(self._budget_view(budget)), capacity.Fleet.of(fleet),
+                                       capacity.Host.of(host))
         return admission.ok, admission.reason
 
     def fleet_need(self) -> Mapping[str, int]:
@@ -347,10 +363,13 @@ class ReferenceTarget:
             "secret-in-env": self._secret_in_env,
             "shared-pid-ns": self._shared_pid_ns,
             "same-uid": self._same_uid,
+            "host-account-uid": self._host_account_uid,
             "unaudited-operator-route": self._unaudited_operator_route,
             "debug-logging": self._debug_logging,
             "open-egress": self._open_egress,
             "unencrypted-snapshot": self._unencrypted_snapshot,
+            "unmetered-model-call": self._unmetered_model_call,
+            "capacity-without-brokers": self._capacity_without_brokers,
             "lossy-product-link": self._lossy_product_link,
             "unreachable-product": self._unreachable_product,
         }
@@ -450,6 +469,13 @@ class ReferenceTarget:
         """The intruder's sandbox runs under the owner's host uid (its own volume, though)."""
         return self._start_broken(intruder, uid=self._record(owner).uid, volume=None)
 
+    def _host_account_uid(self, intruder: Principal, account: str = "nobody") -> InstanceRef:
+        """The intruder's sandbox runs under an existing host account's uid (its own volume), as a platform
+        that maps every agent to a service account would."""
+        import pwd
+
+        return self._start_broken(intruder, uid=pwd.getpwnam(account).pw_uid, volume=None)
+
     def _open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> InstanceRef:
         """A sandbox linked to the lab with a default route and the lab's resolver: open egress, as a
         sandbox on a bridged network would have, but into the lab only. With ``catalog_refresh`` it runs
@@ -472,17 +498,30 @@ class ReferenceTarget:
         lab.connect(self._broken[ref.key].host_pid)
         return ref
 
-    def _unencrypted_snapshot(self, ref: InstanceRef) -> bytes:
-        """The instance's volume as a snapshot compressed but never encrypted, as a store without keys would."""
-        import io
-        import tarfile
+    def _unencrypted_snapshot(self) -> None:
+        """While it lasts, the platform's own snapshot path (``snapshot``, ``restore``) stores snapshots
+        compressed but sealed with nothing, as a store without keys would: same header, same compression,
+        same file, the same restore."""
+        store = self.controller.snapshots
+        before = store.sealer
+        store.sealer = _NoSeal()
+        self._undo.append(lambda: setattr(store, "sealer", before))
 
-        import zstandard
+    def _unmetered_model_call(self, principal: Principal, purpose: str = "title") -> None:
+        """One model call for ``principal`` made straight to the provider with the platform's key, past the
+        proxy's meter, as a platform component wired to the provider directly would."""
+        body = {"model": "reference-aux", "messages": [{"role": "user", "content": "Title for: hello"}],
+                "metadata": {"purpose": purpose}, "user": f"{principal.org}:{principal.user}"}
+        status, answer = self._http("POST", self.provider.url + "/v1/chat/completions", body,
+                                    {"Authorization": f"Bearer {self._provider_key}"})
+        if status != 200:
+            raise TargetError(f"the unmetered call was not answered: {status} {answer}")
 
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(self.controller.state / "instances" / ref.key / "volume", arcname=".")
-        return zstandard.ZstdCompressor(level=3).compress(buffer.getvalue())
+    def _capacity_without_brokers(self) -> None:
+        """While it lasts, the capacity arithmetic (``capacity_need``, ``capacity_admit``) budgets no broker
+        beside each resident instance, as a model that forgets them would."""
+        self._budget_view = lambda budget: {**budget, "broker_mb": 0} if "broker_mb" in budget else dict(budget)
+        self._undo.append(lambda: setattr(self, "_budget_view", dict))
 
     def _lossy_product_link(self, ref: InstanceRef) -> None:
         """The link from the instance's broker to the product loses every answer (the request arrives)."""
@@ -576,6 +615,16 @@ class ProductHttpClient:
         if kind.startswith("text/html"):
             return status, raw.decode()
         return status, json.loads(raw) if raw else None
+
+
+class _NoSeal:
+    """A snapshot sealer that seals nothing: the broken arrangement of SN-1's X control."""
+
+    def seal(self, key: bytes, plain: bytes, aad: bytes) -> bytes:
+        return plain
+
+    def open(self, key: bytes, sealed: bytes, aad: bytes) -> bytes:
+        return sealed
 
 
 class _LossyRelay:
