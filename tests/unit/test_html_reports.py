@@ -94,6 +94,7 @@ def test_every_case_is_in_the_matrix_in_its_row_with_its_status(tmp_path):
                 Outcome(Declared("t::p", "FS-1", "P")), Outcome(Declared("t::x", "FS-1", "X")),
                 Outcome(Declared("t::lf1", "LF-1", "refusal"), proofs=1), Outcome(Declared("t::lf1p", "LF-1", "P")),
                 Outcome(Declared("t::cp1", "CP-1", "refusal"), proofs=1),
+                *(Outcome(Declared(f"t::cp1{role}", "CP-1", role)) for role in load()["CP-1"].controls),
                 Outcome(Declared("t::ts1p", "TS-1", "P"))]
     verdict = judge(outcomes, load())
     verdict.update(run="0badc0de", target="reference", pytest_exit=1)
