@@ -159,15 +159,20 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--reports-dir", default="reports", help="where to write mutants.json and mutants.txt")
     m.add_argument("--state-dir", default="/var/lib/pairproof")
     m.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="mutants run in parallel (default: cores)")
-    m.add_argument("--only", action="append", metavar="NAME", help="run only this mutant (repeatable)")
-    m.add_argument("--suite", help="a different cases folder to judge (the runner's own tests use a useless one)")
+    m.add_argument("--only", action="append", metavar="NAME",
+                   help="run only this mutant (repeatable); the report is partial, and `pairproof gate` refuses it")
+    m.add_argument("--suite", help="a different cases folder to judge (the runner's own tests use a useless one); "
+                                   "the report is partial, and `pairproof gate` refuses it")
     m.set_defaults(func=mutants)
     r = sub.add_parser("report", help="rebuild reports/summary.html and reports/allure-report.html")
     r.add_argument("--reports-dir", default="reports")
     r.set_defaults(func=report)
-    g = sub.add_parser("gate", help="exit 0 only if the results prove the whole catalogue (and the mutants, if given)")
-    g.add_argument("--results", default="reports", help="folder with verdict.json (default: reports)")
-    g.add_argument("--mutants", help="also require this mutant report (reports/mutants.json) to show every mutant killed")
+    g = sub.add_parser("gate", help="exit 0 only if the results prove the whole catalogue (and the mutants, if given); "
+                                    "it judges the evidence again, trusting no status a report gives itself")
+    g.add_argument("--results", default="reports",
+                   help="folder with verdict.json and the run's allure-results/ (default: reports)")
+    g.add_argument("--mutants", help="also require this mutant report (reports/mutants.json): a whole run on this "
+                                     "source, every catalogued mutant killed by one of its named cases")
     g.set_defaults(func=gate)
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")
     c.add_argument("--state-dir", default="/var/lib/pairproof")

@@ -7,11 +7,18 @@ cases first (fast), then, if none of them failed, the whole suite. A mutant is *
 expected cases is reported **failed** (a finding, not merely broken); killed only by cases it did not
 name, it is reported as such (the catalogue or the suite is wrong); otherwise it *survived*. Runs go in
 parallel across cores. The kill matrix (mutant x case) is written to ``reports/`` as JSON and a table.
+
+The report names what it judged, so ``pairproof gate`` can refuse a report for other source: the sha256 of
+the runtime, of the suite (acceptance and canaries) and of the mutant catalogue as the control copied them
+(``source``), whether it ran only part of the catalogue or another suite (``partial``, ``suite``), and
+which mutants the catalogue held.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -25,10 +32,38 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .catalogue import PATH as CATALOGUE_PATH
 from .catalogue import Mutant, apply, copy_suite, load
 from .errors import MutantError
 
-SCHEMA = "pairproof.mutants/1"
+SCHEMA = "pairproof.mutants/2"
+SUITE_PACKAGES = ("acceptance", "canaries")
+# What copy_suite leaves out of a copy is left out of a digest too, so a tree and its copy hash alike.
+_NOT_SOURCE = {"__pycache__", "allure-results", "verdict.json"}
+
+
+def tree_digest(*roots: Path) -> str:
+    """sha256 over every file under ``roots`` (each file's path relative to its root, then its bytes'
+    sha256), in path order; compiled files and run leftovers are not source."""
+    digest = hashlib.sha256()
+    for root in roots:
+        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix != ".pyc"
+                       and not _NOT_SOURCE & set(p.relative_to(root).parts))
+        for path in files:
+            name = f"{root.name}/{path.relative_to(root).as_posix()}"
+            digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def source_digest(tree: Path | None = None) -> dict[str, str]:
+    """The sha256 of the runtime, the suite and the mutant catalogue: in ``tree`` (a copy made by
+    ``copy_suite``), or where Python imports them from. The runner records it; the gate recomputes it."""
+    def where(package: str) -> Path:
+        return tree / package if tree is not None else Path(importlib.import_module(package).__file__).parent
+
+    return {"runtime": tree_digest(where("runtime")),
+            "suite": tree_digest(*(where(p) for p in SUITE_PACKAGES)),
+            "mutant_catalogue": hashlib.sha256(CATALOGUE_PATH.read_bytes()).hexdigest()}
 
 
 @dataclass
@@ -159,6 +194,10 @@ def table(report: dict) -> str:
         lines.append(f"{m['name']:32} {m['status']:18} {','.join(m['expected']):14} "
                      f"{','.join(m['killed_by']) or '-'}{'  ' + m['detail'] if m['detail'] else ''}")
     lines.append(f"verdict: {report['status'].upper()} - {report['summary']}")
+    if report.get("partial"):
+        lines.append(f"partial: {len(report['mutants'])} of the {len(report['catalogued'])} catalogued mutants"
+                     + (f", judged by the suite in {report['suite']}" if report.get("suite") else "")
+                     + "; `pairproof gate` refuses a partial report: run `pairproof mutants` without --only for it")
     return "\n".join(lines)
 
 
@@ -168,7 +207,11 @@ PRINT = functools.partial(print, flush=True)  # progress lines as they come, und
 def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path | None = None,
         state_dir: str = "/var/lib/pairproof", catalogue: list[Mutant] | None = None,
         progress=PRINT) -> int:
-    mutants = catalogue if catalogue is not None else load()
+    catalogued = load()
+    mutants = catalogue if catalogue is not None else catalogued
+    # Anything but the whole catalogue file, judged by the shipped suite, is a partial report: useful
+    # while working on one mutant, never enough for the gate.
+    partial = bool(only) or catalogue is not None or suite is not None
     if only:
         unknown = set(only) - {m.name for m in mutants}
         if unknown:
@@ -183,6 +226,7 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
     try:
         progress(f"control: the unmodified copy, whole suite{'' if suite is None else f' ({suite})'}...")
         control_tree = copy_suite(workdir / "control")
+        source = source_digest(control_tree)
         control = run_suite(control_tree, suite, [], state_dir)
         progress(f"control: exit {control.exit} in {control.seconds:.0f}s")
         outcomes: list[Outcome] = []
@@ -211,6 +255,8 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
     ok = control.exit == 0 and counts["killed"] == len(mutants)
     report = {
         "schema": SCHEMA, "status": "passed" if ok else "failed", "seconds": round(time.monotonic() - started, 1),
+        "source": source, "partial": partial, "suite": str(suite) if suite is not None else None,
+        "catalogued": [m.name for m in catalogued],
         "summary": (f"{counts['killed']}/{len(mutants)} killed by an expected case, {counts['killed_unexpected']} killed "
                     f"only by others, {counts['survived']} survived, {counts['error']} errors")
         if control.exit == 0 else "the unmodified control did not pass: no mutant was run",

@@ -4,6 +4,11 @@ allure-pytest writes a result per test as the test ends, before the controls of 
 (and on xdist, in another process). Once the verdict is known, a refusal whose controls did not pass is
 rewritten from ``passed`` to ``broken`` with the reason, so a report reader never sees a pass the
 pairing rules do not support.
+
+It does not add the ``pairproof_run`` label that ties a result to its run (``pairproof gate`` refuses a
+result without it): that label is written by the test's own process as the result is made. Stamped here,
+after the fact, it would also land on a stale result of an earlier run left in the same folder, the very
+result the label exists to refuse.
 """
 
 from __future__ import annotations

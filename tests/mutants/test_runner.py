@@ -43,15 +43,45 @@ def test_a_suite_that_asserts_nothing_kills_no_mutant(tmp_path):
     assert report["control"]["exit"] == 0, report["control"]["tail"]
     assert code == 1
     assert {m["name"]: m["status"] for m in report["mutants"]} == {m.name: "survived" for m in chosen}
+    assert (report["partial"], report["suite"]) == (True, str(suite))
 
 
 def test_a_real_mutant_is_killed_by_its_expected_case(tmp_path):
-    chosen = [m for m in CATALOGUE if m.name == "memory-limit-not-enforced"]
-    code = runner.run(reports=tmp_path, jobs=1, catalogue=chosen, progress=lambda _: None)
+    """``pairproof mutants --only NAME``: the mutant is killed, and the report says which source it judged
+    and that it was partial, so the gate refuses it (it once accepted it)."""
+    from reports import gate
+
+    code = runner.run(reports=tmp_path, jobs=1, only=["memory-limit-not-enforced"], progress=lambda _: None)
     report = json.loads((tmp_path / "mutants.json").read_text())
     assert code == 0, (tmp_path / "mutants.txt").read_text()
     assert report["mutants"][0]["status"] == "killed" and "RS-1" in report["mutants"][0]["killed_by"]
     assert "RS-1" in (tmp_path / "mutants.txt").read_text()
+    assert report["source"] == runner.source_digest() and report["partial"] is True
+    assert report["catalogued"] == [m.name for m in CATALOGUE]
+    judged = gate.judge_mutants(tmp_path / "mutants.json")
+    assert not judged.passed
+    assert any("is a partial report" in r for r in judged.reasons), judged.reasons
+    assert any(r.startswith(f"{len(CATALOGUE) - 1} catalogued mutants not in the report") for r in judged.reasons), \
+        judged.reasons
+    assert not any("judged another" in r or "control did not pass" in r for r in judged.reasons), judged.reasons
+
+
+def test_the_source_digest_is_the_source_as_shipped(tmp_path):
+    """A copy of the suite hashes like the source it was copied from (compiled files aside); one byte
+    changed in the copy's runtime changes the runtime's digest and nothing else."""
+    tree = copy_suite(tmp_path / "tree")
+    assert runner.source_digest(tree) == runner.source_digest()
+    (tree / "runtime" / "__pycache__").mkdir(exist_ok=True)
+    (tree / "runtime" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"compiled")
+    assert runner.source_digest(tree) == runner.source_digest()
+    sandbox = tree / "runtime" / "sandbox.py"
+    sandbox.write_bytes(sandbox.read_bytes() + b" ")
+    changed = runner.source_digest(tree)
+    assert changed["runtime"] != runner.source_digest()["runtime"]
+    assert {k: v for k, v in changed.items() if k != "runtime"} == \
+        {k: v for k, v in runner.source_digest().items() if k != "runtime"}
+    (tree / "runtime" / "new_module.py").write_text("")
+    assert runner.source_digest(tree)["runtime"] != changed["runtime"]
 
 
 def test_a_mutant_that_no_longer_applies_is_an_error(tmp_path):

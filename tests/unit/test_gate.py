@@ -1,49 +1,73 @@
-"""The release gate against crafted results folders: each case gets the right exit code and message."""
+"""The release gate against crafted results folders and mutant reports: each gets the right exit code and
+a message naming the reason.
+
+Each hollow pass of issue 12 is shown twice: the gate as it was (``support.gate_before_issue12``) passes
+the crafted input, the gate now refuses it and says why.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
+from support import gate_before_issue12 as old_gate
 
 from acceptance import cli
 from acceptance.catalogue import load
 from acceptance.pairing import Declared, Outcome, judge
+from mutants import catalogue as mutant_catalogue
+from mutants import runner
+from reports import allure_html, gate
 from reports import verdict as verdict_report
 
 IDS = ["RS-1", "FS-3"]
+RUN = "0badc0de"
 
 
-def _write(folder, outcomes, *, pytest_exit=0, ids=IDS):
-    catalogue = {k: v for k, v in load().items() if k in ids}
-    v = judge(outcomes, catalogue)
-    v.update(run="0badc0de", target="reference", pytest_exit=pytest_exit)
-    verdict_report.write(folder / "verdict.json", v)
-    return folder
-
-
-def _o(case, role, outcome="passed", proofs=1):
-    return Outcome(Declared(f"t.py::{case}-{role}", case, role), outcome=outcome, proofs=proofs)
+def _o(case, role, outcome="passed", proofs=1, n=""):
+    return Outcome(Declared(f"t.py::{case}-{role}{n}", case, role), outcome=outcome, proofs=proofs)
 
 
 ALL_PASSED = [_o("RS-1", "refusal"), _o("RS-1", "P"), _o("FS-3", "refusal"), _o("FS-3", "P"), _o("FS-3", "X")]
 
 
-def _gate(capsys, folder, *extra):
-    from reports import gate
+def _verdict(outcomes, *, pytest_exit=0, ids=IDS, collected=None) -> dict:
+    """The verdict the plugin would write: judged by the pairing rules, each case listing the refusals the
+    suite collected for it (by default, those that ran)."""
+    v = judge(outcomes, {k: c for k, c in load().items() if k in ids})
+    v.update(run=RUN, target="reference", pytest_exit=pytest_exit)
+    refusals = collected if collected is not None else [o.declared for o in outcomes if o.declared.role == "refusal"]
+    for case in v["cases"]:
+        case["expected_refusals"] = [d.nodeid for d in refusals if d.case == case["id"]]
+    return v
 
+
+def _write(folder, outcomes=ALL_PASSED, *, edit: Callable[[dict], object] | None = None, **kwargs):
+    v = _verdict(outcomes, **kwargs)
+    if edit is not None:
+        edit(v)
+    verdict_report.write(folder / "verdict.json", v)
+    return folder
+
+
+def _case(v: dict, case_id: str) -> dict:
+    return next(c for c in v["cases"] if c["id"] == case_id)
+
+
+def _gate(monkeypatch, capsys, folder, *extra):
+    """``pairproof gate`` as a pipeline runs it, on the catalogue's cases IDS, without Allure."""
     original = gate.judge
-    code = None
+    monkeypatch.setattr(gate, "judge", lambda results, mutants=None: original(results, mutants, IDS, allure=False))
     try:
-        gate.judge = lambda results, mutants=None: original(results, mutants, IDS, allure=False)
         code = cli.main(["gate", "--results", str(folder), *extra])
     finally:
-        gate.judge = original
+        monkeypatch.setattr(gate, "judge", original)
     return code, capsys.readouterr().out
 
 
-def test_all_passed(tmp_path, capsys):
-    code, out = _gate(capsys, _write(tmp_path, ALL_PASSED))
+def test_all_passed(tmp_path, monkeypatch, capsys):
+    code, out = _gate(monkeypatch, capsys, _write(tmp_path))
     assert code == 0 and "gate: PASSED" in out
 
 
@@ -52,42 +76,33 @@ def test_all_passed(tmp_path, capsys):
     (lambda o: [o[0], _o("RS-1", "P", "failed")] + o[2:], "RS-1: broken: control P"),
     (lambda o: [_o("RS-1", "refusal", "skipped")] + o[1:], "RS-1: skipped"),
     (lambda o: o[2:], "RS-1: not covered"),
-    (lambda o: [_o("RS-1", "refusal", proofs=0)] + o[1:], "RS-1: broken: no proof of execution"),
+    (lambda o: [_o("RS-1", "refusal", proofs=0)] + o[1:], "RS-1: broken: refusal t.py::RS-1-refusal broken: no proof"),
 ], ids=["failed-case", "control-failed", "skipped-refusal", "missing-case", "no-proof"])
-def test_bad_results_fail_with_the_reason(tmp_path, capsys, change, expected):
-    code, out = _gate(capsys, _write(tmp_path, change(list(ALL_PASSED))))
+def test_bad_results_fail_with_the_reason(tmp_path, monkeypatch, capsys, change, expected):
+    code, out = _gate(monkeypatch, capsys, _write(tmp_path, change(list(ALL_PASSED))))
     assert code == 1
     assert expected in out
 
 
-def test_zero_tests(tmp_path, capsys):
-    code, out = _gate(capsys, _write(tmp_path, []))
+def test_zero_tests(tmp_path, monkeypatch, capsys):
+    code, out = _gate(monkeypatch, capsys, _write(tmp_path, []))
     assert code == 1 and "no case ran" in out
 
 
-def test_a_run_stopped_by_a_usage_error_leaves_no_verdict_and_fails(tmp_path, capsys):
-    code, out = _gate(capsys, tmp_path)
+def test_a_run_stopped_by_a_usage_error_leaves_no_verdict_and_fails(tmp_path, monkeypatch, capsys):
+    code, out = _gate(monkeypatch, capsys, tmp_path)
     assert code == 1 and "no verdict" in out
 
 
-def test_an_interrupted_or_usage_error_exit_fails_even_if_cases_passed(tmp_path, capsys):
-    code, out = _gate(capsys, _write(tmp_path, ALL_PASSED, pytest_exit=4))
+def test_an_interrupted_or_usage_error_exit_fails_even_if_cases_passed(tmp_path, monkeypatch, capsys):
+    code, out = _gate(monkeypatch, capsys, _write(tmp_path, pytest_exit=4))
     assert code == 1 and "exit status 4" in out
 
 
-def test_a_damaged_verdict_fails(tmp_path, capsys):
+def test_a_damaged_verdict_fails(tmp_path, monkeypatch, capsys):
     (tmp_path / "verdict.json").write_text('{"schema": "pairproof.verdict/1"}')
-    code, out = _gate(capsys, tmp_path)
+    code, out = _gate(monkeypatch, capsys, tmp_path)
     assert code == 1 and "does not follow the schema" in out
-
-
-def test_mutants_must_all_be_killed(tmp_path, capsys):
-    folder = _write(tmp_path, ALL_PASSED)
-    report = {"control": {"exit": 0}, "summary": "x", "mutants": [{"name": "m1", "status": "killed"},
-                                                                   {"name": "m2", "status": "survived", "detail": ""}]}
-    (folder / "mutants.json").write_text(json.dumps(report))
-    code, out = _gate(capsys, folder, "--mutants", str(folder / "mutants.json"))
-    assert code == 1 and "mutant m2: survived" in out
 
 
 def test_junit_has_one_case_per_catalogue_case(tmp_path):
@@ -98,11 +113,211 @@ def test_junit_has_one_case_per_catalogue_case(tmp_path):
     assert suite.get("tests") == "2" and suite.get("failures") == "1" and suite.get("skipped") == "1"
 
 
+# -- finding 19: the gate recomputes each case from its evidence --------------------------------------
+
+
+def _control_failed_but_case_says_passed(v):
+    test = _case(v, "FS-3")["controls"]["X"]["tests"][0]
+    test["status"] = "failed"
+
+
+def _no_proof_but_refusal_says_passed(v):
+    _case(v, "RS-1")["refusals"][0]["proofs"] = 0
+
+
+def _controls_only_case_says_passed(v):
+    _case(v, "FS-3")["refusals"] = []
+
+
+def _control_dropped_from_the_verdict(v):
+    del _case(v, "FS-3")["controls"]["X"]
+
+
+def _refusal_broken_but_case_says_passed(v):
+    _case(v, "RS-1")["refusals"][0].update(status="broken", reason="control P (x) did not run")
+
+
+def _verdict_says_failed(v):
+    v.update(status="failed", problems=["RS-1: the plugin's own judgement failed"])
+
+
+def _problems_listed(v):
+    v["problems"] = ["no case ran: a run that selects zero cases proves nothing"]
+
+
+def _expected_refusals_absent(v):
+    del _case(v, "RS-1")["expected_refusals"]
+
+
+def _a_case_from_another_catalogue(v):
+    v["cases"].append(dict(_case(v, "RS-1"), id="ZZ-9"))
+
+
+HOLLOW_VERDICTS = [
+    (_control_failed_but_case_says_passed, "FS-3: broken: control X (", "failed: t.py::FS-3-X"),
+    (_no_proof_but_refusal_says_passed, "RS-1: broken: refusal t.py::RS-1-refusal passed with no proof of execution", ""),
+    (_controls_only_case_says_passed, "FS-3: not covered: no refusal ran (its controls alone prove nothing", ""),
+    (_control_dropped_from_the_verdict, "FS-3: broken: control X (", "is not in the verdict"),
+    (_refusal_broken_but_case_says_passed, "RS-1: broken: refusal t.py::RS-1-refusal broken: control P (x) did not run", ""),
+    (_verdict_says_failed, "verdict.json says the run failed", "the plugin's own judgement failed"),
+    (_problems_listed, "verdict.json lists 1 problems: no case ran", ""),
+    (_expected_refusals_absent, "RS-1: not covered: the verdict does not list the refusals the suite collected", ""),
+    (_a_case_from_another_catalogue, "verdict.json judges ZZ-9, not in acceptance/catalogue.toml", ""),
+]
+
+
+@pytest.mark.parametrize("edit,reason,also", HOLLOW_VERDICTS, ids=[e[0].__name__.strip("_") for e in HOLLOW_VERDICTS])
+def test_the_gate_judges_the_evidence_not_the_status_a_verdict_gives_itself(tmp_path, monkeypatch, capsys, edit,
+                                                                            reason, also):
+    """A verdict whose statuses say passed while its evidence does not: the old gate passed it."""
+    folder = _write(tmp_path, edit=edit)
+    assert old_gate.judge(folder, None, IDS, allure=False).passed
+    code, out = _gate(monkeypatch, capsys, folder)
+    assert code == 1 and reason in out and also in out, out
+
+
+def test_a_refusal_the_suite_collected_but_did_not_run_leaves_its_case_not_covered(tmp_path, monkeypatch, capsys):
+    """RS-1 has two refusal variants; a selection (-k) ran one. A verdict that passes the case on the one
+    that ran (as the pairing rules did before they were told what the suite collected) passed the old gate;
+    the gate fails it on the variant that did not run."""
+    collected = [_o("RS-1", "refusal").declared, _o("RS-1", "refusal", n="-swap").declared, _o("FS-3", "refusal").declared]
+    folder = _write(tmp_path, collected=collected)
+    assert json.loads((folder / "verdict.json").read_text())["status"] == "passed"
+    assert old_gate.judge(folder, None, IDS, allure=False).passed
+    code, out = _gate(monkeypatch, capsys, folder)
+    assert code == 1 and "RS-1: not covered: refusal t.py::RS-1-refusal-swap was not run" in out, out
+
+
+def test_a_refusal_outside_the_collected_ones_contradicts_the_verdict(tmp_path, monkeypatch, capsys):
+    collected = [_o("FS-3", "refusal").declared]
+    code, out = _gate(monkeypatch, capsys, _write(tmp_path, collected=collected))
+    assert code == 1 and "refusal t.py::RS-1-refusal is not among the refusals the suite collected" in out, out
+
+
+def test_a_failed_case_recorded_passed_in_a_passing_run_is_caught_from_its_refusal(tmp_path):
+    def edit(v):
+        _case(v, "RS-1").update(status="passed")
+        v.update(status="passed", problems=[], counts={"passed": 2})
+    folder = _write(tmp_path, [_o("RS-1", "refusal", "failed")] + ALL_PASSED[1:], edit=edit)
+    assert old_gate.judge(folder, None, IDS, allure=False).passed
+    outcome = gate.judge(folder, None, IDS, allure=False)
+    assert not outcome.passed and any(r.startswith("RS-1: failed: refusal t.py::RS-1-refusal failed") for r in outcome.reasons)
+
+
+def test_a_passing_case_recorded_failed_is_not_passed_either(tmp_path):
+    """The other way round: evidence that passes under a status that does not is a verdict that
+    contradicts itself, refused too."""
+    folder = _write(tmp_path, edit=lambda v: _case(v, "RS-1").update(status="broken"))
+    outcome = gate.judge(folder, None, IDS, allure=False)
+    assert not outcome.passed and any("RS-1: broken: the verdict records it broken" in r for r in outcome.reasons)
+
+
+def test_a_case_judged_broken_on_the_whole_says_why(tmp_path):
+    """A case-level judgement the verdict keeps no per-test evidence for (its tests judged two platform
+    runs): the gate takes the negative on its word and gives the verdict's reason."""
+    why = "its tests judged different platform runs ['1', '2']"
+    folder = _write(tmp_path, edit=lambda v: _case(v, "RS-1").update(status="broken", reason=why))
+    outcome = gate.judge(folder, None, IDS, allure=False)
+    assert f"RS-1: broken: the verdict records it broken: {why}" in outcome.reasons
+
+
+def test_every_catalogue_case_must_be_present(tmp_path):
+    folder = _write(tmp_path, edit=lambda v: v["cases"].remove(_case(v, "FS-3")))
+    outcome = gate.judge(folder, None, IDS, allure=False)
+    assert "FS-3: not covered: not in the verdict (every catalogue case must run)" in outcome.reasons
+
+
+def test_a_real_verdict_of_the_whole_catalogue_passes(tmp_path):
+    """The gate is not simply harder to please: a whole, honest verdict of the catalogue passes."""
+    cases = load()
+    outcomes = [o for cid, case in cases.items()
+                for o in [_o(cid, "refusal"), *(_o(cid, role) for role in case.controls)]]
+    folder = tmp_path
+    verdict_report.write(folder / "verdict.json", _verdict(outcomes, ids=list(cases)))
+    outcome = gate.judge(folder, None, None, allure=False)
+    assert outcome.passed, outcome.reasons
+    assert len(outcome.lines) == len(cases)
+
+
+# -- finding 19: Allure results are tied to the run -------------------------------------------------
+
+
+def _allure_results(folder, verdict: dict, *, run=RUN, skip=(), more=()) -> None:
+    """One passed Allure result per test the verdict judged, labelled as the plugin labels them."""
+    results = folder / "allure-results"
+    results.mkdir(exist_ok=True)
+    tests = [t["test"] for c in verdict["cases"] for t in c["refusals"]]
+    tests += [t["test"] for c in verdict["cases"] for ctl in c["controls"].values() for t in ctl["tests"]]
+    for i, nodeid in enumerate([t for t in tests if t not in skip] + list(more)):
+        labels = [{"name": "pairproof_nodeid", "value": nodeid}]
+        if run is not None:
+            labels.append({"name": "pairproof_run", "value": run})
+        (results / f"r{i}-result.json").write_text(json.dumps(
+            {"uuid": f"r{i}", "historyId": f"h{i}", "name": nodeid, "fullName": nodeid, "status": "passed",
+             "start": 1, "stop": 2, "labels": labels}))
+
+
+def _needs_allure():
+    if allure_html.find() is None:
+        pytest.fail("the npm package allure is not installed: run tools/setup-machine (or set PAIRPROOF_ALLURE)")
+
+
+def test_allure_results_of_this_run_pass(tmp_path):
+    _needs_allure()
+    folder = _write(tmp_path)
+    _allure_results(folder, json.loads((folder / "verdict.json").read_text()))
+    outcome = gate.judge(folder, None, IDS)
+    assert outcome.passed, outcome.reasons
+
+
+HOLLOW_ALLURE = [
+    ({"run": "feedf00d"}, "5 belong to another run than this verdict's 0badc0de: t.py::FS-3-refusal (run feedf00d)"),
+    ({"run": None}, "5 carry no pairproof_run label, so nothing ties them to this run"),
+    ({"skip": ["t.py::FS-3-X"], "more": ["t.py::FS-3-X-from-yesterday"]},
+     "1 are missing: the verdict judged these tests but no Allure result shows them: t.py::FS-3-X"),
+    ({"more": ["t.py::RS-1-refusal"]}, "1 are a second result for one test: t.py::RS-1-refusal"),
+]
+
+
+@pytest.mark.parametrize("change,reason", HOLLOW_ALLURE, ids=["other-run", "no-run-label", "missing", "duplicate"])
+def test_allure_results_not_of_this_run_fail(tmp_path, change, reason):
+    """Passing results of another run, or unlabelled ones, or one missing with a stranger in its place, or
+    one twice: Allure's quality gate counts them and passes, and the old gate with it."""
+    _needs_allure()
+    folder = _write(tmp_path)
+    _allure_results(folder, json.loads((folder / "verdict.json").read_text()), **change)
+    assert old_gate.judge(folder, None, IDS).passed
+    outcome = gate.judge(folder, None, IDS)
+    assert not outcome.passed and any(reason in r for r in outcome.reasons), outcome.reasons
+
+
+def test_any_passing_results_satisfied_the_old_gate_not_this_one(tmp_path):
+    """As many passing results as catalogue cases, from nothing this run did."""
+    _needs_allure()
+    folder = _write(tmp_path)
+    results = folder / "allure-results"
+    results.mkdir()
+    for i in range(len(IDS)):
+        (results / f"x{i}-result.json").write_text(json.dumps(
+            {"uuid": f"x{i}", "historyId": f"x{i}", "name": f"t{i}", "fullName": f"t{i}", "status": "passed",
+             "start": 1, "stop": 2}))
+    assert old_gate.judge(folder, None, IDS).passed
+    outcome = gate.judge(folder, None, IDS)
+    assert not outcome.passed
+    text = "\n".join(outcome.reasons)
+    assert "2 carry no pairproof_run label" in text and "5 are missing" in text, text
+
+
+def test_an_extra_result_for_a_test_the_verdict_did_not_judge_fails(tmp_path):
+    folder = _write(tmp_path)
+    _allure_results(folder, json.loads((folder / "verdict.json").read_text()), more=["t.py::RS-1-refusal[old]"])
+    outcome = gate.judge(folder, None, IDS)
+    assert any("1 are for a test this verdict did not judge: t.py::RS-1-refusal[old]" in r for r in outcome.reasons)
+
+
 def test_allures_own_quality_gate_runs_and_can_fail(tmp_path):
     """With Allure results present, the gate also runs Allure's quality gate (here: too few tests)."""
-    from reports import allure_html, gate
-
-    folder = _write(tmp_path, ALL_PASSED)
+    folder = _write(tmp_path)
     results = folder / "allure-results"
     results.mkdir()
     (results / "x-result.json").write_text(json.dumps({"uuid": "x", "name": "t", "status": "passed", "start": 1, "stop": 2}))
@@ -116,10 +331,7 @@ def test_allures_own_quality_gate_runs_and_can_fail(tmp_path):
 def test_allures_own_quality_gate_passes_a_folder_that_meets_it(tmp_path):
     """The other half: enough passed results pass Allure's gate, so the gate's failure above is Allure
     judging, not Allure refusing its arguments (it once refused "--success-rate 1.0" as a usage error)."""
-    from reports import allure_html
-
-    if allure_html.find() is None:
-        pytest.fail("the npm package allure is not installed: run tools/setup-machine")
+    _needs_allure()
     results = tmp_path / "allure-results"
     results.mkdir()
     for i in range(3):
@@ -134,3 +346,137 @@ def test_allures_own_quality_gate_passes_a_folder_that_meets_it(tmp_path):
         {"uuid": "r9", "historyId": "h9", "name": "t9", "fullName": "t9", "status": "failed", "start": 1, "stop": 2}))
     passed, said = allure_html.quality_gate(results, min_tests=3)
     assert not passed and "successRate" in said
+
+
+# -- finding 20: the mutant report is tied to the catalogue and the source ---------------------------
+
+
+def _mutant_report(**changes) -> dict:
+    """The report a whole, honest ``pairproof mutants`` run on this source writes: every catalogued mutant
+    killed by the first case it names."""
+    catalogued = mutant_catalogue.load()
+    report = {
+        "schema": runner.SCHEMA, "status": "passed", "seconds": 1.0, "source": runner.source_digest(),
+        "partial": False, "suite": None, "catalogued": [m.name for m in catalogued],
+        "summary": f"{len(catalogued)}/{len(catalogued)} killed by an expected case",
+        "control": {"exit": 0, "seconds": 1.0, "statuses": {c: "passed" for c in load()}, "tail": ""},
+        "mutants": [{"name": m.name, "expected": list(m.kills), "status": "killed", "phase": "expected",
+                     "killed_by": [m.kills[0]], "seconds": 1.0, "detail": ""} for m in catalogued],
+        "matrix": {m.name: {m.kills[0]: "failed"} for m in catalogued},
+    }
+    report.update(changes)
+    return report
+
+
+def _with_mutants(tmp_path, report: dict):
+    folder = _write(tmp_path)
+    (folder / "mutants.json").write_text(json.dumps(report))
+    return folder, folder / "mutants.json"
+
+
+def test_a_whole_mutant_report_of_this_source_passes(tmp_path, monkeypatch, capsys):
+    folder, path = _with_mutants(tmp_path, _mutant_report())
+    code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(path))
+    assert code == 0, out
+
+
+def _only_one(report):
+    first = report["mutants"][0]
+    report.update(partial=True, mutants=[first], matrix={first["name"]: report["matrix"][first["name"]]})
+
+
+def _one_left_out(report):
+    gone = report["mutants"].pop()
+    del report["matrix"][gone["name"]]
+
+
+def _killed_by_another_case(report):
+    m = report["mutants"][0]
+    m["killed_by"] = ["ZZ-1"]
+    report["matrix"][m["name"]] = {"ZZ-1": "failed"}
+
+
+def _killed_in_name_only(report):
+    report["matrix"][report["mutants"][0]["name"]] = {}
+
+
+def _other_runtime(report):
+    report["source"] = dict(report["source"], runtime="0" * 64)
+
+
+def _other_catalogue(report):
+    report["source"] = dict(report["source"], mutant_catalogue="0" * 64)
+
+
+def _other_suite(report):
+    report["source"] = dict(report["source"], suite="0" * 64)
+
+
+def _no_source(report):
+    del report["source"]
+
+
+def _judged_by_a_useless_suite(report):
+    report["suite"] = "/tmp/useless"
+
+
+def _control_exit_false(report):
+    report["control"]["exit"] = False
+
+
+def _control_left_a_case_unpassed(report):
+    report["control"]["statuses"]["RS-1"] = "broken"
+
+
+FIRST = mutant_catalogue.load()[0]
+LAST = mutant_catalogue.load()[-1]
+HOLLOW_MUTANTS = [
+    (_only_one, "is a partial report (--only, or a chosen list of mutants)"),
+    (_one_left_out, f"1 catalogued mutants not in the report: {LAST.name}: every catalogued mutant must be run"),
+    (_killed_by_another_case, f"mutant {FIRST.name}: killed: not killed by one of its named cases "
+                              f"({', '.join(FIRST.kills)}); failed: ZZ-1"),
+    (_killed_in_name_only, f"mutant {FIRST.name}: killed: not killed by one of its named cases"),
+    (_other_runtime, "judged another runtime (sha256 000000000000, this source is"),
+    (_other_catalogue, "judged another mutant catalogue"),
+    (_other_suite, "judged another suite"),
+    (_no_source, "judged another runtime (sha256 None"),
+    (_judged_by_a_useless_suite, "is a partial report (judged by the suite in /tmp/useless)"),
+    (_control_exit_false, "mutants: the unmodified control did not pass (exit False)"),
+    (_control_left_a_case_unpassed, "mutants: the unmodified control did not pass RS-1"),
+]
+
+
+@pytest.mark.parametrize("edit,reason", HOLLOW_MUTANTS, ids=[e[0].__name__.strip("_") for e in HOLLOW_MUTANTS])
+def test_a_mutant_report_that_does_not_prove_this_source_fails(tmp_path, monkeypatch, capsys, edit, reason):
+    """Each of these the old gate passed: it read the report's own statuses and nothing else."""
+    report = _mutant_report()
+    edit(report)
+    folder, path = _with_mutants(tmp_path, report)
+    assert old_gate.judge(folder, path, IDS, allure=False).passed
+    code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(path))
+    assert code == 1 and reason in out, out
+
+
+def test_a_surviving_mutant_or_failed_control_still_fails(tmp_path, monkeypatch, capsys):
+    report = _mutant_report()
+    report["mutants"][1].update(status="survived", killed_by=[])
+    report["control"]["exit"] = 1
+    folder, path = _with_mutants(tmp_path, report)
+    code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(path))
+    second = mutant_catalogue.load()[1].name
+    assert code == 1 and f"mutant {second}: survived" in out and "control did not pass (exit 1)" in out, out
+
+
+def test_a_mutant_report_of_the_old_runner_is_refused(tmp_path, monkeypatch, capsys):
+    folder, path = _with_mutants(tmp_path, {"control": {"exit": 0}, "summary": "x", "mutants": []})
+    code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(path))
+    assert code == 1 and f"is not a {runner.SCHEMA} report (schema None)" in out, out
+
+
+def test_a_damaged_or_missing_mutant_report_fails(tmp_path, monkeypatch, capsys):
+    folder = _write(tmp_path)
+    (folder / "mutants.json").write_text("{")
+    code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(folder / "mutants.json"))
+    assert code == 1 and "is not JSON" in out
+    code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(folder / "nothing.json"))
+    assert code == 1 and "no mutant report at" in out

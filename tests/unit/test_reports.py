@@ -41,3 +41,22 @@ def test_verdict_is_written_atomically_and_tabled(tmp_path):
     assert not list((tmp_path / "v").glob("*.tmp"))
     table = verdict.table(v)
     assert "RS-1" in table and "NT-1" not in table and "1 catalogue cases not covered" in table
+
+
+def test_the_schema_knows_expected_refusals_and_wants_a_run_id():
+    """``expected_refusals`` is a list of node ids; a verdict without a run id cannot be tied to its Allure
+    results, so the schema refuses it."""
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+    from support.verdicts import sample_verdict
+
+    schema = json.loads((Path(verdict.__file__).with_name("verdict.schema.json")).read_text())
+    v = sample_verdict()
+    for case in v["cases"]:
+        case["expected_refusals"] = [r["test"] for r in case["refusals"]]
+    assert list(Draft202012Validator(schema).iter_errors(v)) == []
+    v["cases"][0]["expected_refusals"] = "t::r"
+    v["run"] = ""
+    errors = sorted(e.json_path for e in Draft202012Validator(schema).iter_errors(v))
+    assert errors == ["$.cases[0].expected_refusals", "$.run"]
