@@ -8,6 +8,7 @@ import pytest
 
 from ..errors import ProofError
 from .evidence import attach
+from .product_client import drive, reason_of, with_request_id
 
 pytestmark = pytest.mark.usefixtures("planted")
 
@@ -232,3 +233,28 @@ def test_tl5_owner_reads_its_record(a_note, instances, broker_call):
     note_id, token = a_note
     call = rpc("tools/call", {"name": "notes_get", "arguments": {"id": note_id}})
     assert tool_result(broker_call(instances["A"], "POST", "/mcp", call)) == {"id": note_id, "body": token}
+
+
+# -- TL-5, people's side ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("TL-5", "refusal", pair=f"{n}->A"), id=n)
+                                      for n in ("B", "C")])
+def test_tl5_people_api_refuses_another_principals_record(intruder, principals, instances, target, probe_log):
+    """A's private note, asked for by id through the people's API as B or C, gets exactly the answer a record
+    that does not exist gets, and carries nothing of A's; a malformed id gets a 4xx too; A still reads it."""
+    a = target.person(principals["A"])
+    note = a.request("POST", "/api/issues", {"title": "x", "body": "x"})[1]["id"]  # a record that exists
+    drive(target, principals["A"], instances["A"], [("notes_create", {"body": "private"})])
+    notes = a.request("GET", "/api/records?kind=note")[1]["records"]
+    mine = notes[-1]["id"]
+    who = target.person(principals[intruder])
+    nonce = probe_log.platform_probe(instances["A"], f"GET /api/records/{mine} as {intruder}")
+    answer = who.request("GET", f"/api/records/{mine}", headers=with_request_id(nonce))
+    missing = who.request("GET", "/api/records/999999")
+    malformed = who.request("GET", "/api/records/abc")
+    attach(f"TL-5 people's API {intruder}->A", {"answer": answer, "missing": missing, "malformed": malformed})
+    assert answer[0] == 404 and "private" not in str(answer[1])
+    assert (answer[0], reason_of(answer[1])) == (missing[0], reason_of(missing[1]))
+    assert 400 <= malformed[0] < 500 and 400 <= who.request("POST", "/api/issues", {"title": 5})[0] < 500
+    assert a.request("GET", f"/api/records/{mine}")[0] == 200 and note
+    probe_log.confirm(nonce, target.platform_log())

@@ -14,21 +14,9 @@ import pytest
 from canaries import detect
 
 from ..errors import TargetError
-from .evidence import attach
+from .product_client import drive, reason_of, with_request_id
 
 pytestmark = pytest.mark.usefixtures("planted")
-
-
-def drive(target, principal, ref, calls: list[tuple[str, dict]], reply: str = "done", request_id: str = "") -> str:
-    """One agent turn in which the model makes ``calls`` (tool, arguments) and then replies; the turn's
-    ``request_id`` goes with each of its calls, and the product logs its decisions under it."""
-    target.script_model(principal, [{"tool": t, "arguments": a} for t, a in calls] + [{"reply": reply}])
-    return target.turn(ref, "please do it", request_id=request_id)
-
-
-def with_request_id(nonce: str) -> dict[str, str]:
-    """The header a probe's request carries its id in (the product logs its answer under it)."""
-    return {"X-Request-Id": nonce}
 
 
 @pytest.fixture
@@ -36,11 +24,6 @@ def team_issue(target, principals) -> int:
     status, body = target.person(principals["B"]).request("POST", "/api/issues", {"title": "printer", "body": "jammed"})
     assert status == 200
     return body["id"]
-
-
-def reason_of(body: object) -> str | None:
-    """The refusal reason of an answer, or None: a missing one is an assertion failure, not a crash."""
-    return ((body or {}).get("error") or {}).get("reason") if isinstance(body, dict) else None
 
 
 def cards(target, principal) -> list[dict]:
@@ -51,31 +34,6 @@ def comments_seen_by(target, principal, issue: int) -> str:
     status, body = target.person(principal).request("GET", f"/api/records/{issue}/children")
     assert status == 200
     return " ".join(r["body"] for r in body["records"])
-
-
-# -- TL-5, people's side ----------------------------------------------------------------------------
-
-@pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("TL-5", "refusal", pair=f"{n}->A"), id=n)
-                                      for n in ("B", "C")])
-def test_tl5_people_api_refuses_another_principals_record(intruder, principals, instances, target, probe_log):
-    """A's private note, asked for by id through the people's API as B or C, gets exactly the answer a record
-    that does not exist gets, and carries nothing of A's; a malformed id gets a 4xx too; A still reads it."""
-    a = target.person(principals["A"])
-    note = a.request("POST", "/api/issues", {"title": "x", "body": "x"})[1]["id"]  # a record that exists
-    drive(target, principals["A"], instances["A"], [("notes_create", {"body": "private"})])
-    notes = a.request("GET", "/api/records?kind=note")[1]["records"]
-    mine = notes[-1]["id"]
-    who = target.person(principals[intruder])
-    nonce = probe_log.platform_probe(instances["A"], f"GET /api/records/{mine} as {intruder}")
-    answer = who.request("GET", f"/api/records/{mine}", headers=with_request_id(nonce))
-    missing = who.request("GET", "/api/records/999999")
-    malformed = who.request("GET", "/api/records/abc")
-    attach(f"TL-5 people's API {intruder}->A", {"answer": answer, "missing": missing, "malformed": malformed})
-    assert answer[0] == 404 and "private" not in str(answer[1])
-    assert (answer[0], reason_of(answer[1])) == (missing[0], reason_of(missing[1]))
-    assert 400 <= malformed[0] < 500 and 400 <= who.request("POST", "/api/issues", {"title": 5})[0] < 500
-    assert a.request("GET", f"/api/records/{mine}")[0] == 200 and note
-    probe_log.confirm(nonce, target.platform_log())
 
 
 # -- SH-1 / SH-3: audience-crossing writes are held ------------------------------------------------------

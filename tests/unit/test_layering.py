@@ -31,3 +31,17 @@ def test_agent_uses_the_standard_library_only():
     modules = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     modules |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert modules - set(sys.stdlib_module_names) - {"__future__"} == set()
+
+
+def test_each_case_lives_in_one_module():
+    """Under xdist the plugin keeps a module's tests on one worker (--dist loadfile), so a case whose refusal
+    and controls sit in two modules would judge two platform runs, and be broken. Keep each case in one."""
+    import re
+    from pathlib import Path
+
+    modules: dict[str, set[str]] = {}
+    for path in (Path(__file__).resolve().parents[2] / "acceptance" / "cases").glob("test_*.py"):
+        for case in re.findall(r'case\("([A-Z]{2}-\d+)"', path.read_text()):
+            modules.setdefault(case, set()).add(path.name)
+    assert modules, "no case found: the pattern no longer matches how cases are marked"
+    assert {case: sorted(m) for case, m in modules.items() if len(m) > 1} == {}

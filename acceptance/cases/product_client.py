@@ -1,0 +1,21 @@
+"""How cases talk to the product: an agent turn that makes given tool calls, a probe's request id header,
+the refusal reason of an answer. Shared by the product cases and TL-5 (whose refusals live with the broker's)."""
+
+from __future__ import annotations
+
+
+def drive(target, principal, ref, calls: list[tuple[str, dict]], reply: str = "done", request_id: str = "") -> str:
+    """One agent turn in which the model makes ``calls`` (tool, arguments) and then replies; the turn's
+    ``request_id`` goes with each of its calls, and the product logs its decisions under it."""
+    target.script_model(principal, [{"tool": t, "arguments": a} for t, a in calls] + [{"reply": reply}])
+    return target.turn(ref, "please do it", request_id=request_id)
+
+
+def with_request_id(nonce: str) -> dict[str, str]:
+    """The header a probe's request carries its id in (the product logs its answer under it)."""
+    return {"X-Request-Id": nonce}
+
+
+def reason_of(body: object) -> str | None:
+    """The refusal reason of an answer, or None: a missing one is an assertion failure, not a crash."""
+    return ((body or {}).get("error") or {}).get("reason") if isinstance(body, dict) else None
