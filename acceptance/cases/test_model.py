@@ -144,11 +144,12 @@ def test_md3_under_cap_works(instances, principals, target):
 SETTLE_SECONDS = 15.0  # longer than any scripted reply delay (LF-4 holds one for 5 s)
 
 
-def metered_tables(target, users: set[tuple[str, str]]) -> tuple[dict, dict]:
+def metered_tables(target, users: set[tuple[str, str]], *, settle_on_equal: bool = True) -> tuple[dict, dict]:
     """(the proxy's ledger, the provider's own count) of answered calls per (org, user, purpose), for
     ``users`` only, once both agree or SETTLE_SECONDS passed. The provider records a call when it arrives,
     the proxy meters it when the answer comes back: a call another case left in flight is in one and not
-    yet in the other; a real difference stays one."""
+    yet in the other; a real difference stays one. With ``settle_on_equal=False`` (the X control, which
+    expects a difference) it returns as soon as they differ."""
     def both() -> tuple[dict, dict]:
         provider = Counter((r["user"].split(":")[0], r["user"].split(":")[1], r["purpose"] or "other")
                            for r in target.provider_records() if r["status"] == 200)
@@ -157,7 +158,7 @@ def metered_tables(target, users: set[tuple[str, str]]) -> tuple[dict, dict]:
 
     deadline = time.monotonic() + SETTLE_SECONDS
     ledger, provider = both()
-    while ledger != provider and time.monotonic() < deadline:
+    while (ledger != provider) == settle_on_equal and time.monotonic() < deadline:
         time.sleep(0.1)
         ledger, provider = both()
     return ledger, provider
@@ -213,7 +214,7 @@ def test_md4_broken_unmetered_call_is_detected(target, dedicated):
     before = metered_tables(target, users)
     with target.broken("unmetered-model-call", principal=ref.principal):
         pass
-    ledger, provider = metered_tables(target, users)
+    ledger, provider = metered_tables(target, users, settle_on_equal=False)
     attach("MD-4 X", {"before": [{"/".join(k): n for k, n in t.items()} for t in before],
                       "after": [{"/".join(k): n for k, n in t.items()} for t in (ledger, provider)]})
     assert before[0] == before[1] and ledger != provider
