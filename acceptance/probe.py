@@ -324,7 +324,7 @@ def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     backend.log.note("scan", instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
                      skip=list(skip), files=found.scanned_files, bytes=found.bytes, truncated=found.truncated,
                      could_not_read=found.errors, problems=found.problems[:20], own_canaries=len(own),
-                     sentinels=len(files) + 1, missing_own=sorted(missing))
+                     sentinels=[*files, "(its own environment)"], missing_own=sorted(missing))
     _attach_json(backend.log.evidence[-1], f"scan in {backend.ref.principal.name} ({backend.ref.key})")
     judge_completeness(f"the scan in {backend.ref.key}", files=found.scanned_files, bytes_read=found.bytes,
                        truncated=found.truncated, problems=found.problems, missing_own=missing)
@@ -364,7 +364,7 @@ def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     backend.log.note("dump", instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
                      skip=list(skip), files=summary["files"], bytes=summary["bytes"], truncated=summary["truncated"],
                      could_not_read=len(summary["problems"]), problems=summary["problems"][:20],
-                     own_canaries=len(own), sentinels=len(files) + 1, missing_own=sorted(missing))
+                     own_canaries=len(own), sentinels=[*files, "(its own environment)"], missing_own=sorted(missing))
     _attach_json(backend.log.evidence[-1], f"dump of {backend.ref.principal.name} ({backend.ref.key})")
     judge_completeness(f"the dump of {backend.ref.key}", files=summary["files"], bytes_read=summary["bytes"],
                        truncated=summary["truncated"], problems=summary["problems"], missing_own=missing)

@@ -164,4 +164,25 @@ def test_a_scan_that_did_not_look_where_the_probers_canaries_are_is_refused(what
     with pytest.raises(ProofError, match="prober's own canaries"):
         what(host, [str(tmp_path)], own={"ppcanary-00000000-a-mem-0123456789abcdef"})
     assert log.evidence[-1]["files"] >= 1 and log.evidence[-1]["missing_own"]
-    assert not list(Path("/tmp").glob(".pairproof-sentinel-*")), "the sentinels were not removed"
+    written = [p for p in log.evidence[-1]["sentinels"] if p.startswith("/")]
+    assert written and not [p for p in written if Path(p).exists()], "the sentinels were not removed"
+
+
+def test_fs3_refuses_a_driver_that_hands_out_no_capability():
+    """Finding 3: FS-3 and its X compared the capabilities found with the set the driver handed out; with
+    none handed out both sides were empty and both passed. Now that is a target error (broken)."""
+    from acceptance.cases.test_filesystem import _capabilities
+    from acceptance.errors import TargetError
+
+    class NoCapabilities:
+        def capabilities(self, ref):
+            return {"grant": "", "model": ""}
+
+    with pytest.raises(TargetError, match="handed out no capability"):
+        _capabilities(NoCapabilities(), [A])
+
+    class SomeCapabilities:
+        def capabilities(self, ref):
+            return {"grant": "g-1", "model": "m-1"}
+
+    assert _capabilities(SomeCapabilities(), [A]) == {"g-1", "m-1"}
