@@ -24,6 +24,7 @@ from canaries import Mint
 
 from . import catalogue, probe
 from .contract import LOCATIONS, InstanceRef, Principal, Target
+from .errors import ProofError
 from .plugin import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROOF_KEY, SESSION
 from .targets import TargetOptions, load
 
@@ -184,6 +185,17 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
         probes = [{"kind": "probe", "instance": r.instance, "command": r.command[:160], "rc": r.rc}
                   for r in log.records if r.proof]
         request.node.user_properties.append((EVIDENCE_KEY, [*log.evidence, *probes]))
+        if log.pending and not _failed(request):
+            # A platform probe the test sent but never confirmed: its refusal cannot stand on other proofs.
+            unconfirmed = [f"{what} ({key}, id {nonce})" for nonce, (key, _, what) in log.pending.items()]
+            raise ProofError(f"{len(unconfirmed)} platform probes were never confirmed in the platform's own "
+                             f"record: {unconfirmed[:3]}")
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    """Whether the test's own call already failed (then its finding stands; an unconfirmed probe is moot)."""
+    report = getattr(request.node, "_pairproof_call_report", None)
+    return report is not None and report.failed
 
 
 def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: str, run: str) -> None:

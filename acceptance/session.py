@@ -135,7 +135,10 @@ class PairproofSession:
             elif not call.excinfo.errisinstance(pytest.skip.Exception) and (where := _asserted_where(call.excinfo, item)):
                 item.user_properties.append((BROKEN_KEY, f"harness assertion at {where} (not a finding): "
                                                          f"{call.excinfo.typename}: {call.excinfo.value}"[:500]))
-        return (yield)
+        report = yield
+        if call.when == "call":
+            item._pairproof_call_report = report  # read by the case fixture's teardown
+        return report
 
     # -- ----------------------------------------------------
 
@@ -161,7 +164,9 @@ class PairproofSession:
             o.outcome, o.message = "error", props[BROKEN_KEY]
         elif report.failed:
             o.outcome = "failed" if report.when == "call" else "error"
-            o.message = (report.longreprtext or "").strip().splitlines()[-1:][0] if report.longreprtext else report.when
+            crash = getattr(report.longrepr, "reprcrash", None)
+            o.message = (f"{report.when}: {crash.message}"[:500] if crash is not None else
+                         (report.longreprtext or "").strip().splitlines()[-1:][0] if report.longreprtext else report.when)
 
     # -- the end -------------------------------------------------------------------------------------
 

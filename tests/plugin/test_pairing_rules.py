@@ -271,7 +271,7 @@ def test_control():
 
 
 @pytest.mark.parametrize("confirm,reason", [
-    pytest.param("pass", "no proof of execution", id="never-confirmed"),
+    pytest.param("pass", "never confirmed", id="never-confirmed"),
     # What the old witness did: proof from a record that does not name this probe (the test's own words).
     pytest.param("probe_log.confirm(nonce, 'refused model call: generation_stale')", "ProofError", id="not-in-record"),
 ])
@@ -289,3 +289,17 @@ def test_a_platform_probe_the_platform_recorded_is_proof(run):
     result, verdict = run(PLATFORM_PROBING.format(confirm="probe_log.confirm(nonce, f'INFO [{nonce}] answered 403')"))
     assert result.ret == 0
     assert _case(verdict, "RS-1")["refusals"][0] == {**_case(verdict, "RS-1")["refusals"][0], "status": "passed", "proofs": 1}
+
+
+def test_an_unconfirmed_platform_probe_breaks_a_refusal_that_has_other_proofs(run):
+    """A refusal that sent a platform probe and never confirmed it cannot stand on the proof of an unrelated
+    sandbox probe (here a `true`): the case is broken."""
+    source = PROBING.format(control_output="ok").replace(
+        'assert sandbox_host(instances["A"]).run("true").rc == 0',
+        'assert sandbox_host(instances["A"]).run("true").rc == 0\n'
+        '    request.getfixturevalue("probe_log").platform_probe(instances["A"], "a refused request")').replace(
+        "def test_refusal(sandbox_host, instances):", "def test_refusal(sandbox_host, instances, request):")
+    result, verdict = run(source)
+    refusal = _case(verdict, "RS-1")["refusals"][0]
+    assert (refusal["status"], result.ret) == ("broken", 1)
+    assert "never confirmed" in refusal["reason"]
