@@ -24,7 +24,7 @@ from canaries import Mint
 
 from . import catalogue, probe
 from .contract import LOCATIONS, InstanceRef, Principal, Target
-from .plugin import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROOF_KEY, SESSION
+from .plugin import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION
 from .targets import TargetOptions, load
 
 PRINCIPALS = {
@@ -175,6 +175,7 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
     log: probe.ProbeLog | None = None
     if "probe_log" in request.fixturenames:
         log = request.getfixturevalue("probe_log")
+        request.node.stash[PROBE_LOG] = log
     # Which platform run this test judged: a refusal and its controls must have judged the same one.
     if "target" in request.fixturenames:
         request.node.user_properties.append((PLATFORM_RUN_KEY, request.getfixturevalue("pairproof_run").id))

@@ -21,6 +21,7 @@ EVIDENCE_KEY = "pairproof_evidence"
 PLATFORM_RUN_KEY = "pairproof_platform_run"
 FULL_COLLECTION = pytest.StashKey[list]()
 SESSION = pytest.StashKey["object"]()
+PROBE_LOG = pytest.StashKey["object"]()  # the test's ProbeLog, for the plugin to judge its proofs
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from . import catalogue, pairing
-from .plugin import BROKEN_KEY, CASE_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY, PROOF_KEY
+from .plugin import BROKEN_KEY, CASE_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY
 
 # Frames of these packages are machinery, not the place an assertion was made.
 _MACHINERY = ("/_pytest/", "/pluggy/", "/hypothesis/", "/allure_pytest/", "/allure_commons/")
@@ -135,7 +135,20 @@ class PairproofSession:
             elif not call.excinfo.errisinstance(pytest.skip.Exception) and (where := _asserted_where(call.excinfo, item)):
                 item.user_properties.append((BROKEN_KEY, f"harness assertion at {where} (not a finding): "
                                                          f"{call.excinfo.typename}: {call.excinfo.value}"[:500]))
-        return (yield)
+        report = yield
+        log = item.stash.get(PROBE_LOG, None)
+        if call.when == "call" and log is not None and BROKEN_KEY not in dict(item.user_properties):
+            # A proof failure the test caught (``except Exception`` around a scan) still means a probe did
+            # not look, whatever the test concluded; a platform probe never confirmed means the same when
+            # the test passed (a finding made before confirming stays a finding).
+            unproved = log.unproved() if report.passed else list(log.failures)
+            if unproved:
+                why = (f"ProofError: {len(unproved)} probes of this test did not prove they looked (caught or "
+                       f"left unconfirmed): {unproved[0]}")[:500]
+                item.user_properties.append((BROKEN_KEY, why))
+                report.user_properties.append((BROKEN_KEY, why))
+                report.outcome, report.longrepr = "failed", why
+        return report
 
     # -- ----------------------------------------------------
 

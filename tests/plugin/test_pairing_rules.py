@@ -289,3 +289,58 @@ def test_a_platform_probe_the_platform_recorded_is_proof(run):
     result, verdict = run(PLATFORM_PROBING.format(confirm="probe_log.confirm(nonce, f'INFO [{nonce}] answered 403')"))
     assert result.ret == 0
     assert _case(verdict, "RS-1")["refusals"][0] == {**_case(verdict, "RS-1")["refusals"][0], "status": "passed", "proofs": 1}
+
+
+# -- review of issue 12: hollow passes found after the rules landed ----------------------------------
+
+CAUGHT = """
+import pytest
+from acceptance.errors import ProofError
+
+@pytest.mark.case("RS-1", "refusal", pair="A")
+def test_refusal(sandbox_host, instances, {fixtures}):
+    {body}
+
+@pytest.mark.case("RS-1", "P", pair="A")
+def test_control(sandbox_host, instances):
+    assert sandbox_host(instances["A"]).run("echo ok").stdout.strip() == "ok"
+"""
+
+
+@pytest.mark.parametrize("body", [
+    # A scan that did not prove it looked (a canary planted for the prober is not found), its ProofError
+    # swallowed by the test: the detector's probe still carried a valid proof line.
+    pytest.param("from acceptance import probe\n"
+                 "    try:\n        probe.scan(sandbox_host(instances['A']), ['/tmp'], own={'never-planted'})\n"
+                 "    except ProofError:\n        pass", id="scan-proof-error-caught"),
+    pytest.param("sandbox_host(instances['A']).run('true')\n"
+                 "    try:\n        probe_log.confirm(probe_log.platform_probe(instances['A'], 'x'), 'nothing')\n"
+                 "    except Exception:\n        pass", id="confirm-error-caught"),
+])
+def test_a_proof_error_the_refusal_caught_is_still_broken(run, body):
+    """A refusal that catches the harness's ProofError (``except Exception`` around a scan, say) and goes
+    on used to pass on the proofs of its other probes: the probe that failed to prove itself is still a
+    probe that did not look."""
+    result, verdict = run(CAUGHT.format(fixtures="probe_log", body=body))
+    refusal = _case(verdict, "RS-1")["refusals"][0]
+    assert (refusal["status"], result.ret) == ("broken", 1), refusal
+    assert "ProofError" in refusal["reason"]
+
+
+def test_a_platform_probe_left_unconfirmed_is_broken_even_with_other_proofs(run):
+    """The refusal's real check was a platform-side request it never confirmed; a ``true`` probe in the
+    sandbox gave it a proof. Every platform probe a test takes must be confirmed, or it did not look."""
+    source = PLATFORM_PROBING.format(confirm="pass").replace(
+        "def test_refusal(probe_log, instances):", "def test_refusal(probe_log, instances, sandbox_host):\n"
+        "    sandbox_host(instances['A']).run('true')")
+    result, verdict = run(source)
+    refusal = _case(verdict, "RS-1")["refusals"][0]
+    assert (refusal["status"], result.ret) == ("broken", 1), refusal
+    assert "never confirmed" in refusal["reason"]
+
+
+def test_a_refusal_that_asserts_before_confirming_still_fails(run):
+    """A finding made before the platform probe was confirmed stays a finding (a mutant kill)."""
+    source = PLATFORM_PROBING.format(confirm="assert False, 'the platform answered 200'")
+    result, verdict = run(source)
+    assert (_case(verdict, "RS-1")["status"], result.ret) == ("failed", 1)
