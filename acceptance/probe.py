@@ -153,20 +153,15 @@ def verify_proof(line: str, nonce: str, namespaces: dict[str, str], uid: int) ->
     return line
 
 
-_CONFIRMED: set[tuple[str, str, int, int]] = set()
-
-
 def cross_check_on_host(namespaces: dict[str, str], uid: int, host_pid: int) -> str:
-    """Check, from the host's own /proc and not the driver's word, that processes live in the probe's pid
-    and net namespaces, that the driver's pid is one of them, and that every one of them is owned on the
-    host by ``uid``. Returns a short record of what was seen; raises ProofError otherwise.
+    """Check, from the host's own /proc and not the driver's word, that the driver's pid lives in every
+    namespace of the probe's proof, that processes live in the probe's pid and net namespaces, the
+    driver's pid among them, and that every one of them is owned on the host by ``uid``. Returns a short
+    record of what was seen; raises ProofError otherwise.
 
-    A namespace is only confirmed once per (namespaces, uid, pid): an instance keeps its namespaces for
-    its life, and a recreated one gets a new pid, so the cache cannot vouch for a different sandbox.
+    Every probe checks again (nothing is cached): a process of another uid may enter the sandbox after
+    its first probe, and a namespace's inode number is reused once it is freed.
     """
-    key = (namespaces["pid"], namespaces["net"], uid, host_pid)
-    if key in _CONFIRMED:
-        return f"pid {host_pid} uid {uid} (confirmed before)"
     members: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -190,7 +185,15 @@ def cross_check_on_host(namespaces: dict[str, str], uid: int, host_pid: int) -> 
     if foreign:
         raise ProofError(f"processes in the probe's namespaces are owned on the host by another uid than the "
                          f"instance's {uid}: {dict(list(foreign.items())[:10])}")
-    _CONFIRMED.add(key)
+    for ns in (n for n in PROOF_NAMESPACES if n not in ("pid", "net")):  # those two: membership above
+        try:
+            seen = os.readlink(f"/proc/{host_pid}/ns/{ns}")
+        except OSError as exc:
+            raise ProofError(f"the driver says pid {host_pid} is the sandbox, but the host cannot read its {ns} "
+                             f"namespace ({exc.strerror}): it is gone or not what the driver says") from None
+        if seen != namespaces[ns]:
+            raise ProofError(f"the driver says the sandbox's {ns} namespace is {namespaces[ns]}, but the host sees "
+                             f"its pid {host_pid} in {seen}")
     return f"pid {host_pid} uid {uid} ({len(members)} processes in its namespaces)"
 
 
