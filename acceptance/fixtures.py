@@ -140,13 +140,17 @@ def sandbox_host(target: Target, probe_log: probe.ProbeLog) -> Callable[[Instanc
 
 
 def _own_canaries(request: pytest.FixtureRequest, ref: InstanceRef) -> set[str]:
-    """The canaries planted in ``ref`` itself (empty for an instance nothing was planted in): the prober's
-    own, which a scan from ``ref`` must find in the same call (DESIGN §5 rule 5)."""
-    if "planted" not in request.fixturenames:
-        return set()
-    instances, planted = request.getfixturevalue("instances"), request.getfixturevalue("planted")
+    """The canaries planted in ``ref`` itself (empty for an instance nothing is planted in): the prober's
+    own, which a scan from ``ref`` must find in the same call (DESIGN §5 rule 5). Whether the test asked
+    for ``planted`` does not matter: a session instance (A, B, C) is planted before it is scanned, so a scan
+    of it always has canaries of its own to find."""
     name = ref.principal.name
-    return planted.of(name) if name in instances and instances[name].key == ref.key else set()
+    if PRINCIPALS.get(name) != ref.principal:
+        return set()  # a dedicated or broken instance: nothing was planted in it
+    instances = request.getfixturevalue("instances")
+    if name not in instances or instances[name].key != ref.key:
+        return set()
+    return request.getfixturevalue("planted").of(name)
 
 
 @pytest.fixture

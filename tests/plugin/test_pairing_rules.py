@@ -344,3 +344,33 @@ def test_a_refusal_that_asserts_before_confirming_still_fails(run):
     source = PLATFORM_PROBING.format(confirm="assert False, 'the platform answered 200'")
     result, verdict = run(source)
     assert (_case(verdict, "RS-1")["status"], result.ret) == ("failed", 1)
+
+
+BLIND_SCAN = """
+import pytest
+from acceptance import fixtures
+
+fixtures.VISIBLE_ROOTS[:] = ["/tmp", "/proc"]  # a small scan: A's /tmp is a fresh tmpfs of its own (below)
+
+@pytest.mark.case("RS-1", "P", pair="A")
+def test_control(sandbox_host, instances, planted):
+    # The control plants (through the local target, whose plant writes nowhere: a sandbox blind to
+    # where its canaries are, like a scan that does not look where the instance keeps them).
+    assert sandbox_host(instances["A"]).run("mount -t tmpfs none /tmp").rc == 0
+
+@pytest.mark.case("RS-1", "refusal", pair="A")
+def test_refusal(sandbox_host, instances, scan_visible{planted}):
+    scan_visible(sandbox_host(instances["A"]))  # (what it asserts of the hits does not matter here)
+"""
+
+
+@pytest.mark.parametrize("planted", [pytest.param("", id="without-planted"), pytest.param(", planted", id="with-planted")])
+def test_a_scan_of_a_planted_instance_must_find_its_canaries_whether_or_not_the_test_asked_for_them(run, planted):
+    """Review of issue 12: a scan's own canaries were taken only when the test requested ``planted``; a
+    refusal that did not (it looks for nothing by name, say) scanned A, planted by then, without having
+    to find A's canaries. Whatever the test requested, a scan of an instance with canaries planted in it
+    must find them."""
+    result, verdict = run(BLIND_SCAN.format(planted=planted))
+    refusal = _case(verdict, "RS-1")["refusals"][0]
+    assert (refusal["status"], result.ret) == ("broken", 1), refusal
+    assert "prober's own canaries" in refusal["reason"]
