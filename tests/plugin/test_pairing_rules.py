@@ -271,7 +271,7 @@ def test_control():
 
 
 @pytest.mark.parametrize("confirm,reason", [
-    pytest.param("pass", "no proof of execution", id="never-confirmed"),
+    pytest.param("pass", "never confirmed", id="never-confirmed"),
     # What the old witness did: proof from a record that does not name this probe (the test's own words).
     pytest.param("probe_log.confirm(nonce, 'refused model call: generation_stale')", "ProofError", id="not-in-record"),
 ])
@@ -374,3 +374,4 @@ def test_a_scan_of_a_planted_instance_must_find_its_canaries_whether_or_not_the_
     refusal = _case(verdict, "RS-1")["refusals"][0]
     assert (refusal["status"], result.ret) == ("broken", 1), refusal
     assert "prober's own canaries" in refusal["reason"]
+
