@@ -9,8 +9,9 @@ and the source it is run from (DESIGN §5 rule 7).
   catalogue does not hold.
 - **Each case of the catalogue** (``acceptance/catalogue.toml``) is in the verdict, and passes only if: at
   least one refusal ran; every refusal passed with proof of execution (proofs > 0); every control the
-  catalogue declares for the case ran, and each of its tests passed; every refusal the suite collected for
-  the case (``expected_refusals``; absent = coverage not proven) is among the refusals, and no other.
+  catalogue declares for the case ran, and each of its tests passed; all of them judged one platform run
+  (each test's ``platform_run``); every refusal the suite collected for the case (``expected_refusals``;
+  absent = coverage not proven) is among the refusals, and no other.
   A case whose recorded status disagrees with its evidence fails (the verdict contradicts itself).
 - **Allure results** (``allure-results/``) belong to this run: each carries the label ``pairproof_run``
   equal to the verdict's run and ``pairproof_nodeid``; there is exactly one per test the verdict judged,
@@ -154,6 +155,12 @@ def _judge_case(entry: dict | None, case) -> tuple[str | None, list[str]]:
         elif r["proofs"] <= 0:
             found.append(("broken", f"refusal {r['test']} passed with no proof of execution (proofs 0): no probe "
                                     "showed it ran in the intended sandbox"))
+    # A refusal and its controls judge one platform run (rule 1): recomputed from each test's own record.
+    runs = sorted({t.get("platform_run") or "" for t in [*refusals, *(t for c in entry["controls"].values()
+                                                                       for t in c["tests"])]} - {""})
+    if len(runs) > 1:
+        found.append(("broken", f"its tests judged different platform runs {runs}: a refusal and its controls "
+                                "must judge one"))
     if not refusals:
         found.append(("not covered", "no refusal ran" + (" (its controls alone prove nothing about the boundary)"
                                                          if case.controls else "")))
