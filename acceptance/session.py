@@ -191,6 +191,15 @@ class PairproofSession:
         if exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) and not self.outcomes:
             return  # nothing was judged: a verdict would only restate the error
         self.verdict = pairing.judge(self.outcomes.values(), catalogue.load(), self.expected_refusals)
+        # The refusals a case has are learnt from what was collected (rule 4); node ids on the command line
+        # collect only themselves, so a variant left out that way is unknown to the verdict, not "not run".
+        narrowed = [a for a in self.config.args if "::" in a]
+        if narrowed:
+            self.verdict["problems"].append(
+                f"collection was narrowed to node ids ({', '.join(narrowed[:3])}{' ...' if len(narrowed) > 3 else ''}): "
+                "which refusals a case has is not known, so no case of this run is proven covered; select with "
+                "--case, -k or -m instead")
+            self.verdict["status"] = "failed"
         self.verdict["run"] = self.run
         self.verdict["target"] = self.config.getoption("pairproof_target") or "reference"
         self.verdict["pytest_exit"] = int(exitstatus)
