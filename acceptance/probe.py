@@ -337,8 +337,10 @@ def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
                        truncated=summary["truncated"], problems=summary["problems"], errors=summary["errors"])
     where = {(h_["token"], h_["where"]) for h_ in found.hits}
     missing = {f"{token} (file {path})" for path, token in files.items() if (token, path) not in where}
-    if not any(t == env_token and w.startswith("/proc/") for t, w in where):
-        missing.add(f"{env_token} (its own environment, in /proc)")
+    # In an environ, not just anywhere in /proc: the token is also on the command line of the shell that
+    # starts the detector, and a detector blind to environments would find it there.
+    if not any(t == env_token and w.startswith("/proc/") and w.endswith("/environ") for t, w in where):
+        missing.add(f"{env_token} (its own environment, in /proc/<pid>/environ)")
     missing |= own - found.tokens
     backend.log.note("scan", instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
                      skip=list(skip), files=found.scanned_files, bytes=found.bytes, truncated=found.truncated,
@@ -379,8 +381,9 @@ def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
         by_path.setdefault(line["path"], []).append(base64.b64decode(line["b64"]))
     data = {path: b"".join(chunks) for path, chunks in by_path.items()}
     missing = {f"{token} (file {path})" for path, token in files.items() if token.encode() not in data.get(path, b"")}
-    if not any(path.startswith("/proc/") and env_token.encode() in blob for path, blob in data.items()):
-        missing.add(f"{env_token} (its own environment, in /proc)")
+    if not any(path.startswith("/proc/") and path.endswith("/environ") and env_token.encode() in blob
+               for path, blob in data.items()):
+        missing.add(f"{env_token} (its own environment, in /proc/<pid>/environ)")
     joined = b"\n".join(data.values())
     missing |= {t for t in own if t not in {h_.token for h_ in detect_module.find(joined)}}
     backend.log.note("dump", instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),

@@ -231,3 +231,23 @@ def test_the_host_cross_check_refuses_a_driver_whose_pid_is_in_another_mount_nam
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.parametrize("which", ["scan", "dump"])
+def test_a_scan_blind_to_process_environments_does_not_prove_it_looked(tmp_path, monkeypatch, which):
+    """Review of issue 12: the probe's own-environment sentinel counted as found wherever in /proc it was,
+    and it is also on the command line of the shell that starts the detector: a detector (or dump) that
+    reads /proc/<pid>/cmdline but not environ found it there and passed as complete, blind to every secret
+    held in an environment. It must be found in an environ."""
+    blind = tmp_path / "blind.py"
+    (tmp_path / "empty").mkdir()
+    source = (probe.DETECT if which == "scan" else probe.DUMP).read_text()
+    blind.write_text(source.replace('PROC_FILES = ("environ", "cmdline")', 'PROC_FILES = ("cmdline",)')
+                     .replace('for leaf in ("environ", "cmdline"):', 'for leaf in ("cmdline",):'))
+    assert blind.read_text() != source
+    monkeypatch.setattr(probe, "DETECT" if which == "scan" else "DUMP", blind)
+    monkeypatch.setattr(probe, "cross_check_on_host", lambda *a: "skipped in this test")
+    host = probe.host(HostTarget(), A, probe.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match="its own environment"):
+        # (the detector reads /proc per process whatever its roots; the dump is given an empty folder)
+        getattr(probe, which)(host, ["/proc"] if which == "scan" else [str(tmp_path / "empty")], own=set())
