@@ -389,3 +389,26 @@ def test_a_refusal_variant_left_out_by_node_id_leaves_its_case_not_covered(run, 
     assert result.ret == 1
     assert verdict["status"] == "failed"
     assert _case(verdict, "RS-1")["status"] != "passed" or any("node id" in p for p in verdict["problems"])
+
+
+@pytest.mark.parametrize("blocked", ["pairproof-session", "pairproof-fixtures"])
+def test_blocking_a_part_of_the_plugin_is_a_usage_error(run, blocked):
+    """Review of issue 12: ``-p no:pairproof-session`` silently dropped every rule (no pairing, no proof
+    check, no verdict) and a refusal without a single probe exited 0. A session with part of pairproof
+    blocked cannot judge anything: usage error."""
+    source = PROBING.format(control_output="ok").replace(
+        'assert sandbox_host(instances["A"]).run("true").rc == 0', "pass")
+    result, verdict = run(source, "-p", f"no:{blocked}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-500:]
+    assert verdict is None
+
+
+@pytest.mark.xfail(strict=True, reason="not fixed: ~30 controls of the suite do not probe through probe_log yet")
+def test_a_control_that_never_probed_does_not_support_a_refusal(run):
+    """Review of issue 12 (open): a control needs no proof, so a P control that asserts on an empty set (or
+    asserts nothing) supports a refusal as well as one that reached the canary."""
+    source = PROBING.format(control_output="ok").replace(
+        'def test_control(sandbox_host, instances):\n    assert sandbox_host(instances["A"]).run("echo ok").stdout.strip() == "ok"',
+        "def test_control():\n    assert set() <= set()")
+    result, verdict = run(source)
+    assert _case(verdict, "RS-1")["status"] != "passed"
