@@ -155,6 +155,9 @@ def _judge_case(entry: dict | None, case) -> tuple[str | None, list[str]]:
         elif r["proofs"] <= 0:
             found.append(("broken", f"refusal {r['test']} passed with no proof of execution (proofs 0): no probe "
                                     "showed it ran in the intended sandbox"))
+        else:
+            found += [("broken", f"refusal {r['test']} passed, but its own record shows a {why}")
+                      for why in _blind_scans(r.get("evidence") or [])]
     # A refusal and its controls judge one platform run (rule 1): recomputed from each test's own record.
     runs = sorted({t.get("platform_run") or "" for t in [*refusals, *(t for c in entry["controls"].values()
                                                                        for t in c["tests"])]} - {""})
@@ -184,6 +187,20 @@ def _judge_case(entry: dict | None, case) -> tuple[str | None, list[str]]:
         return None, []
     worst = min((state for state, _ in found), key=_SEVERITY.index)
     return worst, [why for _, why in found]
+
+
+def _blind_scans(evidence: list) -> list[str]:
+    """Scans and dumps in a refusal's evidence that did not prove they looked (DESIGN §5 rule 5), judged
+    again from what each recorded: something read, nothing cut short, every own canary found."""
+    blind = []
+    for e in evidence:
+        if not isinstance(e, dict) or e.get("kind") not in ("scan", "dump"):
+            continue
+        if e.get("missing_own") or e.get("truncated") or not e.get("files") or not e.get("bytes"):
+            blind.append(f"{e['kind']} of {e.get('instance', '?')} that did not prove it looked (files {e.get('files')}, "
+                         f"bytes {e.get('bytes')}, truncated {e.get('truncated')}, missing own canaries "
+                         f"{str(e.get('missing_own'))[:120]})")
+    return blind
 
 
 def _control_problems(entry: dict, case) -> list[tuple[str, str]]:

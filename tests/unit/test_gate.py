@@ -507,3 +507,19 @@ def test_a_case_judged_on_two_platform_runs_fails_the_gate_even_if_the_verdict_s
     one = [_po(o.declared.case, o.declared.role, "aaaa0001") for o in split]
     code, out = _gate(monkeypatch, capsys, _write(tmp_path, one))
     assert code == 0, out
+
+
+@pytest.mark.parametrize("evidence", [
+    pytest.param({"kind": "scan", "files": 10, "bytes": 100, "truncated": 0, "missing_own": ["tok (file /tmp/x)"]},
+                 id="missed-own-canary"),
+    pytest.param({"kind": "dump", "files": 10, "bytes": 100, "truncated": 3, "missing_own": []}, id="truncated"),
+    pytest.param({"kind": "scan", "files": 0, "bytes": 0, "truncated": 0, "missing_own": []}, id="read-nothing"),
+])
+def test_a_refusal_whose_own_evidence_shows_a_scan_that_did_not_look_fails_the_gate(tmp_path, monkeypatch, capsys,
+                                                                                     evidence):
+    """The verdict keeps what each scan read; the gate took 'passed' and 'proofs' on their word even when
+    that record shows a scan that did not prove it looked. It now judges the scan records too."""
+    def blind(v):
+        _case(v, "RS-1")["refusals"][0]["evidence"] = [evidence]
+    code, out = _gate(monkeypatch, capsys, _write(tmp_path, edit=blind))
+    assert code == 1 and "RS-1: broken" in out and "did not prove it looked" in out
