@@ -8,7 +8,8 @@ and the source it is run from (DESIGN §5 rule 7).
   verdict's own ``status`` is passed and its ``problems`` are empty; it names a run id and no case the
   catalogue does not hold.
 - **Each case of the catalogue** (``acceptance/catalogue.toml``) is in the verdict, and passes only if: at
-  least one refusal ran; every refusal passed with proof of execution (proofs > 0); every control the
+  least one refusal ran; every refusal passed with proof of execution (proofs > 0) and no scan or dump in
+  its evidence that did not prove it looked (read nothing, cut short, an own canary missed); every control the
   catalogue declares for the case ran, and each of its tests passed; all of them judged one platform run
   (each test's ``platform_run``); every refusal the suite collected for the case (``expected_refusals``;
   absent = coverage not proven) is among the refusals, and no other.

@@ -317,11 +317,12 @@ def test_control(sandbox_host, instances):
                  "    try:\n        probe_log.confirm(probe_log.platform_probe(instances['A'], 'x'), 'nothing')\n"
                  "    except Exception:\n        pass", id="confirm-error-caught"),
 ])
-def test_a_proof_error_the_refusal_caught_is_still_broken(run, body):
+@pytest.mark.parametrize("mode", MODES)
+def test_a_proof_error_the_refusal_caught_is_still_broken(run, body, mode):
     """A refusal that catches the harness's ProofError (``except Exception`` around a scan, say) and goes
     on used to pass on the proofs of its other probes: the probe that failed to prove itself is still a
     probe that did not look."""
-    result, verdict = run(CAUGHT.format(fixtures="probe_log", body=body))
+    result, verdict = run(CAUGHT.format(fixtures="probe_log", body=body), *mode)
     refusal = _case(verdict, "RS-1")["refusals"][0]
     assert (refusal["status"], result.ret) == ("broken", 1), refusal
     assert "ProofError" in refusal["reason"]
@@ -408,7 +409,7 @@ def test_a_control_that_never_probed_does_not_support_a_refusal(run):
     """Review of issue 12 (open): a control needs no proof, so a P control that asserts on an empty set (or
     asserts nothing) supports a refusal as well as one that reached the canary."""
     source = PROBING.format(control_output="ok").replace(
-        'def test_control(sandbox_host, instances):\n    assert sandbox_host(instances["A"]).run("echo ok").stdout.strip() == "ok"',
-        "def test_control():\n    assert set() <= set()")
+        'def test_control(sandbox_host, instances):\n    assert sandbox_host(instances["A"]).run("echo ok")'
+        '.stdout.strip() == "ok"', "def test_control():\n    assert set() <= set()")
     result, verdict = run(source)
     assert _case(verdict, "RS-1")["status"] != "passed"
