@@ -24,8 +24,7 @@ from canaries import Mint
 
 from . import catalogue, probe
 from .contract import LOCATIONS, InstanceRef, Principal, Target
-from .errors import ProofError
-from .plugin import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROOF_KEY, SESSION
+from .plugin import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION
 from .targets import TargetOptions, load
 
 PRINCIPALS = {
@@ -141,13 +140,17 @@ def sandbox_host(target: Target, probe_log: probe.ProbeLog) -> Callable[[Instanc
 
 
 def _own_canaries(request: pytest.FixtureRequest, ref: InstanceRef) -> set[str]:
-    """The canaries planted in ``ref`` itself (empty for an instance nothing was planted in): the prober's
-    own, which a scan from ``ref`` must find in the same call (DESIGN §5 rule 5)."""
-    if "planted" not in request.fixturenames:
-        return set()
-    instances, planted = request.getfixturevalue("instances"), request.getfixturevalue("planted")
+    """The canaries planted in ``ref`` itself (empty for an instance nothing is planted in): the prober's
+    own, which a scan from ``ref`` must find in the same call (DESIGN §5 rule 5). Whether the test asked
+    for ``planted`` does not matter: a session instance (A, B, C) is planted before it is scanned, so a scan
+    of it always has canaries of its own to find."""
     name = ref.principal.name
-    return planted.of(name) if name in instances and instances[name].key == ref.key else set()
+    if PRINCIPALS.get(name) != ref.principal:
+        return set()  # a dedicated or broken instance: nothing was planted in it
+    instances = request.getfixturevalue("instances")
+    if name not in instances or instances[name].key != ref.key:
+        return set()
+    return request.getfixturevalue("planted").of(name)
 
 
 @pytest.fixture
@@ -176,6 +179,7 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
     log: probe.ProbeLog | None = None
     if "probe_log" in request.fixturenames:
         log = request.getfixturevalue("probe_log")
+        request.node.stash[PROBE_LOG] = log
     # Which platform run this test judged: a refusal and its controls must have judged the same one.
     if "target" in request.fixturenames:
         request.node.user_properties.append((PLATFORM_RUN_KEY, request.getfixturevalue("pairproof_run").id))
@@ -185,17 +189,7 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
         probes = [{"kind": "probe", "instance": r.instance, "command": r.command[:160], "rc": r.rc}
                   for r in log.records if r.proof]
         request.node.user_properties.append((EVIDENCE_KEY, [*log.evidence, *probes]))
-        if log.pending and not _failed(request):
-            # A platform probe the test sent but never confirmed: its refusal cannot stand on other proofs.
-            unconfirmed = [f"{what} ({key}, id {nonce})" for nonce, (key, _, what) in log.pending.items()]
-            raise ProofError(f"{len(unconfirmed)} platform probes were never confirmed in the platform's own "
-                             f"record: {unconfirmed[:3]}")
 
-
-def _failed(request: pytest.FixtureRequest) -> bool:
-    """Whether the test's own call already failed (then its finding stands; an unconfirmed probe is moot)."""
-    report = getattr(request.node, "_pairproof_call_report", None)
-    return report is not None and report.failed
 
 
 def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: str, run: str) -> None:

@@ -116,11 +116,12 @@ def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case],
         for o in by_role.get("refusal", []):
             status, reason = _refusal_status(o, by_role, case)
             refusals.append({"test": o.declared.nodeid, "pair": o.declared.pair, "status": status,
-                             "reason": reason, "proofs": o.proofs, "evidence": o.evidence})
+                             "reason": reason, "proofs": o.proofs, "evidence": o.evidence,
+                             "platform_run": o.platform_run})
         controls = {
             role: {"description": what,
                    "tests": [{"test": c.declared.nodeid, "status": "broken" if c.outcome == "error" else c.outcome,
-                              "reason": c.message} for c in by_role.get(role, [])]}
+                              "reason": c.message, "platform_run": c.platform_run} for c in by_role.get(role, [])]}
             for role, what in case.controls.items()
         }
         for entry in controls.values():

@@ -21,6 +21,7 @@ EVIDENCE_KEY = "pairproof_evidence"
 PLATFORM_RUN_KEY = "pairproof_platform_run"
 FULL_COLLECTION = pytest.StashKey[list]()
 SESSION = pytest.StashKey["object"]()
+PROBE_LOG = pytest.StashKey["object"]()  # the test's ProbeLog, for the plugin to judge its proofs
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,5 +59,9 @@ def pytest_configure(config: pytest.Config) -> None:
     run = (workerinput or {}).get("pairproof_run") or config.getoption("pairproof_run") or secrets.token_hex(4)
     session = PairproofSession(config, run=run, is_worker=workerinput is not None)
     config.stash[SESSION] = session
-    config.pluginmanager.register(fixtures, "pairproof-fixtures")
-    config.pluginmanager.register(session, "pairproof-session")
+    for part, name in ((fixtures, "pairproof-fixtures"), (session, "pairproof-session")):
+        # register() returns None for a name blocked with -p no:NAME: without either part nothing is judged
+        # (no pairing, no proof, no verdict) while the tests still run and pass.
+        if config.pluginmanager.register(part, name) is None:
+            raise pytest.UsageError(f"-p no:{name}: pairproof cannot judge a run with part of its plugin blocked; "
+                                    "drop the option, or -p no:pairproof to leave pairproof out altogether")

@@ -82,11 +82,25 @@ class ProbeLog:
     # What each refusal looked at (files and bytes read, sockets tried, packets captured, records
     # compared): one dict per observation, kept in the verdict and attached to the Allure result.
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    pending: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # Every ProofError the harness raised in this test, kept even if the test caught it: a probe that did
+    # not prove itself, or a scan that did not prove it looked, leaves the test broken (the plugin checks).
+    failures: list[str] = field(default_factory=list)
 
     def note(self, kind: str, **facts: Any) -> None:
         """Keep one observation as evidence of what the test looked at."""
         self.evidence.append({"kind": kind, **facts})
-    pending: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+
+    def fail(self, message: str) -> ProofError:
+        """Record a proof failure of this test and return the ProofError to raise."""
+        self.failures.append(message)
+        return ProofError(message)
+
+    def unproved(self) -> list[str]:
+        """Why this test's probes do not prove it looked: every proof failure, caught or not, and every
+        platform probe taken but never confirmed."""
+        return [*self.failures, *(f"platform probe {what!r} of {name}@{key} ({nonce}) was never confirmed in the "
+                                  "platform's record" for nonce, (key, name, what) in self.pending.items())]
 
     def platform_probe(self, subject: InstanceRef | Principal, what: str) -> str:
         """A fresh id for one platform-side probe of ``subject`` (a principal when the probe is made before
@@ -103,12 +117,12 @@ class ProbeLog:
         the nonce was not given out by ``platform_probe`` (or was confirmed already), or if the platform's
         record does not name it: the request never reached what we think answered it."""
         if nonce not in self.pending:
-            raise ProofError(f"{nonce!r} is not an unconfirmed platform probe of this test: take a fresh one from "
+            raise self.fail(f"{nonce!r} is not an unconfirmed platform probe of this test: take a fresh one from "
                              "probe_log.platform_probe() for each probe and confirm it once")
         key, name, what = self.pending[nonce]
         line = next((line.strip() for line in record.splitlines() if nonce in line), None)
         if line is None or line == nonce:
-            raise ProofError(f"the platform has no record of the probe {what!r} of {name}@{key} (request id {nonce}): "
+            raise self.fail(f"the platform has no record of the probe {what!r} of {name}@{key} (request id {nonce}): "
                              f"it was not sent with the request, or the request never reached the platform "
                              f"({len(record)} characters of the platform's record searched)")
         del self.pending[nonce]
@@ -139,20 +153,15 @@ def verify_proof(line: str, nonce: str, namespaces: dict[str, str], uid: int) ->
     return line
 
 
-_CONFIRMED: set[tuple[str, str, int, int]] = set()
-
-
 def cross_check_on_host(namespaces: dict[str, str], uid: int, host_pid: int) -> str:
-    """Check, from the host's own /proc and not the driver's word, that processes live in the probe's pid
-    and net namespaces, that the driver's pid is one of them, and that every one of them is owned on the
-    host by ``uid``. Returns a short record of what was seen; raises ProofError otherwise.
+    """Check, from the host's own /proc and not the driver's word, that the driver's pid lives in every
+    namespace of the probe's proof, that processes live in the probe's pid and net namespaces, the
+    driver's pid among them, and that every one of them is owned on the host by ``uid``. Returns a short
+    record of what was seen; raises ProofError otherwise.
 
-    A namespace is only confirmed once per (namespaces, uid, pid): an instance keeps its namespaces for
-    its life, and a recreated one gets a new pid, so the cache cannot vouch for a different sandbox.
+    Every probe checks again (nothing is cached): a process of another uid may enter the sandbox after
+    its first probe, and a namespace's inode number is reused once it is freed.
     """
-    key = (namespaces["pid"], namespaces["net"], uid, host_pid)
-    if key in _CONFIRMED:
-        return f"pid {host_pid} uid {uid} (confirmed before)"
     members: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -176,7 +185,15 @@ def cross_check_on_host(namespaces: dict[str, str], uid: int, host_pid: int) -> 
     if foreign:
         raise ProofError(f"processes in the probe's namespaces are owned on the host by another uid than the "
                          f"instance's {uid}: {dict(list(foreign.items())[:10])}")
-    _CONFIRMED.add(key)
+    for ns in (n for n in PROOF_NAMESPACES if n not in ("pid", "net")):  # those two: membership above
+        try:
+            seen = os.readlink(f"/proc/{host_pid}/ns/{ns}")
+        except OSError as exc:
+            raise ProofError(f"the driver says pid {host_pid} is the sandbox, but the host cannot read its {ns} "
+                             f"namespace ({exc.strerror}): it is gone or not what the driver says") from None
+        if seen != namespaces[ns]:
+            raise ProofError(f"the driver says the sandbox's {ns} namespace is {namespaces[ns]}, but the host sees "
+                             f"its pid {host_pid} in {seen}")
     return f"pid {host_pid} uid {uid} ({len(members)} processes in its namespaces)"
 
 
@@ -202,11 +219,13 @@ class SandboxBackend(base.BaseBackend):
                              rest[:2000].decode(errors="replace"), result.stderr[:1000].decode(errors="replace"))
         self.log.records.append(record)
         try:
-            record.proof = verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces),
-                                        identity.uid)
-            record.proof += " host:" + cross_check_on_host(dict(identity.namespaces), identity.uid, identity.host_pid)
+            # The record carries a proof only when both checks passed (a probe whose host cross-check
+            # failed is no proof, even if its line matched the driver's word).
+            proof = verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces), identity.uid)
+            record.proof = proof + " host:" + cross_check_on_host(dict(identity.namespaces), identity.uid,
+                                                                   identity.host_pid)
         except ProofError as exc:
-            raise ProofError(f"{exc} (rc {result.rc}, stderr {result.stderr[-300:]!r})") from None
+            raise self.log.fail(f"{exc} (rc {result.rc}, stderr {result.stderr[-300:]!r})") from None
         finally:
             _attach(record)
         return self.result(result.rc, self.encode(cmd), rest, result.stderr)
@@ -309,25 +328,30 @@ def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     finally:
         _remove(h, list(files))
     if result.rc != 0:
-        raise ProofError(f"the detector failed in {backend.ref.key} (rc {result.rc}): {result.stderr[-500:]}")
+        raise backend.log.fail(f"the detector failed in {backend.ref.key} (rc {result.rc}): {result.stderr[-500:]}")
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     if not lines or lines[-1].get("end") != detect_module.END_MARK:
-        raise ProofError(f"the detector in {backend.ref.key} did not finish its report (no completeness record)")
+        raise backend.log.fail(f"the detector in {backend.ref.key} did not finish its report (no completeness record)")
     summary = lines[-1]
     found = ScanResult(hits=lines[:-1], scanned_files=summary["scanned_files"], bytes=summary["bytes"],
                        truncated=summary["truncated"], problems=summary["problems"], errors=summary["errors"])
     where = {(h_["token"], h_["where"]) for h_ in found.hits}
     missing = {f"{token} (file {path})" for path, token in files.items() if (token, path) not in where}
-    if not any(t == env_token and w.startswith("/proc/") for t, w in where):
-        missing.add(f"{env_token} (its own environment, in /proc)")
+    # In an environ, not just anywhere in /proc: the token is also on the command line of the shell that
+    # starts the detector, and a detector blind to environments would find it there.
+    if not any(t == env_token and w.startswith("/proc/") and w.endswith("/environ") for t, w in where):
+        missing.add(f"{env_token} (its own environment, in /proc/<pid>/environ)")
     missing |= own - found.tokens
     backend.log.note("scan", instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
                      skip=list(skip), files=found.scanned_files, bytes=found.bytes, truncated=found.truncated,
                      could_not_read=found.errors, problems=found.problems[:20], own_canaries=len(own),
                      sentinels=[*files, "(its own environment)"], missing_own=sorted(missing))
     _attach_json(backend.log.evidence[-1], f"scan in {backend.ref.principal.name} ({backend.ref.key})")
-    judge_completeness(f"the scan in {backend.ref.key}", files=found.scanned_files, bytes_read=found.bytes,
-                       truncated=found.truncated, problems=found.problems, missing_own=missing)
+    try:
+        judge_completeness(f"the scan in {backend.ref.key}", files=found.scanned_files, bytes_read=found.bytes,
+                           truncated=found.truncated, problems=found.problems, missing_own=missing)
+    except ProofError as exc:
+        raise backend.log.fail(str(exc)) from None
     return found
 
 
@@ -347,18 +371,19 @@ def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     finally:
         _remove(h, list(files))
     if out.rc != 0:
-        raise ProofError(f"the dump failed in {backend.ref.key} (rc {out.rc}): {out.stderr[-500:]}")
+        raise backend.log.fail(f"the dump failed in {backend.ref.key} (rc {out.rc}): {out.stderr[-500:]}")
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     if not lines or lines[-1].get("end") != DUMP_END:
-        raise ProofError(f"the dump in {backend.ref.key} did not finish (no completeness record): it was cut off")
+        raise backend.log.fail(f"the dump in {backend.ref.key} did not finish (no completeness record): it was cut off")
     summary = lines[-1]
     by_path: dict[str, list[bytes]] = {}
     for line in lines[:-1]:
         by_path.setdefault(line["path"], []).append(base64.b64decode(line["b64"]))
     data = {path: b"".join(chunks) for path, chunks in by_path.items()}
     missing = {f"{token} (file {path})" for path, token in files.items() if token.encode() not in data.get(path, b"")}
-    if not any(path.startswith("/proc/") and env_token.encode() in blob for path, blob in data.items()):
-        missing.add(f"{env_token} (its own environment, in /proc)")
+    if not any(path.startswith("/proc/") and path.endswith("/environ") and env_token.encode() in blob
+               for path, blob in data.items()):
+        missing.add(f"{env_token} (its own environment, in /proc/<pid>/environ)")
     joined = b"\n".join(data.values())
     missing |= {t for t in own if t not in {h_.token for h_ in detect_module.find(joined)}}
     backend.log.note("dump", instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
@@ -366,8 +391,11 @@ def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
                      could_not_read=len(summary["problems"]), problems=summary["problems"][:20],
                      own_canaries=len(own), sentinels=[*files, "(its own environment)"], missing_own=sorted(missing))
     _attach_json(backend.log.evidence[-1], f"dump of {backend.ref.principal.name} ({backend.ref.key})")
-    judge_completeness(f"the dump of {backend.ref.key}", files=summary["files"], bytes_read=summary["bytes"],
-                       truncated=summary["truncated"], problems=summary["problems"], missing_own=missing)
+    try:
+        judge_completeness(f"the dump of {backend.ref.key}", files=summary["files"], bytes_read=summary["bytes"],
+                           truncated=summary["truncated"], problems=summary["problems"], missing_own=missing)
+    except ProofError as exc:
+        raise backend.log.fail(str(exc)) from None
     return joined
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from . import catalogue, pairing
-from .plugin import BROKEN_KEY, CASE_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY, PROOF_KEY
+from .plugin import BROKEN_KEY, CASE_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY
 
 # Frames of these packages are machinery, not the place an assertion was made.
 _MACHINERY = ("/_pytest/", "/pluggy/", "/hypothesis/", "/allure_pytest/", "/allure_commons/")
@@ -136,8 +136,18 @@ class PairproofSession:
                 item.user_properties.append((BROKEN_KEY, f"harness assertion at {where} (not a finding): "
                                                          f"{call.excinfo.typename}: {call.excinfo.value}"[:500]))
         report = yield
-        if call.when == "call":
-            item._pairproof_call_report = report  # read by the case fixture's teardown
+        log = item.stash.get(PROBE_LOG, None)
+        if call.when == "call" and log is not None and BROKEN_KEY not in dict(item.user_properties):
+            # A proof failure the test caught (``except Exception`` around a scan) still means a probe did
+            # not look, whatever the test concluded; a platform probe never confirmed means the same when
+            # the test passed (a finding made before confirming stays a finding).
+            unproved = log.unproved() if report.passed else list(log.failures)
+            if unproved:
+                why = (f"ProofError: {len(unproved)} probes of this test did not prove they looked (caught or "
+                       f"left unconfirmed): {unproved[0]}")[:500]
+                item.user_properties.append((BROKEN_KEY, why))
+                report.user_properties.append((BROKEN_KEY, why))
+                report.outcome, report.longrepr = "failed", why
         return report
 
     # -- ----------------------------------------------------
@@ -183,6 +193,15 @@ class PairproofSession:
         if exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) and not self.outcomes:
             return  # nothing was judged: a verdict would only restate the error
         self.verdict = pairing.judge(self.outcomes.values(), catalogue.load(), self.expected_refusals)
+        # The refusals a case has are learnt from what was collected (rule 4); node ids on the command line
+        # collect only themselves, so a variant left out that way is unknown to the verdict, not "not run".
+        narrowed = [a for a in self.config.args if "::" in a]
+        if narrowed:
+            self.verdict["problems"].append(
+                f"collection was narrowed to node ids ({', '.join(narrowed[:3])}{' ...' if len(narrowed) > 3 else ''}): "
+                "which refusals a case has is not known, so no case of this run is proven covered; select with "
+                "--case, -k or -m instead")
+            self.verdict["status"] = "failed"
         self.verdict["run"] = self.run
         self.verdict["target"] = self.config.getoption("pairproof_target") or "reference"
         self.verdict["pytest_exit"] = int(exitstatus)

@@ -8,9 +8,11 @@ and the source it is run from (DESIGN §5 rule 7).
   verdict's own ``status`` is passed and its ``problems`` are empty; it names a run id and no case the
   catalogue does not hold.
 - **Each case of the catalogue** (``acceptance/catalogue.toml``) is in the verdict, and passes only if: at
-  least one refusal ran; every refusal passed with proof of execution (proofs > 0); every control the
-  catalogue declares for the case ran, and each of its tests passed; every refusal the suite collected for
-  the case (``expected_refusals``; absent = coverage not proven) is among the refusals, and no other.
+  least one refusal ran; every refusal passed with proof of execution (proofs > 0) and no scan or dump in
+  its evidence that did not prove it looked (read nothing, cut short, an own canary missed); every control the
+  catalogue declares for the case ran, and each of its tests passed; all of them judged one platform run
+  (each test's ``platform_run``); every refusal the suite collected for the case (``expected_refusals``;
+  absent = coverage not proven) is among the refusals, and no other.
   A case whose recorded status disagrees with its evidence fails (the verdict contradicts itself).
 - **Allure results** (``allure-results/``) belong to this run: each carries the label ``pairproof_run``
   equal to the verdict's run and ``pairproof_nodeid``; there is exactly one per test the verdict judged,
@@ -154,6 +156,15 @@ def _judge_case(entry: dict | None, case) -> tuple[str | None, list[str]]:
         elif r["proofs"] <= 0:
             found.append(("broken", f"refusal {r['test']} passed with no proof of execution (proofs 0): no probe "
                                     "showed it ran in the intended sandbox"))
+        else:
+            found += [("broken", f"refusal {r['test']} passed, but its own record shows a {why}")
+                      for why in _blind_scans(r.get("evidence") or [])]
+    # A refusal and its controls judge one platform run (rule 1): recomputed from each test's own record.
+    runs = sorted({t.get("platform_run") or "" for t in [*refusals, *(t for c in entry["controls"].values()
+                                                                       for t in c["tests"])]} - {""})
+    if len(runs) > 1:
+        found.append(("broken", f"its tests judged different platform runs {runs}: a refusal and its controls "
+                                "must judge one"))
     if not refusals:
         found.append(("not covered", "no refusal ran" + (" (its controls alone prove nothing about the boundary)"
                                                          if case.controls else "")))
@@ -177,6 +188,20 @@ def _judge_case(entry: dict | None, case) -> tuple[str | None, list[str]]:
         return None, []
     worst = min((state for state, _ in found), key=_SEVERITY.index)
     return worst, [why for _, why in found]
+
+
+def _blind_scans(evidence: list) -> list[str]:
+    """Scans and dumps in a refusal's evidence that did not prove they looked (DESIGN §5 rule 5), judged
+    again from what each recorded: something read, nothing cut short, every own canary found."""
+    blind = []
+    for e in evidence:
+        if not isinstance(e, dict) or e.get("kind") not in ("scan", "dump"):
+            continue
+        if e.get("missing_own") or e.get("truncated") or not e.get("files") or not e.get("bytes"):
+            blind.append(f"{e['kind']} of {e.get('instance', '?')} that did not prove it looked (files {e.get('files')}, "
+                         f"bytes {e.get('bytes')}, truncated {e.get('truncated')}, missing own canaries "
+                         f"{str(e.get('missing_own'))[:120]})")
+    return blind
 
 
 def _control_problems(entry: dict, case) -> list[tuple[str, str]]:

@@ -480,3 +480,46 @@ def test_a_damaged_or_missing_mutant_report_fails(tmp_path, monkeypatch, capsys)
     assert code == 1 and "is not JSON" in out
     code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(folder / "nothing.json"))
     assert code == 1 and "no mutant report at" in out
+
+
+# -- review of issue 12: what the gate still took on the verdict's word -------------------------------
+
+
+def _po(case, role, platform_run, n=""):
+    o = _o(case, role, n=n)
+    o.platform_run = platform_run
+    return o
+
+
+def test_a_case_judged_on_two_platform_runs_fails_the_gate_even_if_the_verdict_says_passed(tmp_path, monkeypatch, capsys):
+    """The verdict called a case whose refusal and control judged two platform runs broken, but kept no
+    evidence of it: the gate took 'passed' on its word. Now each test's platform run is in the verdict and
+    the gate checks a case's tests judged one."""
+    split = [_po("RS-1", "refusal", "aaaa0001"), _po("RS-1", "P", "bbbb0002"),
+             _po("FS-3", "refusal", "aaaa0001"), _po("FS-3", "P", "aaaa0001"), _po("FS-3", "X", "aaaa0001")]
+
+    def hide(v):  # what a verdict that judged it passed (or was edited to) says
+        c = _case(v, "RS-1")
+        c["status"], c["reason"] = "passed", ""
+        v["problems"], v["status"] = [], "passed"
+    code, out = _gate(monkeypatch, capsys, _write(tmp_path, split, edit=hide))
+    assert code == 1 and "RS-1: broken" in out and "platform runs" in out
+    one = [_po(o.declared.case, o.declared.role, "aaaa0001") for o in split]
+    code, out = _gate(monkeypatch, capsys, _write(tmp_path, one))
+    assert code == 0, out
+
+
+@pytest.mark.parametrize("evidence", [
+    pytest.param({"kind": "scan", "files": 10, "bytes": 100, "truncated": 0, "missing_own": ["tok (file /tmp/x)"]},
+                 id="missed-own-canary"),
+    pytest.param({"kind": "dump", "files": 10, "bytes": 100, "truncated": 3, "missing_own": []}, id="truncated"),
+    pytest.param({"kind": "scan", "files": 0, "bytes": 0, "truncated": 0, "missing_own": []}, id="read-nothing"),
+])
+def test_a_refusal_whose_own_evidence_shows_a_scan_that_did_not_look_fails_the_gate(tmp_path, monkeypatch, capsys,
+                                                                                     evidence):
+    """The verdict keeps what each scan read; the gate took 'passed' and 'proofs' on their word even when
+    that record shows a scan that did not prove it looked. It now judges the scan records too."""
+    def blind(v):
+        _case(v, "RS-1")["refusals"][0]["evidence"] = [evidence]
+    code, out = _gate(monkeypatch, capsys, _write(tmp_path, edit=blind))
+    assert code == 1 and "RS-1: broken" in out and "did not prove it looked" in out

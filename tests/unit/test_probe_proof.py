@@ -186,3 +186,89 @@ def test_fs3_refuses_a_driver_that_hands_out_no_capability():
             return {"grant": "g-1", "model": "m-1"}
 
     assert _capabilities(SomeCapabilities(), [A]) == {"g-1", "m-1"}
+
+
+def _sandbox(*flags: str) -> tuple[subprocess.Popen, int]:
+    """A process in new namespaces (``flags`` for unshare) and the pid of its inner process."""
+    child = subprocess.Popen(["unshare", *flags, "--fork", "--kill-child", "sleep", "60"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        kids = Path(f"/proc/{child.pid}/task/{child.pid}/children").read_text().split()
+        if kids and os.readlink(f"/proc/{kids[0]}/ns/pid") != os.readlink("/proc/self/ns/pid"):
+            return child, int(kids[0])
+        time.sleep(0.01)
+    child.kill()
+    raise RuntimeError("the sandbox did not start")
+
+
+def test_the_host_cross_check_sees_a_foreign_process_that_joined_after_the_first_probe():
+    """Review of issue 12: the cross-check was cached per (namespaces, uid, pid), so a process of another
+    uid that entered the sandbox's namespaces after its first probe was never seen again. Each probe checks."""
+    child, inner = _sandbox("--pid", "--net")
+    intruder = None
+    try:
+        namespaces = {ns: os.readlink(f"/proc/{inner}/ns/{ns}") for ns in probe.PROOF_NAMESPACES}
+        probe.cross_check_on_host(namespaces, os.getuid(), inner)
+        intruder = subprocess.Popen(["nsenter", "-t", str(inner), "-p", "-n", "--", "setpriv", "--reuid", "65534",
+                                     "--regid", "65534", "--clear-groups", "sleep", "60"])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not [p for p in os.listdir("/proc") if p.isdigit()
+                                                   and _pid_ns(p) == namespaces["pid"] and _uid(p) == 65534]:
+            time.sleep(0.01)
+        with pytest.raises(ProofError, match="owned on the host by another uid"):
+            probe.cross_check_on_host(namespaces, os.getuid(), inner)
+    finally:
+        if intruder is not None:
+            intruder.kill()
+            intruder.wait()
+        child.kill()
+        child.wait()
+
+
+def _pid_ns(pid: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
+
+
+def _uid(pid: str) -> int:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return -1
+
+
+def test_the_host_cross_check_refuses_a_driver_whose_pid_is_in_another_mount_namespace():
+    """Review of issue 12: only the pid and net namespaces were checked on the host. A driver that says
+    the sandbox has the host's mount namespace (and runs the probe there: the proof line matches its word)
+    while its pid lives in a mount namespace of its own is refused."""
+    child, inner = _sandbox("--pid", "--net", "--mount")
+    try:
+        namespaces = {ns: os.readlink(f"/proc/{inner}/ns/{ns}") for ns in probe.PROOF_NAMESPACES}
+        namespaces["mnt"] = os.readlink("/proc/self/ns/mnt")
+        with pytest.raises(ProofError, match="mnt"):
+            probe.cross_check_on_host(namespaces, os.getuid(), inner)
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize("which", ["scan", "dump"])
+def test_a_scan_blind_to_process_environments_does_not_prove_it_looked(tmp_path, monkeypatch, which):
+    """Review of issue 12: the probe's own-environment sentinel counted as found wherever in /proc it was,
+    and it is also on the command line of the shell that starts the detector: a detector (or dump) that
+    reads /proc/<pid>/cmdline but not environ found it there and passed as complete, blind to every secret
+    held in an environment. It must be found in an environ."""
+    blind = tmp_path / "blind.py"
+    (tmp_path / "empty").mkdir()
+    source = (probe.DETECT if which == "scan" else probe.DUMP).read_text()
+    blind.write_text(source.replace('PROC_FILES = ("environ", "cmdline")', 'PROC_FILES = ("cmdline",)')
+                     .replace('for leaf in ("environ", "cmdline"):', 'for leaf in ("cmdline",):'))
+    assert blind.read_text() != source
+    monkeypatch.setattr(probe, "DETECT" if which == "scan" else "DUMP", blind)
+    monkeypatch.setattr(probe, "cross_check_on_host", lambda *a: "skipped in this test")
+    host = probe.host(HostTarget(), A, probe.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match="its own environment"):
+        # (the detector reads /proc per process whatever its roots; the dump is given an empty folder)
+        getattr(probe, which)(host, ["/proc"] if which == "scan" else [str(tmp_path / "empty")], own=set())
