@@ -129,8 +129,27 @@ def dedicated(target: Target) -> Iterator[Callable[..., InstanceRef]]:
 
 
 @pytest.fixture
-def probe_log(pairproof_run: Run) -> probe.ProbeLog:
-    return probe.ProbeLog(nonce=pairproof_run.nonce)
+def probe_log(pairproof_run: Run, request: pytest.FixtureRequest) -> probe.ProbeLog:
+    log = probe.ProbeLog(nonce=pairproof_run.nonce)
+    if "target" in request.fixturenames or "instances" in request.fixturenames:
+        log.platform_record = _platform_record(request.getfixturevalue("target"))
+    return log
+
+
+def _platform_record(target: Target) -> Callable[[], str] | None:
+    """What the platform itself recorded, read from the target: its log and the provider's record of every
+    call (a target without them leaves ``confirm`` to the record the test hands in)."""
+    platform_log = getattr(target, "platform_log", None)
+    provider_records = getattr(target, "provider_records", None)
+    if platform_log is None and provider_records is None:
+        return None
+
+    def read() -> str:
+        parts = [platform_log()] if platform_log else []
+        if provider_records:
+            parts += [json.dumps(r, sort_keys=True) for r in provider_records()]
+        return "\n".join(parts)
+    return read
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ import base64
 import json
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,9 @@ class ProbeLog:
     # Every ProofError the harness raised in this test, kept even if the test caught it: a probe that did
     # not prove itself, or a scan that did not prove it looked, leaves the test broken (the plugin checks).
     failures: list[str] = field(default_factory=list)
+    # Reads the platform's own records (its log, the provider's record) straight from the target, when the
+    # target has them: ``confirm`` checks the nonce there too, so text a test wrote cannot stand in for them.
+    platform_record: Callable[[], str] | None = None
 
     def note(self, kind: str, **facts: Any) -> None:
         """Keep one observation as evidence of what the test looked at."""
@@ -121,6 +125,9 @@ class ProbeLog:
                              "probe_log.platform_probe() for each probe and confirm it once")
         key, name, what = self.pending[nonce]
         line = next((line.strip() for line in record.splitlines() if nonce in line), None)
+        if line is not None and self.platform_record is not None and nonce not in self.platform_record():
+            raise self.fail(f"the record handed in for the probe {what!r} of {name}@{key} names {nonce}, but the "
+                             "platform's own records (read from the target) do not: that text is not the platform's")
         if line is None or line == nonce:
             raise self.fail(f"the platform has no record of the probe {what!r} of {name}@{key} (request id {nonce}): "
                              f"it was not sent with the request, or the request never reached the platform "

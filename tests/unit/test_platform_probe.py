@@ -72,3 +72,17 @@ def test_the_bare_id_is_not_a_record():
     nonce = log.platform_probe(ALICE, "echo")
     with pytest.raises(ProofError):
         log.confirm(nonce, nonce)
+
+
+def test_text_the_test_wrote_is_not_the_platforms_record():
+    """Review of issue 12: ``confirm`` took whatever text the test handed in; a case could hand in words of
+    its own that name the id. With the target's records at hand, the id must be in them too."""
+    log = ProbeLog(nonce="n", platform_record=lambda: "INFO [pp-other] answered 403")
+    nonce = log.platform_probe(Principal("A", "org1", "alice"), "a request")
+    with pytest.raises(ProofError, match="not the platform's"):
+        log.confirm(nonce, f"INFO [{nonce}] answered 403")
+    assert log.records == []
+    recorded = ProbeLog(nonce="n")
+    nonce = recorded.platform_probe(Principal("A", "org1", "alice"), "a request")
+    recorded.platform_record = lambda: f"INFO [{nonce}] answered 403"
+    assert recorded.confirm(nonce, f"INFO [{nonce}] answered 403")
