@@ -24,6 +24,7 @@ from canaries import Mint
 
 from . import catalogue, probe
 from .contract import LOCATIONS, InstanceRef, Principal, Target
+from .errors import TargetError
 from .plugin import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION
 from .targets import TargetOptions, load
 
@@ -257,7 +258,12 @@ def broker_call(target: Target, sandbox_host) -> Callable[..., dict]:
             args = [method, base + path] + ([body if isinstance(body, str) else json.dumps(body)] if body is not None else [])
         quoted = " ".join(host.backend.quote("%s", a) for a in args)
         out = host.backend.run_with_stdin(f"/usr/bin/python3 -I -S - {quoted}", stdin=client)
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        answer = json.loads(out.stdout.strip().splitlines()[-1])
+        if "error" in answer and "status" not in answer:
+            # Nothing answered: a refusal that asserts "not 200" would pass on silence. The instance's own
+            # broker not answering is the harness unable to ask, not the broker refusing.
+            raise TargetError(f"the broker of {ref.key} did not answer at {base}: {answer['error']}")
+        return answer
     return call
 
 
