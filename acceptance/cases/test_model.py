@@ -118,10 +118,20 @@ def test_md2_current_token_works(instances, target):
 
 # -- MD-3 ---------------------------------------------------------------------------------------------
 
+# More than the cap lets turns make (12 turns of a few calls each reach it), so a cap that counts every
+# purpose is reached by background calls alone well before.
+BACKGROUND_CALLS = 60
+
+
 @pytest.mark.case("MD-3", "refusal", pair="F->proxy")
 def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy, dedicated):
     """With a cap of a few calls, turns stop at the cap; the title and memory-review calls are metered
-    against it too, and once it is reached every purpose is refused."""
+    against it too, and once it is reached every purpose is refused. Then the other way round: a second
+    user's background calls alone (titles, memory reviews) reach the same cap, and then a main turn is refused.
+
+    Ways it could fail that the probe looks for: no cap; background calls unmetered; background calls
+    metered but left out of the sum the cap is checked against (turns alone reach the cap, which hides it
+    from the first half); a cap per purpose rather than per user."""
     ref = dedicated("F", "frank")
     target.set_spend_cap(ref.principal, 0.0005)
     replies = [target.turn(ref, f"message {i}") for i in range(12)]
@@ -131,6 +141,20 @@ def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy,
     status, reason = refused_by_proxy(ref, target.capabilities(ref)["model"],
                                       {**BODY, "metadata": {"purpose": "memory_review"}})
     assert (status, reason) == (429, "spend_exhausted")
+    fay = dedicated("F", "fay")
+    target.set_spend_cap(fay.principal, 0.0005)
+    capability = target.capabilities(fay)["model"]
+    background = []
+    for i in range(BACKGROUND_CALLS):
+        status, _ = target.model_call(capability, {**BODY, "metadata": {"purpose": ("title", "memory_review")[i % 2]}})
+        background.append(status)
+        if status not in (200, 429):
+            raise ProofError(f"background call {i + 1} of {fay.key} answered {status}: the cap was not what stopped it")
+        if status == 429:
+            break
+    attach("MD-3 background calls until refused", {"statuses": background})
+    assert background[-1] == 429, f"{len(background)} background calls never reached the cap"
+    assert refused_by_proxy(fay, capability, BODY) == (429, "spend_exhausted")
 
 
 @pytest.mark.case("MD-3", "P", pair="A->proxy")
