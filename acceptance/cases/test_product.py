@@ -458,13 +458,18 @@ def test_op2_broken_unaudited_route_is_detected(a_record, a_conversation, princi
 
 def _traffic(target, principals, instances, planted, probe_log=None) -> list[str]:
     """Turns that carry every canary of A through tools, refusals and approvals; with a ``probe_log``, each
-    turn is a platform probe and its request id is returned."""
+    turn is a platform probe and its request id is returned. The canary rides in the call that is refused
+    too, by the product (an issue that does not exist) and by the broker (an argument the pinned schema does
+    not have): a refusal logged with the arguments that earned it is a payload in the log."""
     nonces = []
     for location, token in planted.tokens["A"].items():
         nonce = probe_log.platform_probe(instances["A"], f"a turn carrying A's {location} canary") if probe_log else ""
         drive(target, principals["A"], instances["A"], [("notes_create", {"body": token}),
                                                          ("message_send", {"to": "x@outside.example", "body": token}),
-                                                         ("notes_get", {"id": 999999})], reply=f"ok {location}",
+                                                         ("notes_get", {"id": 999999}),
+                                                         ("issue_comment", {"issue_id": 999999, "body": token}),
+                                                         ("notes_create", {"body": "x", "title": token})],
+              reply=f"ok {location}",
               request_id=nonce)
         nonces.append(nonce)
     return nonces
