@@ -15,7 +15,7 @@ from canaries.known import find_known
 
 from ..errors import ProofError
 from .detectors import tokens_in
-from .evidence import attach
+from .evidence import attach, replay
 
 pytestmark = pytest.mark.usefixtures("planted")
 BODY = {"model": "reference-main", "messages": [{"role": "user", "content": "hi"}], "metadata": {"purpose": "turn"}}
@@ -80,22 +80,41 @@ def eve(dedicated):
     return dedicated("E", "eve")
 
 
+def _in_use(target, capability: str) -> str:
+    """A capability the proxy has admitted already (as the broker's is, by the time it is stolen): a proxy
+    that remembers what it admitted must still refuse it once it is no longer current."""
+    status, _ = target.model_call(capability, BODY)
+    if status != 200:
+        raise ProofError(f"the current capability was refused ({status}) before the change under test")
+    return capability
+
+
+def _refused_unspent(refused_by_proxy, target, ref, capability: str, label: str) -> tuple[int, str]:
+    """(status, reason) of the replayed capability, once it is shown to have caused no call at the provider: a
+    refusal that is only the answer withheld after the provider was called is no refusal."""
+    result = replay(refused_by_proxy, target, ref, capability, BODY, label)
+    assert result.reached_provider == 0, f"{label}: the proxy forwarded the call before refusing its answer"
+    return result.status, result.reason
+
+
 @pytest.mark.case("MD-2", "refusal", pair="E->proxy")
 def test_md2_old_generation_token_refused(eve, target, refused_by_proxy):
-    """A capability of generation 1, replayed after the instance was recreated, is refused as stale."""
-    old = target.capabilities(eve)["model"]
+    """A capability of generation 1, used and then replayed after the instance was recreated, is refused as
+    stale and reaches no provider."""
+    old = _in_use(target, target.capabilities(eve)["model"])
     target.recreate(eve)
-    assert refused_by_proxy(eve, old, BODY) == (403, "generation_stale")
+    assert _refused_unspent(refused_by_proxy, target, eve, old, "old generation") == (403, "generation_stale")
 
 
 @pytest.mark.case("MD-2", "refusal", pair="E->proxy")
 def test_md2_ended_lease_token_refused(eve, target, refused_by_proxy):
-    """A capability whose lease ended (the instance went to sleep) is refused, though unexpired."""
-    old = target.capabilities(eve)["model"]
+    """A capability whose lease ended (the instance went to sleep) is refused, though unexpired, and reaches
+    no provider, though the proxy admitted it before."""
+    old = _in_use(target, target.capabilities(eve)["model"])
     target.sleep(eve)
-    assert refused_by_proxy(eve, old, BODY) == (403, "no_current_lease")
+    assert _refused_unspent(refused_by_proxy, target, eve, old, "lease ended") == (403, "no_current_lease")
     target.wake(eve)
-    assert refused_by_proxy(eve, old, BODY) == (403, "lease_stale")
+    assert _refused_unspent(refused_by_proxy, target, eve, old, "lease replaced") == (403, "lease_stale")
 
 
 @pytest.mark.case("MD-2", "refusal", pair="B->proxy")
