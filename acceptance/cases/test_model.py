@@ -150,7 +150,8 @@ def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy,
 
     Ways it could fail that the probe looks for: no cap; background calls unmetered; background calls
     metered but left out of the sum the cap is checked against (turns alone reach the cap, which hides it
-    from the first half); a cap per purpose rather than per user."""
+    from the first half); a cap per purpose or per instance rather than per user (a new instance of the
+    same user would start afresh)."""
     ref = dedicated("F", "frank")
     target.set_spend_cap(ref.principal, 0.0005)
     replies = [target.turn(ref, f"message {i}") for i in range(12)]
@@ -160,6 +161,10 @@ def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy,
     status, reason = refused_by_proxy(ref, target.capabilities(ref)["model"],
                                       {**BODY, "metadata": {"purpose": "memory_review"}})
     assert (status, reason) == (429, "spend_exhausted")
+    # The cap is the user's, not an instance's: frank's next instance starts where frank's last one stopped.
+    target.destroy(ref)
+    again = dedicated("F", "frank")
+    assert refused_by_proxy(again, target.capabilities(again)["model"], BODY) == (429, "spend_exhausted")
     fay = dedicated("F", "fay")
     target.set_spend_cap(fay.principal, 0.0005)
     capability = target.capabilities(fay)["model"]

@@ -211,6 +211,12 @@ def test_sh2_approved_payload_posts_exactly(team_issue, principals, instances, t
 @pytest.mark.case("SH-4", "refusal", pair="A->B")
 def test_sh4_adding_a_participant_needs_a_decision_and_sees_nothing_before(principals, instances, planted, target,
                                                                           probe_log):
+    """Adding B to A's private conversation is held for A's decision (B reads nothing meanwhile); once A
+    approves, B sees nothing from before B joined; and A's agent posting there afterwards is a write to an
+    audience wider than A, held like any other.
+
+    Ways it could fail that the probe looks for: the addition posted directly; a participant who sees the
+    history; a conversation's audience judged by its owner rather than by who is in it."""
     token = planted.tokens["A"]["transcript"]
     a = target.person(principals["A"])
     conversation = a.request("POST", "/api/conversations", {"title": "private"})[1]["id"]
@@ -226,6 +232,15 @@ def test_sh4_adding_a_participant_needs_a_decision_and_sees_nothing_before(princ
     assert a.request("POST", f"/api/approvals/{card['id']}/approve", {"sha256": card["sha256"]})[0] == 200
     status, body = b.request("GET", f"/api/conversations/{conversation}/messages")
     assert status == 200 and token not in str(body)
+    # B is in now: the conversation's audience is wider than A, so what A's agent posts there next (A's memory)
+    # is a write to that audience, held for A's decision, whoever owns the conversation.
+    later = f"later: {planted.tokens['A']['memory']}"
+    since = last_card(target, principals["A"])
+    drive(target, principals["A"], instances["A"], [("conversation_post", {"conversation_id": conversation,
+                                                                           "body": later})])
+    assert _held_card_for(target, principals["A"], later, since)["status"] == "pending"
+    status, body = b.request("GET", f"/api/conversations/{conversation}/messages")
+    assert status == 200 and later not in str(body)
     probe_log.confirm(nonce, target.platform_log())
 
 
