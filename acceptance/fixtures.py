@@ -22,9 +22,9 @@ import pytest
 
 from canaries import Mint
 
-from . import catalogue, probe
+from . import catalogue, observe, probe
 from .contract import LOCATIONS, InstanceRef, Principal, Target
-from .errors import TargetError
+from .errors import ProofError, TargetError
 from .plugin import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION
 from .targets import TargetOptions, load
 
@@ -174,13 +174,23 @@ def _own_canaries(request: pytest.FixtureRequest, ref: InstanceRef) -> set[str]:
 
 
 @pytest.fixture
-def scan_visible(request: pytest.FixtureRequest) -> Callable[[object], set[str]]:
+def scan_visible(request: pytest.FixtureRequest, target: Target) -> Callable[[object], set[str]]:
     """``scan_visible(host)``: every canary token visible anywhere in that sandbox's filesystem. The scan
     is judged complete first (``probe.scan``): a scan that did not find the prober's own canaries, cut a
-    file short or failed on a path for any reason but a denial raises ProofError (the test is broken)."""
+    file short or failed on a path for any reason but a denial raises ProofError (the test is broken).
+
+    A walk cannot find a file in a folder the sandbox may enter but not list (a platform folder of mode 0711
+    bound in, whose files are 0644): the host, which may list it, names those files and the scan opens each
+    by name (``observe.unlistable_files``)."""
     def run(host) -> set[str]:
-        own = _own_canaries(request, host.backend.ref)
-        return probe.scan(host, VISIBLE_ROOTS, own=own, skip=VISIBLE_SKIP).tokens
+        ref = host.backend.ref
+        own = _own_canaries(request, ref)
+        ident = target.identity(ref)
+        try:
+            hidden = observe.unlistable_files(ident.host_pid, ident.uid, skip=[*VISIBLE_SKIP, "/proc", "/dev"])
+        except ValueError as exc:
+            raise ProofError(f"the scan of {ref.key} could not be given every file hidden from listing: {exc}") from exc
+        return probe.scan(host, VISIBLE_ROOTS + hidden, own=own, skip=VISIBLE_SKIP).tokens
     return run
 
 

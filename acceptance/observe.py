@@ -14,6 +14,7 @@ same machine); a case that relies on it says so, and checks first that it sees t
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -181,3 +182,68 @@ def settle(observe: Callable[[], T], done: Callable[[T], bool], deadline: float 
         time.sleep(step)
         seen = observe()
     return seen
+
+
+def _mountinfo(path: Path) -> list[tuple[str, str, str]]:
+    """(device major:minor, root of the mount within its filesystem, mount point) of each line."""
+    found = []
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        found.append((fields[2], fields[3].replace("\\040", " "), fields[4].replace("\\040", " ")))
+    return found
+
+
+def _may(info: os.stat_result, uid: int, bit: int) -> bool:
+    """Whether ``uid`` (whose only group is its own gid, ``uid``) has permission ``bit`` (4 r, 1 x) on a file."""
+    if info.st_uid == uid:
+        return bool(info.st_mode & (bit << 6))
+    if info.st_gid == uid:
+        return bool(info.st_mode & (bit << 3))
+    return bool(info.st_mode & bit)
+
+
+def unlistable_files(host_pid: int, uid: int, skip: Iterable[str] = (), limit: int = 2000,
+                     proc: Path = PROC) -> list[str]:
+    """Files a sandbox can open by name that no walk inside it can find: below a folder of one of its mounts
+    that its uid may enter (x) but not list (r). Found from the host, which may list everything: for each
+    mount of the sandbox backed by a host folder, that folder is walked as the sandbox's uid would be let
+    through it. Paths as the sandbox sees them; mounts at or below ``skip`` are left out. More than
+    ``limit`` is an error (ValueError): the caller could not scan them all."""
+    host = _mountinfo(proc / "self" / "mountinfo")
+    found: list[str] = []
+    for device, root, point in _mountinfo(proc / str(host_pid) / "mountinfo"):
+        if any(point == s or point.startswith(s.rstrip("/") + "/") for s in skip):
+            continue
+        bases = [(r, p) for d, r, p in host if d == device and (root == r or root.startswith(r.rstrip("/") + "/"))]
+        if not bases:
+            continue  # not backed by anything the host has mounted (the sandbox's own tmpfs, proc)
+        base_root, base_point = max(bases, key=lambda b: len(b[0]))
+        folder = Path(base_point) / os.path.relpath(root, base_root)
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        hidden_below: list[Path] = []
+        for dirpath, dirnames, filenames in os.walk(folder):
+            here = Path(dirpath)
+            try:
+                info = here.lstat()
+            except OSError:
+                dirnames[:] = []
+                continue
+            if not _may(info, uid, 1):
+                dirnames[:] = []  # the sandbox cannot pass through: nothing below is reachable
+                continue
+            hidden = any(here == h or h in here.parents for h in hidden_below)
+            if not hidden and not _may(info, uid, 4):
+                hidden_below.append(here)
+                hidden = True
+            if hidden:  # regular files only: a socket or a fifo is not something to read
+                for name in filenames:
+                    try:
+                        if not stat.S_ISREG((here / name).lstat().st_mode):
+                            continue
+                    except OSError:
+                        continue
+                    found.append(os.path.normpath(os.path.join(point, os.path.relpath(here / name, folder))))
+            if len(found) > limit:
+                raise ValueError(f"more than {limit} files hidden from listing below {point} in the sandbox")
+    return sorted(set(found))

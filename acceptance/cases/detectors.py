@@ -3,6 +3,7 @@ refusal relies on can see a violation, so both must call the same one."""
 
 from __future__ import annotations
 
+import grp
 import pwd
 from collections.abc import Iterable, Mapping
 
@@ -50,20 +51,26 @@ def foreign_uids_visible(host, own_uid: int) -> set[int]:
 
 
 def shared_identities(identities: Mapping[str, Identity]) -> list[tuple[str, str]]:
-    """Pairs of instances that run under the same host uid."""
+    """Pairs of instances that run under the same host uid or the same host gid (a group shared by instances
+    makes every group-accessible file of one reachable by an escape from another: not strangers)."""
     names = sorted(identities)
     return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
-            if identities[a].uid == identities[b].uid]
+            if identities[a].uid == identities[b].uid or identities[a].gid == identities[b].gid]
 
 
 def identity_problems(name: str, ident: Identity) -> list[str]:
-    """What is wrong with one instance's uid: root, an existing host account, or a wide uid map."""
+    """What is wrong with one instance's identity: root, an existing host account or group, or a wide uid map."""
     problems = []
     if ident.uid == 0 or ident.gid == 0:
         problems.append(f"{name} runs as host root (uid {ident.uid}, gid {ident.gid})")
     try:
         account = pwd.getpwuid(ident.uid).pw_name
         problems.append(f"{name} runs as host account {account!r} (uid {ident.uid})")
+    except KeyError:
+        pass
+    try:
+        group = grp.getgrgid(ident.gid).gr_name
+        problems.append(f"{name} runs in host group {group!r} (gid {ident.gid})")
     except KeyError:
         pass
     lines = [line.split() for line in ident.uid_map.splitlines()]

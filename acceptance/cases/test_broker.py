@@ -131,12 +131,27 @@ def test_tl2_valid_call_works(instances, broker_call):
 # -- TL-3: discovery is not authority -----------------------------------------------------------------
 
 @pytest.mark.case("TL-3", "refusal", pair="A->product")
-def test_tl3_newly_advertised_tool_is_not_callable(instances, broker_call):
-    """The product advertises notes_purge; until pinned it is neither offered to the agent nor callable."""
-    listed = broker_call(instances["A"], "POST", "/mcp", rpc("tools/list"))["body"]["result"]["tools"]
-    assert "notes_purge" not in {t["name"] for t in listed}
-    answer = broker_call(instances["A"], "POST", "/mcp", rpc("tools/call", {"name": "notes_purge", "arguments": {}}))
-    assert reason(answer) == "tool_not_pinned"
+def test_tl3_newly_advertised_tool_is_not_callable(instances, broker_call, target, dedicated):
+    """The product advertises notes_purge; until pinned it is neither offered to the agent nor callable,
+    neither before nor after another instance (D) had it pinned: a pin is bound to its instance.
+
+    Ways it could fail that the probe looks for: discovery taken as authority; a pin added to a filter the
+    instances share (so one instance's pin opens the tool to all); a pin keyed by something wider than the
+    instance (its org)."""
+    def refused(ref, when: str) -> None:
+        listed = broker_call(ref, "POST", "/mcp", rpc("tools/list"))["body"]["result"]["tools"]
+        assert "notes_purge" not in {t["name"] for t in listed}, f"{ref.key} is offered notes_purge {when}"
+        answer = broker_call(ref, "POST", "/mcp", rpc("tools/call", {"name": "notes_purge", "arguments": {}}))
+        assert reason(answer) == "tool_not_pinned", f"{ref.key} may call notes_purge {when}"
+
+    refused(instances["A"], "before any pin")
+    dora = dedicated("D", "dora")
+    target.pin_tool(dora, "notes_purge")
+    listed = broker_call(dora, "POST", "/mcp", rpc("tools/list"))["body"]["result"]["tools"]
+    if "notes_purge" not in {t["name"] for t in listed}:
+        raise ProofError(f"pinning notes_purge for {dora.key} did not offer it to {dora.key}: the pin was not made")
+    for name in ("A", "B", "C"):
+        refused(instances[name], f"after {dora.key} had it pinned")
 
 
 @pytest.mark.case("TL-3", "P", pair="D->product")

@@ -213,9 +213,14 @@ def _instance_processes(target, ref: InstanceRef) -> tuple[dict[str, str], list[
 
 @pytest.mark.case("CP-2", "refusal", pair="K")
 def test_cp2_wake_refused_when_memory_would_not_fit(target, probe_log):
-    """With the host's memory set to exactly what the current fleet needs, waking K's sleeping instance is
-    refused with a reason naming memory; nothing starts (no process to run in, the fleet unchanged), the
-    refusal is in the platform's log, and the host's own limits come back afterwards."""
+    """With the host's memory one MB short of what the current fleet plus one more *active* instance and its
+    broker needs (the P control wakes K with exactly that much), waking K's sleeping instance is refused with
+    a reason naming memory; nothing starts (no process to run in, the fleet unchanged), the refusal is in the
+    platform's log, and the host's own limits come back afterwards.
+
+    Ways it could fail that the probe looks for: no admission on wake; admission after the sandbox started;
+    a wake counted as an idle instance (it wakes to run a turn) or without its broker, which the boundary
+    admits where the model would not."""
     ref = target.provision(KIM)
     try:
         namespaces, _ = _instance_processes(target, ref)
@@ -226,15 +231,16 @@ def test_cp2_wake_refused_when_memory_would_not_fit(target, probe_log):
         current = target.fleet_need()
         log_lines = len(target.platform_log().splitlines())
         nonce = probe_log.platform_probe(ref, "wake under a host with no memory to spare")
-        with target.host_limits(memory_mb=current["memory_mb"]):
-            assert target.fleet_need()["host_memory_mb"] == current["memory_mb"]
+        short = current["memory_mb"] + current["active_instance_mb"] + current["broker_mb"] - 1
+        with target.host_limits(memory_mb=short):
+            assert target.fleet_need()["host_memory_mb"] == short
             woken, refused = _attempt(lambda: target.wake(ref, request_id=nonce))
             after = target.fleet_need()
         attach("CP-2 wake under a full host", {"fleet before": dict(current), "fleet after": dict(after),
                                                "refusal": repr(refused), "went ahead": woken is not None})
         reason = _refusal(refused, "waking K on a host with no memory to spare")
         assert "memory" in reason and "disk" not in reason, reason
-        assert str(current["memory_mb"]) in reason.replace(",", ""), reason
+        assert str(short) in reason.replace(",", ""), reason
         assert (after["resident"], after["active"], after["memory_mb"]) == \
                (current["resident"], current["active"], current["memory_mb"])
         # Nothing of K runs: the platform's own word (no running sandbox for K's pair), its fleet (above),

@@ -295,9 +295,12 @@ def _broker_listens(target, ref, endpoint: str) -> None:
 
 @pytest.mark.case("LF-3", "refusal", pair="G->proxy")
 def test_lf3_recreated_instance_refuses_the_old_token_at_the_same_address(gina, target, refused_by_proxy):
-    """The recreated instance's broker has the same address; the previous generation's capability buys no
-    model call there."""
+    """The recreated instance's broker has the same address; the previous generation's capability, in use
+    before the recreation (so a proxy that remembers admitted capabilities is tested too), buys no model call
+    there."""
     old = target.capabilities(gina)["model"]
+    if target.model_call(old, BODY)[0] != 200:
+        raise ProofError("the current capability was refused before the recreation")
     endpoint = target.broker_endpoint(gina)
     _broker_listens(target, gina, endpoint)
     again = target.recreate(gina)

