@@ -318,6 +318,51 @@ def judge_completeness(what: str, *, files: int, bytes_read: int, truncated: int
         raise ProofError(f"{what} did not prove it looked: " + "; ".join(reasons))
 
 
+def _run_with_sentinels(h: testinfra.host.Host, script: Path, roots: list[str], skip: list[str], end_mark: str,
+                        what: str) -> tuple[list[dict[str, Any]], str, dict[str, str]]:
+    """Write the sentinels, run ``script`` (the detector or the dump) in the sandbox over ``roots`` with the
+    environment sentinel, remove the sentinels, and return its report lines (the completeness record last),
+    the environment sentinel and ``{path: token}`` of the file sentinels. A probe that failed or whose
+    report has no completeness record raises ProofError."""
+    backend: SandboxBackend = h.backend  # type: ignore[assignment]
+    env_token, files = _sentinels(h)
+    try:
+        quoted = " ".join([*(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
+        out = backend.run_with_stdin(f"PAIRPROOF_SENTINEL={env_token} /usr/bin/python3 -I -S - {quoted}",
+                                     stdin=script.read_bytes())
+    finally:
+        _remove(h, list(files))
+    if out.rc != 0:
+        raise backend.log.fail(f"{what} failed in {backend.ref.key} (rc {out.rc}): {out.stderr[-500:]}")
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    if not lines or lines[-1].get("end") != end_mark:
+        raise backend.log.fail(f"{what} in {backend.ref.key} did not finish its report (no completeness record): "
+                               "it was cut off")
+    return lines, env_token, files
+
+
+def _judge_and_keep(h: testinfra.host.Host, kind: str, *, roots: list[str], skip: list[str], own: set[str],
+                    sentinels: dict[str, str], files: int, bytes_read: int, truncated: int, problems: list[str],
+                    missing: set[str]) -> None:
+    """Keep what the scan or dump read as the test's evidence (and in Allure), then judge its completeness."""
+    backend: SandboxBackend = h.backend  # type: ignore[assignment]
+    backend.log.note(kind, instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
+                     skip=list(skip), files=files, bytes=bytes_read, truncated=truncated,
+                     could_not_read=len(problems), problems=problems[:20], own_canaries=len(own),
+                     sentinels=[*sentinels, "(its own environment)"], missing_own=sorted(missing))
+    _attach_json(backend.log.evidence[-1], f"{kind} in {backend.ref.principal.name} ({backend.ref.key})")
+    try:
+        judge_completeness(f"the {kind} in {backend.ref.key}", files=files, bytes_read=bytes_read,
+                           truncated=truncated, problems=problems, missing_own=missing)
+    except ProofError as exc:
+        raise backend.log.fail(str(exc)) from None
+
+
+# The environment sentinel must be found in an environ, not just anywhere in /proc: the token is also on
+# the command line of the shell that starts the probe, and a probe blind to environments would find it there.
+_ENV_SENTINEL = "{} (its own environment, in /proc/<pid>/environ)"
+
+
 def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[str] = ()) -> ScanResult:
     """Run the canary detector inside the sandbox over ``roots``, and judge its completeness.
 
@@ -326,39 +371,17 @@ def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     plant them in the probe's own /proc/self/cmdline); the sentinels it must find are in its
     environment and in files, never in its arguments. The host attributes each hit to its origin.
     """
-    backend: SandboxBackend = h.backend  # type: ignore[assignment]
-    env_token, files = _sentinels(h)
-    try:
-        quoted = " ".join([*(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
-        result = backend.run_with_stdin(f"PAIRPROOF_SENTINEL={env_token} /usr/bin/python3 -I -S - {quoted}",
-                                        stdin=DETECT.read_bytes())
-    finally:
-        _remove(h, list(files))
-    if result.rc != 0:
-        raise backend.log.fail(f"the detector failed in {backend.ref.key} (rc {result.rc}): {result.stderr[-500:]}")
-    lines = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-    if not lines or lines[-1].get("end") != detect_module.END_MARK:
-        raise backend.log.fail(f"the detector in {backend.ref.key} did not finish its report (no completeness record)")
+    lines, env_token, files = _run_with_sentinels(h, DETECT, roots, list(skip), detect_module.END_MARK, "the detector")
     summary = lines[-1]
     found = ScanResult(hits=lines[:-1], scanned_files=summary["scanned_files"], bytes=summary["bytes"],
                        truncated=summary["truncated"], problems=summary["problems"], errors=summary["errors"])
-    where = {(h_["token"], h_["where"]) for h_ in found.hits}
+    where = {(hit["token"], hit["where"]) for hit in found.hits}
     missing = {f"{token} (file {path})" for path, token in files.items() if (token, path) not in where}
-    # In an environ, not just anywhere in /proc: the token is also on the command line of the shell that
-    # starts the detector, and a detector blind to environments would find it there.
     if not any(t == env_token and w.startswith("/proc/") and w.endswith("/environ") for t, w in where):
-        missing.add(f"{env_token} (its own environment, in /proc/<pid>/environ)")
+        missing.add(_ENV_SENTINEL.format(env_token))
     missing |= own - found.tokens
-    backend.log.note("scan", instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
-                     skip=list(skip), files=found.scanned_files, bytes=found.bytes, truncated=found.truncated,
-                     could_not_read=found.errors, problems=found.problems[:20], own_canaries=len(own),
-                     sentinels=[*files, "(its own environment)"], missing_own=sorted(missing))
-    _attach_json(backend.log.evidence[-1], f"scan in {backend.ref.principal.name} ({backend.ref.key})")
-    try:
-        judge_completeness(f"the scan in {backend.ref.key}", files=found.scanned_files, bytes_read=found.bytes,
-                           truncated=found.truncated, problems=found.problems, missing_own=missing)
-    except ProofError as exc:
-        raise backend.log.fail(str(exc)) from None
+    _judge_and_keep(h, "scan", roots=roots, skip=list(skip), own=own, sentinels=files, files=found.scanned_files,
+                    bytes_read=found.bytes, truncated=found.truncated, problems=found.problems, missing=missing)
     return found
 
 
@@ -369,19 +392,7 @@ DUMP_END = "pairproof-dump-end"
 def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[str] = ()) -> bytes:
     """Carry every file the sandbox can see under ``roots`` (and /proc environ and cmdline) out to the host,
     for a search for known secrets there; judged complete like ``scan`` (same sentinels, same rules)."""
-    backend: SandboxBackend = h.backend  # type: ignore[assignment]
-    env_token, files = _sentinels(h)
-    try:
-        quoted = " ".join([*(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
-        out = backend.run_with_stdin(f"PAIRPROOF_SENTINEL={env_token} /usr/bin/python3 -I -S - {quoted}",
-                                     stdin=DUMP.read_bytes())
-    finally:
-        _remove(h, list(files))
-    if out.rc != 0:
-        raise backend.log.fail(f"the dump failed in {backend.ref.key} (rc {out.rc}): {out.stderr[-500:]}")
-    lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-    if not lines or lines[-1].get("end") != DUMP_END:
-        raise backend.log.fail(f"the dump in {backend.ref.key} did not finish (no completeness record): it was cut off")
+    lines, env_token, files = _run_with_sentinels(h, DUMP, roots, list(skip), DUMP_END, "the dump")
     summary = lines[-1]
     by_path: dict[str, list[bytes]] = {}
     for line in lines[:-1]:
@@ -390,19 +401,12 @@ def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     missing = {f"{token} (file {path})" for path, token in files.items() if token.encode() not in data.get(path, b"")}
     if not any(path.startswith("/proc/") and path.endswith("/environ") and env_token.encode() in blob
                for path, blob in data.items()):
-        missing.add(f"{env_token} (its own environment, in /proc/<pid>/environ)")
+        missing.add(_ENV_SENTINEL.format(env_token))
     joined = b"\n".join(data.values())
-    missing |= {t for t in own if t not in {h_.token for h_ in detect_module.find(joined)}}
-    backend.log.note("dump", instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
-                     skip=list(skip), files=summary["files"], bytes=summary["bytes"], truncated=summary["truncated"],
-                     could_not_read=len(summary["problems"]), problems=summary["problems"][:20],
-                     own_canaries=len(own), sentinels=[*files, "(its own environment)"], missing_own=sorted(missing))
-    _attach_json(backend.log.evidence[-1], f"dump of {backend.ref.principal.name} ({backend.ref.key})")
-    try:
-        judge_completeness(f"the dump of {backend.ref.key}", files=summary["files"], bytes_read=summary["bytes"],
-                           truncated=summary["truncated"], problems=summary["problems"], missing_own=missing)
-    except ProofError as exc:
-        raise backend.log.fail(str(exc)) from None
+    missing |= own - {hit.token for hit in detect_module.find(joined)}
+    _judge_and_keep(h, "dump", roots=roots, skip=list(skip), own=own, sentinels=files, files=summary["files"],
+                    bytes_read=summary["bytes"], truncated=summary["truncated"], problems=summary["problems"],
+                    missing=missing)
     return joined
 
 
