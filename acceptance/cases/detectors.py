@@ -31,25 +31,6 @@ def mount_identities(host) -> dict[str, str]:
     return found
 
 
-def visible_processes(host) -> dict[int, int]:
-    """``pid -> uid`` of every process the sandbox can see, from one ``ps`` call.
-
-    testinfra's Process module fetches ``uid`` lazily with one ``ps -p`` per process, which races with
-    the probe's own short-lived processes; one listing is a consistent snapshot.
-    """
-    out = host.check_output("ps -A -o pid=,uid=")
-    return {int(pid): int(uid) for pid, uid in (line.split() for line in out.splitlines())}
-
-
-def foreign_uids_visible(host, own_uid: int) -> set[int]:
-    """Uids of visible processes that are not the sandbox's own.
-
-    ``ps`` inside a user namespace shows unmapped uids as the overflow uid (65534): any process that is
-    not the sandbox's own counts as foreign, whatever number it shows.
-    """
-    return {uid for uid in visible_processes(host).values() if uid != own_uid}
-
-
 def shared_identities(identities: Mapping[str, Identity]) -> list[tuple[str, str]]:
     """Pairs of instances that run under the same host uid or the same host gid (a group shared by instances
     makes every group-accessible file of one reachable by an escape from another: not strangers)."""
