@@ -218,6 +218,13 @@ class SandboxBackend(base.BaseBackend):
 
     def run_with_stdin(self, cmd: str, *, stdin: bytes | None = None, timeout: float = 120.0) -> base.CommandResult:
         identity = self.target.identity(self.ref)
+        # The driver's word is checked on the host before the probe runs: a probe may end its own sandbox
+        # (a fork bomb without a pids limit takes the agent with it), and the proof line is then compared
+        # with the namespaces confirmed here.
+        try:
+            on_host = cross_check_on_host(dict(identity.namespaces), identity.uid, identity.host_pid)
+        except ProofError as exc:
+            raise self.log.fail(f"before probing {self.ref.key}: {exc}") from None
         nonce = secrets.token_hex(8)  # fresh per command: a replayed or cached output cannot carry it
         result = self.target.exec(self.ref, ["/bin/sh", "-c", WRAPPER, "pairproof-probe", nonce, cmd],
                                    stdin=stdin, timeout=timeout)
@@ -228,9 +235,8 @@ class SandboxBackend(base.BaseBackend):
         try:
             # The record carries a proof only when both checks passed (a probe whose host cross-check
             # failed is no proof, even if its line matched the driver's word).
-            proof = verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces), identity.uid)
-            record.proof = proof + " host:" + cross_check_on_host(dict(identity.namespaces), identity.uid,
-                                                                   identity.host_pid)
+            record.proof = (verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces),
+                                         identity.uid) + " host:" + on_host)
         except ProofError as exc:
             raise self.log.fail(f"{exc} (rc {result.rc}, stderr {result.stderr[-300:]!r})") from None
         finally:
