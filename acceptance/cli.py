@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -106,10 +107,16 @@ def clean(args: argparse.Namespace) -> int:
     for leftover in removed:
         print(f"removed run {leftover.run}: {len(leftover.processes)} processes, "
               f"{len(leftover.cgroup_dirs)} cgroup trees, state {'yes' if leftover.state_dir else 'no'}")
+    from .lab.lab import stale_workdirs
+
+    labs = stale_workdirs()
+    for folder in labs:
+        shutil.rmtree(folder, ignore_errors=True)
+        print(f"removed lab folder {folder} (its sink no longer runs)")
     live = [lo for lo in cleanup.find(Path(args.state_dir)) if lo.live]
     for lo in live:
         print(f"left run {lo.run} alone: its owner process is still running (use --all to remove it anyway)")
-    if not removed and not live:
+    if not removed and not live and not labs:
         print("nothing to clean")
     return 0
 

@@ -153,4 +153,22 @@ class Lab:
                 stream.close()
 
 
-__all__ = ["ADDRESSES", "ADDRESSES6", "Lab"]
+def stale_workdirs(tmp: Path | None = None) -> list[Path]:
+    """Lab folders (``pairproof-lab-*`` in the temporary folder) whose sink no longer runs: what a SIGKILLed
+    run leaves (its finalizer never ran; the sink and its namespace died with it). A folder named on a live
+    sink's command line is in use and is not listed."""
+    import tempfile
+
+    base = Path(tmp or tempfile.gettempdir())
+    live = b""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            data = cmdline.read_bytes()
+        except OSError:
+            continue
+        if b"acceptance.lab.sink" in data:
+            live += data
+    return [d for d in sorted(base.glob("pairproof-lab-*")) if d.is_dir() and str(d).encode() not in live]
+
+
+__all__ = ["ADDRESSES", "ADDRESSES6", "Lab", "stale_workdirs"]

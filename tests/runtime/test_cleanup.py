@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from acceptance.lab.lab import stale_workdirs
 from runtime import cgroups, cleanup
 
 pytestmark = pytest.mark.slow
@@ -135,5 +138,10 @@ def test_sigkill_takes_the_lab_down(root, tmp_path):
     while time.monotonic() < end and [p for p in _footprint(root, run)["processes"] if p.startswith("lab sink")]:
         time.sleep(0.05)
     assert [p for p in _footprint(root, run)["processes"] if p.startswith("lab sink")] == []
+    assert list(Path(tempfile.gettempdir()).glob(f"pairproof-lab-{run}-*")), "the killed run left no lab folder?"
     cleanup.clean(root)
+    for folder in stale_workdirs():  # what `pairproof clean` removes besides the runtime's leftovers
+        if folder.name.startswith(f"pairproof-lab-{run}-"):  # (other runs' folders are theirs to clean)
+            shutil.rmtree(folder)
     assert _footprint(root, run) == EMPTY
+    assert list(Path(tempfile.gettempdir()).glob(f"pairproof-lab-{run}-*")) == []
