@@ -1,7 +1,7 @@
 """The target contract: everything the suite may ask of the platform it qualifies.
 
 The suite never reaches into runtime internals; it drives a ``Target``. A security team qualifies its own
-platform by writing one driver that satisfies this Protocol (see ``targets/reference.py`` for the worked
+platform by writing one driver that satisfies this Protocol (see ``targets/reference/`` for the worked
 example) and registering it under the ``pairproof.targets`` entry-point group.
 
 Every operation is phrased in the product's terms (principals, instances, turns) so that a driver can
@@ -250,30 +250,53 @@ class Target(Protocol):
         restored on exit. A wake or provision the platform does not admit raises ``CapacityRefusedError``
         with its reason and changes nothing."""
 
-    def broken(self, control: str, **context: object) -> AbstractContextManager[object]:
-        """Set up one deliberately broken arrangement for a control and tear it down on exit.
+    # -- deliberately broken arrangements: one typed context manager each, torn down on exit ----------
 
-        Yields the instance ref(s) to probe through it. The arrangements the cases use:
-        ``shared-volume`` (owner=InstanceRef, intruder=Principal) -> InstanceRef;
-        ``shared-tmp`` (owner=Principal, intruder=Principal) -> (InstanceRef, InstanceRef);
-        ``secret-in-env`` (principal=Principal, extra={NAME: secret}) -> InstanceRef;
-        ``shared-pid-ns`` (intruder=Principal) -> InstanceRef;
-        ``same-uid`` (owner=InstanceRef, intruder=Principal) -> InstanceRef;
-        ``host-account-uid`` (intruder=Principal, account="nobody") -> InstanceRef (a sandbox under that
-        existing host account's uid);
-        ``unaudited-operator-route`` () -> the route's path template (``{id}`` for the record id);
-        ``debug-logging`` () -> None (the platform logs at debug level while it lasts);
-        ``open-egress`` (principal=Principal, lab=Lab, catalog_refresh=seconds) -> InstanceRef (a sandbox
-        linked to the lab with a default route and the lab's resolver);
-        ``unencrypted-snapshot`` () -> None (while it lasts, ``snapshot`` and ``restore`` go through the
-        platform's own path with the snapshot stored compressed but not encrypted);
-        ``unmetered-model-call`` (principal=Principal, purpose="title") -> None (one model call for the
-        principal reaches the provider without passing the platform's meter);
-        ``capacity-without-brokers`` () -> None (``capacity_need`` and ``capacity_admit`` budget no broker
-        per resident instance while it lasts);
-        ``lossy-product-link`` (ref=InstanceRef) -> None (requests reach the product, answers are lost);
-        ``unreachable-product`` (ref=InstanceRef) -> None (the product refuses connections).
-        """
+    def broken_shared_volume(self, owner: InstanceRef, intruder: Principal) -> AbstractContextManager[InstanceRef]:
+        """The intruder's sandbox gets the owner's volume as its /data (under the owner's uid)."""
+
+    def broken_shared_tmp(self, owner: Principal, intruder: Principal
+                          ) -> AbstractContextManager[tuple[InstanceRef, InstanceRef]]:
+        """Two sandboxes whose /tmp is the same host folder."""
+
+    def broken_secret_in_env(self, principal: Principal, extra: Mapping[str, str] | None = None
+                             ) -> AbstractContextManager[InstanceRef]:
+        """A sandbox launched with the platform's secrets (and ``extra``) in its environment."""
+
+    def broken_shared_pid_ns(self, intruder: Principal) -> AbstractContextManager[InstanceRef]:
+        """The intruder's sandbox shares the host's pid namespace and /proc."""
+
+    def broken_same_uid(self, owner: InstanceRef, intruder: Principal) -> AbstractContextManager[InstanceRef]:
+        """The intruder's sandbox runs under the owner's host uid (its own volume)."""
+
+    def broken_host_account_uid(self, intruder: Principal, account: str = "nobody"
+                                ) -> AbstractContextManager[InstanceRef]:
+        """The intruder's sandbox runs under an existing host account's uid."""
+
+    def broken_unaudited_operator_route(self) -> AbstractContextManager[str]:
+        """A support route that reads records without writing the audit; yields its path template (``{id}``)."""
+
+    def broken_debug_logging(self) -> AbstractContextManager[None]:
+        """The platform logs at debug level while it lasts."""
+
+    def broken_open_egress(self, principal: Principal, lab: object, catalog_refresh: float = 0.0
+                           ) -> AbstractContextManager[InstanceRef]:
+        """A sandbox linked to the lab with a default route and the lab's resolver."""
+
+    def broken_unencrypted_snapshot(self) -> AbstractContextManager[None]:
+        """``snapshot``/``restore`` store snapshots compressed but not encrypted while it lasts."""
+
+    def broken_unmetered_model_call(self, principal: Principal, purpose: str = "title") -> AbstractContextManager[None]:
+        """One model call for ``principal`` reaches the provider past the platform's meter."""
+
+    def broken_capacity_without_brokers(self) -> AbstractContextManager[None]:
+        """The capacity arithmetic budgets no broker per resident instance while it lasts."""
+
+    def broken_lossy_product_link(self, ref: InstanceRef) -> AbstractContextManager[None]:
+        """Requests from ``ref``'s broker reach the product, answers are lost."""
+
+    def broken_unreachable_product(self, ref: InstanceRef) -> AbstractContextManager[None]:
+        """The product refuses ``ref``'s broker's connections."""
 
     def close(self) -> None:
         """Tear down everything the target created."""

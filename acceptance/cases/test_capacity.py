@@ -112,7 +112,7 @@ def test_cp1_seed_example_reproduced_and_the_next_instance_refused(target, probe
 @pytest.mark.case("CP-1", "X", pair="model")
 def test_cp1_broken_model_without_brokers_is_detected(target):
     """A capacity model that budgets no broker beside each instance fails the same seed-example check."""
-    with target.broken("capacity-without-brokers"):
+    with target.broken_capacity_without_brokers():
         problems = seed_example_problems(target)
     attach("CP-1 X", {"problems": problems})
     assert problems != []

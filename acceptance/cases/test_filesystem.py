@@ -113,7 +113,7 @@ def test_fs1_owner_finds_all_four(instances, planted, sandbox_host, scan_visible
 def test_fs1_broken_shared_volume_is_detected(instances, principals, planted, target, sandbox_host, scan_visible):
     """With A's volume mounted into B (under A's uid), the same scan and mount check see A's data."""
     a_volume = volume_identity(sandbox_host(instances["A"]))
-    with target.broken("shared-volume", owner=instances["A"], intruder=principals["B"]) as leaky:
+    with target.broken_shared_volume(owner=instances["A"], intruder=principals["B"]) as leaky:
         host = sandbox_host(leaky)
         assert planted.of("A") <= scan_visible(host)
         assert a_volume in mount_identities(host).values()
@@ -153,7 +153,7 @@ def test_fs2_own_writes_visible(folder, instances, sandbox_host):
 @pytest.mark.case("FS-2", "X", pair="B->A")
 def test_fs2_broken_shared_tmp_is_detected(principals, target, sandbox_host):
     """Two sandboxes given one tmp folder: the write-then-look check sees the other's file."""
-    with target.broken("shared-tmp", owner=principals["A"], intruder=principals["B"]) as (first, second):
+    with target.broken_shared_tmp(owner=principals["A"], intruder=principals["B"]) as (first, second):
         wrote, seen = _write_then_look(sandbox_host(second), sandbox_host(first), "/tmp")
         assert wrote and seen
 
@@ -200,7 +200,7 @@ def test_fs3_broken_secret_in_env_is_detected(instances, principals, planted, ta
     find every one."""
     capabilities = dict(target.capabilities(instances["A"]))
     _capabilities(target, [instances["A"]])  # none handed out: the X would compare two empty sets
-    with target.broken("secret-in-env", principal=principals["B"],
+    with target.broken_secret_in_env(principal=principals["B"],
                        extra={f"LEAKED_{k.upper()}": v for k, v in capabilities.items()}) as leaky:
         assert set(planted.platform.values()) <= scan_visible(sandbox_host(leaky))
         found = {secret for secret, _ in find_known(visible_bytes(leaky), set(capabilities.values()))}

@@ -124,7 +124,7 @@ def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_
 def test_sn1_broken_unencrypted_snapshot_is_detected(instances, planted, target):
     """Through the platform's own snapshot path with encryption switched off, the same at-rest scan finds
     every canary of A through the store's compression, and that very snapshot restores them."""
-    with target.broken("unencrypted-snapshot"):
+    with target.broken_unencrypted_snapshot():
         snap = target.snapshot(instances["A"])
         scan = at_rest(target.snapshot_bytes(snap), f"unencrypted snapshot {snap}")
         restored = target.restore(snap, into=instances["A"])
@@ -362,7 +362,7 @@ def test_lf5_unknown_effect_is_reconciled_not_repeated(hank, target, probe_log):
     product, marks it completed and does not send it again: exactly one note."""
     marker = "effect-with-lost-answer"
     target.script_model(hank.principal, [{"tool": "notes_create", "arguments": {"body": marker}}, {"reply": "done"}])
-    with target.broken("lossy-product-link", ref=hank):
+    with target.broken_lossy_product_link(ref=hank):
         target.turn(hank, "make the note")
     [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
     assert op["state"] == "unknown"
@@ -378,7 +378,7 @@ def test_lf5_unknown_effect_is_reconciled_not_repeated(hank, target, probe_log):
 def test_lf5_not_dispatched_effect_is_retried_once(hank, target):
     marker = "effect-never-sent"
     target.script_model(hank.principal, [{"tool": "notes_create", "arguments": {"body": marker}}, {"reply": "done"}])
-    with target.broken("unreachable-product", ref=hank):
+    with target.broken_unreachable_product(ref=hank):
         target.turn(hank, "make the note")
     [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
     assert op["state"] == "not_dispatched" and _notes_with(target, hank.principal, marker) == 0
@@ -392,8 +392,8 @@ def test_lf5_not_dispatched_effect_is_retried_once(hank, target):
 
 KILL_POINTS = {
     # where the agent dies relative to one tool call's effect, and the link fault that puts it there
-    "before-dispatch": "unreachable-product",
-    "after-dispatch-before-answer": "lossy-product-link",
+    "before-dispatch": "broken_unreachable_product",
+    "after-dispatch-before-answer": "broken_lossy_product_link",
     "after-answer": None,
 }
 
@@ -409,7 +409,7 @@ def test_lf5_one_effect_per_operation_whatever_the_kill_point(point, hank, targe
     if fault is None:
         target.turn(hank, "make the note")
     else:
-        with target.broken(fault, ref=hank):
+        with getattr(target, fault)(ref=hank):
             target.turn(hank, "make the note")
     [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
     target.crash(hank)

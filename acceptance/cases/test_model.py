@@ -69,7 +69,7 @@ def test_md1_turn_succeeds(instances, principals, target):
 def test_md1_broken_key_in_sandbox_is_detected(principals, planted, target, visible_bytes):
     """A sandbox launched with the provider key in its environment: the same scan finds it."""
     key = planted.platform["PAIRPROOF_PROVIDER_KEY"]
-    with target.broken("secret-in-env", principal=principals["B"]) as leaky:
+    with target.broken_secret_in_env(principal=principals["B"]) as leaky:
         assert _key_in_sandbox(visible_bytes, leaky, key, set(), "leaky sandbox") != set()
 
 
@@ -260,7 +260,7 @@ def test_md4_broken_unmetered_call_is_detected(target, dedicated):
     users = {(ref.principal.org, ref.principal.user)}
     target.turn(ref, "hello")
     before = metered_tables(target, users)
-    with target.broken("unmetered-model-call", principal=ref.principal):
+    with target.broken_unmetered_model_call(principal=ref.principal):
         pass
     ledger, provider = metered_tables(target, users, settle_on_equal=False)
     attach("MD-4 X", {"before": [{"/".join(k): n for k, n in t.items()} for t in before],

@@ -62,7 +62,7 @@ def _looked(report: dict, lab, label: str, since: float) -> list[dict]:
 def _probe_open_egress(target, principal, lab, egress, label: str) -> tuple[float, dict]:
     """The egress probe run in a sandbox given open egress into the lab; (when it began, its report)."""
     since = time.time()
-    with target.broken("open-egress", principal=principal, lab=lab) as leaky:
+    with target.broken_open_egress(principal=principal, lab=lab) as leaky:
         return since, egress(leaky, label)
 
 
@@ -275,7 +275,7 @@ def test_nt5_broken_catalog_refresh_is_seen(request, principals, target, lab, tm
     resolver records the catalog host's name inside the window."""
     seconds = request.config.getoption("pairproof_idle_seconds")
     started = time.time()
-    with target.broken("open-egress", principal=principals["B"], lab=lab, catalog_refresh=seconds / 2) as leaky:
+    with target.broken_open_egress(principal=principals["B"], lab=lab, catalog_refresh=seconds / 2) as leaky:
         # The window opens once the agent runs (its first lookup has arrived): a loaded machine is slow to
         # start it, and a window that closed before the agent started would show nothing of a refresh.
         end = time.monotonic() + AGENT_START_DEADLINE

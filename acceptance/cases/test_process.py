@@ -144,7 +144,7 @@ def test_pr1_broken_shared_pid_ns_is_detected(instances, principals, target, san
     """A sandbox sharing the host's pid namespace: the same probe sees A's processes, and signalling them
     answers EPERM (visible, not permitted), not ESRCH."""
     a_processes = instance_processes(target, instances["A"])
-    with target.broken("shared-pid-ns", intruder=principals["B"]) as leaky:
+    with target.broken_shared_pid_ns(intruder=principals["B"]) as leaky:
         report = probe_processes(sandbox_host(leaky), {n for p in a_processes for n in p.nspids})
     attach("PR-1 X", {"A's processes": [vars(p) for p in a_processes], "report": report})
     assert sightings(report, a_processes)
@@ -179,11 +179,11 @@ def test_pr2_broken_same_uid_is_detected(instances, principals, target, sandbox_
     """A sandbox run under A's uid is reported by the same check as sharing A's identity, and one run under
     an existing host account (nobody) is reported by the same identity check the refusal applies; the probe
     inside each runs as that uid."""
-    with target.broken("same-uid", owner=instances["A"], intruder=principals["B"]) as leaky:
+    with target.broken_same_uid(owner=instances["A"], intruder=principals["B"]) as leaky:
         sandbox_host(leaky).run("id -u")
         identities = {"A": target.identity(instances["A"]), "B'": target.identity(leaky)}
         assert shared_identities(identities) == [("A", "B'")]
-    with target.broken("host-account-uid", intruder=principals["B"], account="nobody") as service:
+    with target.broken_host_account_uid(intruder=principals["B"], account="nobody") as service:
         ident = target.identity(service)
         assert sandbox_host(service).run("id -u").stdout.strip() == str(ident.uid)
         problems = identity_problems("B'", ident)

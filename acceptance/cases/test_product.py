@@ -488,7 +488,7 @@ def test_op2_no_unaudited_route_and_no_write_or_impersonation(a_record, a_conver
 
 @pytest.mark.case("OP-2", "X", pair="OP->A")
 def test_op2_broken_unaudited_route_is_detected(a_record, a_conversation, principals, target):
-    with target.broken("unaudited-operator-route") as template:
+    with target.broken_unaudited_operator_route() as template:
         missing = unaudited_operator_routes(target, principals["A"], [a_record, a_conversation])
         assert len(missing) == 1 and "debug" in missing[0], (template, missing)
 
@@ -527,7 +527,7 @@ def test_lg1_no_private_canary_in_platform_logs(principals, instances, planted, 
 
 @pytest.mark.case("LG-1", "X", pair="A->logs")
 def test_lg1_broken_debug_logging_is_detected(principals, instances, planted, target):
-    with target.broken("debug-logging"):
+    with target.broken_debug_logging():
         _traffic(target, principals, instances, planted)
     assert set(planted.tokens["A"].values()) <= {h.token for h in detect.find(target.platform_log().encode())}
 

@@ -1,0 +1,7 @@
+"""The reference target: the suite's driver for pairproof's own runtime (``runtime/``), and the worked example
+of the contract. ``driver`` is the core and the facets, ``breakers`` the deliberately broken arrangements,
+``helpers`` what both share. This package is the only part of the harness that imports ``runtime``."""
+
+from .driver import ReferenceTarget, create, preflight
+
+__all__ = ["ReferenceTarget", "create", "preflight"]

@@ -1,0 +1,290 @@
+"""The reference driver's deliberately broken arrangements, one typed method each (the contract's
+``Breaks*`` facets). Each is a context manager: it builds the arrangement from the runtime's public launch
+primitive and hooks, yields what the control probes through, and stops and undoes it all on exit. The
+runtime itself has no switch that weakens a guard."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from runtime import managed, sandbox
+
+from ...contract import InstanceRef, Principal
+from ...errors import TargetError
+from .helpers import LossyRelay, NoSeal, before_command, http_json, replace_args
+
+# A broken sandbox runs no agent; it marks when its mounts are complete (bwrap reports its pid before
+# that), and the driver waits for the mark before anyone probes it.
+BROKEN_COMMAND = ("/bin/sh", "-c", ": > /run/agent/ready && exec /bin/sleep infinity")
+READY_DEADLINE = 10.0
+
+
+def lab_addresses() -> dict[str, str]:
+    from ...lab.sink import ADDRESSES
+
+    return ADDRESSES
+
+
+class Breakers:
+    """Mixed into ``ReferenceTarget``; uses its controller, platform, provider and secrets."""
+
+    @contextmanager
+    def broken_shared_volume(self, owner: InstanceRef, intruder: Principal) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._shared_volume(owner=owner, intruder=intruder)
+
+    @contextmanager
+    def broken_shared_tmp(self, owner: Principal, intruder: Principal) -> Iterator[tuple[InstanceRef, InstanceRef]]:
+        with self._arrangement():
+            yield self._shared_tmp(owner=owner, intruder=intruder)
+
+    @contextmanager
+    def broken_secret_in_env(self, principal: Principal, extra: Mapping[str, str] | None = None) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._secret_in_env(principal=principal, extra=extra)
+
+    @contextmanager
+    def broken_shared_pid_ns(self, intruder: Principal) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._shared_pid_ns(intruder=intruder)
+
+    @contextmanager
+    def broken_same_uid(self, owner: InstanceRef, intruder: Principal) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._same_uid(owner=owner, intruder=intruder)
+
+    @contextmanager
+    def broken_host_account_uid(self, intruder: Principal, account: str = "nobody") -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._host_account_uid(intruder=intruder, account=account)
+
+    @contextmanager
+    def broken_unaudited_operator_route(self) -> Iterator[str]:
+        with self._arrangement():
+            yield self._unaudited_operator_route()
+
+    @contextmanager
+    def broken_debug_logging(self) -> Iterator[None]:
+        with self._arrangement():
+            yield self._debug_logging()
+
+    @contextmanager
+    def broken_open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._open_egress(principal=principal, lab=lab, catalog_refresh=catalog_refresh)
+
+    @contextmanager
+    def broken_unencrypted_snapshot(self) -> Iterator[None]:
+        with self._arrangement():
+            yield self._unencrypted_snapshot()
+
+    @contextmanager
+    def broken_unmetered_model_call(self, principal: Principal, purpose: str = "title") -> Iterator[None]:
+        with self._arrangement():
+            yield self._unmetered_model_call(principal=principal, purpose=purpose)
+
+    @contextmanager
+    def broken_capacity_without_brokers(self) -> Iterator[None]:
+        with self._arrangement():
+            yield self._capacity_without_brokers()
+
+    @contextmanager
+    def broken_lossy_product_link(self, ref: InstanceRef) -> Iterator[None]:
+        with self._arrangement():
+            yield self._lossy_product_link(ref=ref)
+
+    @contextmanager
+    def broken_unreachable_product(self, ref: InstanceRef) -> Iterator[None]:
+        with self._arrangement():
+            yield self._unreachable_product(ref=ref)
+
+    @contextmanager
+    def _arrangement(self) -> Iterator[None]:
+        """Whatever a broken arrangement started or changed is stopped and undone on exit."""
+        before = set(self._broken)
+        try:
+            yield
+        finally:
+            for key in set(self._broken) - before:
+                self._stop_broken(key)
+            while self._extra_dirs:
+                shutil.rmtree(self._extra_dirs.pop(), ignore_errors=True)
+            while self._undo:
+                self._undo.pop()()
+
+    def _start_broken(self, principal: Principal, *, uid: int, volume: Path | None,
+                      edit: Callable[[list[str]], list[str]] = lambda argv: argv,
+                      command: Sequence[str] = BROKEN_COMMAND) -> InstanceRef:
+        key = f"broken-{next(self._counter)}"
+        home = self.controller.state / "broken" / key
+        for sub in ("control", "etc"):
+            (home / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(home.parent, 0o711)
+        os.chmod(home, 0o711)
+        if volume is None:
+            volume = home / "volume"
+            volume.mkdir()
+            os.chown(volume, uid, uid)
+            os.chmod(volume, 0o700)
+        os.chown(home / "control", uid, uid)
+        (home / "etc" / "passwd").write_text(f"agent:x:{uid}:{uid}:agent:/data:/bin/sh\n")
+        (home / "etc" / "group").write_text(f"agent:x:{uid}:\n")
+        (home / "managed.json").write_bytes(managed.shipped())
+        os.chmod(home / "managed.json", 0o644)
+        spec = sandbox.SandboxSpec(instance_id=key, uid=uid, gid=uid, volume=volume, control_dir=home / "control",
+                                   etc_dir=home / "etc", image_dir=self.controller.image, hostname="broken",
+                                   managed_config=home / "managed.json")
+        cg = self.controller.hierarchy.create(self.controller.run, key, self.controller.limits)
+        try:
+            proc = sandbox.launch(spec, cg, lambda fd: edit(sandbox.bwrap_argv(spec, command, info_fd=fd)))
+        except BaseException:
+            cg.remove()
+            raise
+        self._broken[key] = proc
+        ready = home / "control" / "ready"
+        end = time.monotonic() + READY_DEADLINE
+        while not ready.exists():
+            if not proc.alive() or time.monotonic() > end:
+                raise TargetError(f"broken arrangement {key} did not come up within {READY_DEADLINE}s")
+            time.sleep(0.005)
+        return InstanceRef(principal, key, 0)
+
+    def _stop_broken(self, key: str) -> None:
+        proc = self._broken.pop(key)
+        proc.stop()
+        proc.cgroup.remove()
+        shutil.rmtree(self.controller.state / "broken" / key, ignore_errors=True)
+
+    def _record(self, ref: InstanceRef):
+        return self.controller.get(ref.key)
+
+    def _shared_volume(self, owner: InstanceRef, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox gets the owner's volume as its /data, under the owner's uid, as a
+        platform with one shared volume and one shared uid would."""
+        record = self._record(owner)
+        return self._start_broken(intruder, uid=record.uid, volume=self.controller.state / "instances" / record.id / "volume")
+
+    def _shared_tmp(self, owner: Principal, intruder: Principal) -> tuple[InstanceRef, InstanceRef]:
+        """Two sandboxes (own uids, own volumes) whose /tmp is the same host folder, as a platform that
+        bind-mounts a common scratch space would."""
+        shared = self.controller.state / "broken" / f"tmp-{next(self._counter)}"
+        shared.mkdir(parents=True)
+        os.chmod(shared, 0o1777)
+        edit = lambda argv: replace_args(argv, ["--tmpfs", "/tmp"], ["--bind", str(shared), "/tmp"])  # noqa: E731
+        first = self._start_broken(owner, uid=self._free_uid(), volume=None, edit=edit)
+        second = self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
+        self._extra_dirs.append(shared)
+        return first, second
+
+    def _secret_in_env(self, principal: Principal, extra: Mapping[str, str] | None = None) -> InstanceRef:
+        """A sandbox launched with the platform's secrets (and ``extra`` ones) in its environment."""
+        leaked = {**self._secrets, **(extra or {})}
+        extra = [a for key, value in leaked.items() for a in ("--setenv", key, value)]
+        return self._start_broken(principal, uid=self._free_uid(), volume=None,
+                                  edit=lambda argv: before_command(argv, extra))
+
+    def _shared_pid_ns(self, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox shares the host's pid namespace and sees the host's /proc."""
+        def edit(argv: list[str]) -> list[str]:
+            argv = replace_args(argv, ["--unshare-pid"], [])
+            return replace_args(argv, ["--proc", "/proc"], ["--ro-bind", "/proc", "/proc"])
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
+
+    def _same_uid(self, owner: InstanceRef, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox runs under the owner's host uid (its own volume, though)."""
+        return self._start_broken(intruder, uid=self._record(owner).uid, volume=None)
+
+    def _host_account_uid(self, intruder: Principal, account: str = "nobody") -> InstanceRef:
+        """The intruder's sandbox runs under an existing host account's uid (its own volume), as a platform
+        that maps every agent to a service account would."""
+        import pwd
+
+        return self._start_broken(intruder, uid=pwd.getpwnam(account).pw_uid, volume=None)
+
+    def _open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> InstanceRef:
+        """A sandbox linked to the lab with a default route and the lab's resolver: open egress, as a
+        sandbox on a bridged network would have, but into the lab only. With ``catalog_refresh`` it runs
+        the agent with its model-catalog refresh on."""
+        uid = self._free_uid()
+        home = self.controller.state / "broken" / f"egress-{next(self._counter)}"
+        home.mkdir(parents=True)
+        resolv = home / "resolv.conf"
+        resolv.write_text(f"nameserver {lab_addresses()['resolver']}\noptions timeout:1 attempts:1\n")
+        os.chmod(home, 0o755)
+        os.chmod(resolv, 0o644)
+        self._extra_dirs.append(home)
+        extra = ["--ro-bind", str(resolv), "/etc/resolv.conf"]
+        command = BROKEN_COMMAND
+        if catalog_refresh:
+            extra += ["--setenv", "PAIRPROOF_CATALOG_REFRESH", str(catalog_refresh)]
+            command = ("/bin/sh", "-c", ": > /run/agent/ready && exec /usr/bin/python3 -I -S /opt/pairproof/agent.py")
+        ref = self._start_broken(principal, uid=uid, volume=None, command=command,
+                                 edit=lambda argv: before_command(argv, extra))
+        lab.connect(self._broken[ref.key].host_pid)
+        return ref
+
+    def _unencrypted_snapshot(self) -> None:
+        """While it lasts, the platform's own snapshot path (``snapshot``, ``restore``) stores snapshots
+        compressed but sealed with nothing, as a store without keys would: same header, same compression,
+        same file, the same restore."""
+        store = self.controller.snapshots
+        before = store.sealer
+        store.sealer = NoSeal()
+        self._undo.append(lambda: setattr(store, "sealer", before))
+
+    def _unmetered_model_call(self, principal: Principal, purpose: str = "title") -> None:
+        """One model call for ``principal`` made straight to the provider with the platform's key, past the
+        proxy's meter, as a platform component wired to the provider directly would."""
+        body = {"model": "reference-aux", "messages": [{"role": "user", "content": "Title for: hello"}],
+                "metadata": {"purpose": purpose}, "user": f"{principal.org}:{principal.user}"}
+        status, answer = http_json("POST", self.provider.url + "/v1/chat/completions", body,
+                                    {"Authorization": f"Bearer {self._provider_key}"})
+        if status != 200:
+            raise TargetError(f"the unmetered call was not answered: {status} {answer}")
+
+    def _capacity_without_brokers(self) -> None:
+        """While it lasts, the capacity arithmetic (``capacity_need``, ``capacity_admit``) budgets no broker
+        beside each resident instance, as a model that forgets them would."""
+        self._budget_view = lambda budget: {**budget, "broker_mb": 0} if "broker_mb" in budget else dict(budget)
+        self._undo.append(lambda: setattr(self, "_budget_view", dict))
+
+    def _lossy_product_link(self, ref: InstanceRef) -> None:
+        """The link from the instance's broker to the product loses every answer (the request arrives)."""
+        relay = LossyRelay(self.platform.product.url)
+        broker = self.controller.broker(ref.key)
+        before = broker.product_url
+        broker.product_url = relay.url
+        self._undo.append(lambda: (setattr(broker, "product_url", before), relay.close()))
+
+    def _unreachable_product(self, ref: InstanceRef) -> None:
+        """The product refuses the broker's connections: nothing can be sent."""
+        import socket as _socket
+
+        closed = _socket.socket()
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused at once
+        broker = self.controller.broker(ref.key)
+        before = broker.product_url
+        broker.product_url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        self._undo.append(lambda: (setattr(broker, "product_url", before), closed.close()))
+
+    def _unaudited_operator_route(self) -> str:
+        """A support 'debug' route that reads records without writing the audit, added the way a
+        deployment adds a route; removed again when the control ends."""
+        product = self.platform.product
+        template = r"/api/operator/debug/records/(\d+)"
+        product.add_route("GET", template, "operator", lambda who, rid: dict(product.store._row(int(rid))))
+        self._undo.append(lambda: product._routes.pop())
+        return "/api/operator/debug/records/{id}"
+
+    def _debug_logging(self) -> None:
+        """The platform's log level turned to DEBUG, as an operator chasing a bug would."""
+        root = logging.getLogger("pairproof")
+        before = root.level
+        root.setLevel(logging.DEBUG)
+        self._undo.append(lambda: root.setLevel(before))

@@ -1,0 +1,355 @@
+"""The reference target: the suite's driver for pairproof's own runtime (``runtime/``).
+
+It is the worked example of the contract. Lifecycle goes through the controller; planting and reading
+back go through agent turns (the product's path), never through writes into a volume from outside;
+probes run through ``nsenter`` into the instance exactly as the agent's own commands would. A request id
+a case gives an operation is bound for the runtime's call (``requestid.bound``) or sent as ``X-Request-Id``;
+the runtime logs it with its decision and sends it on with every call it makes for that request.
+
+Broken arrangements for controls are built in ``breakers.py``, from the runtime's public launch primitive
+and an argv edited on the way: the runtime itself has no switch that weakens a guard.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import secrets
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from runtime import capacity, managed, requestid, sandbox
+from runtime import preflight as runtime_preflight
+from runtime.broker import AGENT_PORT
+from runtime.cgroups import Limits
+from runtime.controller import Controller
+from runtime.errors import RuntimeFault
+from runtime.platform import Platform, PlatformConfig
+from runtime.provider import ProviderMock
+
+from ...contract import Artifacts, ExecResult, Identity, InstanceRef, Principal
+from ...errors import TargetError
+from .. import TargetOptions
+from .breakers import Breakers
+from .helpers import ProductHttpClient, contract_errors, http_json, request_header
+
+PLANT_MESSAGES = {
+    "memory": "remember: my locker code is {token}",
+    "transcript": "by the way, the code on my badge reads {token}",
+    "task": "task: renew the parking permit, reference {token}",
+    "volume": "save notes.txt: {token}",
+}
+READ_BACK = {"memory": "memory", "transcript": "transcript", "task": "tasks", "volume": "file:notes.txt"}
+# The tool surface signed off for the reference agent (TS-1), declared here and not read from the runtime's
+# managed file: two tools of the agent's own, and the product's tools through the broker.
+PRODUCT_TOOLS = ("notes_create", "notes_get", "notes_list", "issues_list", "issue_get", "issue_comment", "task_create",
+                 "crm_note", "message_send", "invite", "conversation_post", "conversation_add_participant")
+INTENDED_TOOLS = {"memory_note": "builtin", "task_add": "builtin", **{name: "mcp:product" for name in PRODUCT_TOOLS}}
+
+
+def create(options: TargetOptions) -> ReferenceTarget:
+    return ReferenceTarget(options)
+
+
+def preflight() -> list[str]:
+    return [str(p) for p in runtime_preflight.check()]
+
+
+
+class ReferenceTarget(Breakers):
+    name = "reference"
+
+    def __init__(self, options: TargetOptions) -> None:
+        self._secrets = dict(options.secrets)
+        # The platform (controller, later the broker and proxy) holds these in its own environment.
+        os.environ.update(self._secrets)
+        provider_key = self._secrets.get("PAIRPROOF_PROVIDER_KEY") or secrets.token_hex(16)
+        self._provider_key = provider_key
+        # The upstream provider of the lab: the one fake, a real HTTP service driven by scripts.
+        self.provider = ProviderMock(provider_key).start()
+        state = Path(options.state_dir) / "runs" / options.run
+        try:
+            state.mkdir(parents=True, exist_ok=True)
+            self.platform = Platform(state, PlatformConfig(self.provider.url, provider_key)).start()
+            self.controller = Controller(options.state_dir, options.run, platform=self.platform)
+        except (RuntimeFault, OSError) as exc:
+            self.provider.stop()
+            raise TargetError(str(exc)) from exc
+        self._broken: dict[str, sandbox.SandboxProcess] = {}
+        self._counter = itertools.count(1)
+        self._extra_dirs: list[Path] = []
+        self._undo: list[Callable[[], object]] = []
+        # The budget the pure capacity arithmetic sees (a broken arrangement may edit it).
+        self._budget_view: Callable[[Mapping[str, int]], Mapping[str, int]] = dict
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def provision(self, principal: Principal, *, memory_limit_mb: int | None = None,
+                  managed_config: bytes | None = None, request_id: str = "") -> InstanceRef:
+        with requestid.bound(request_id):
+            return self._provision(principal, memory_limit_mb, managed_config)
+
+    def _provision(self, principal: Principal, memory_limit_mb: int | None, managed_config: bytes | None
+                   ) -> InstanceRef:
+        limits = None
+        if memory_limit_mb is not None:
+            limits = Limits(memory_limit_mb << 20, self.controller.limits.pids_max)
+        with contract_errors():
+            record = self.controller.provision(principal.org, principal.user, limits=limits,
+                                               managed_config=managed_config)
+        try:
+            with contract_errors():
+                record = self.controller.wake(record.id)
+        except TargetError:
+            self.controller.destroy(record.id)  # a provision whose first wake fails leaves nothing behind
+            raise
+        return InstanceRef(principal, record.id, record.generation)
+
+    def wake(self, ref: InstanceRef, *, request_id: str = "") -> InstanceRef:
+        with requestid.bound(request_id), contract_errors():
+            record = self.controller.wake(ref.key)
+        return InstanceRef(ref.principal, ref.key, record.generation)
+
+    def sleep(self, ref: InstanceRef) -> None:
+        self.controller.sleep(ref.key)
+
+    def recreate(self, ref: InstanceRef) -> InstanceRef:
+        record = self.controller.recreate(ref.key)
+        return InstanceRef(ref.principal, ref.key, record.generation)
+
+    def destroy(self, ref: InstanceRef) -> None:
+        self.controller.destroy(ref.key)
+
+    def crash(self, ref: InstanceRef) -> None:
+        self.controller.crash(ref.key)
+
+    # -- probing -------------------------------------------------------------------------------------
+
+    def _process(self, ref: InstanceRef) -> sandbox.SandboxProcess:
+        if ref.key in self._broken:
+            return self._broken[ref.key]
+        return self.controller.sandbox(ref.key)
+
+    def exec(self, ref: InstanceRef, argv: Sequence[str], *, stdin: bytes | None = None,
+             timeout: float = 60.0) -> ExecResult:
+        outcome = sandbox.run_inside(self._process(ref), argv, stdin=stdin, timeout=timeout)
+        return ExecResult(outcome.rc, outcome.stdout, outcome.stderr)
+
+    def identity(self, ref: InstanceRef) -> Identity:
+        proc = self._process(ref)
+        status = Path(f"/proc/{proc.host_pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        return Identity(
+            host_pid=proc.host_pid,
+            uid=int(fields["Uid"].split()[0]),
+            gid=int(fields["Gid"].split()[0]),
+            uid_map=Path(f"/proc/{proc.host_pid}/uid_map").read_text().strip(),
+            namespaces=proc.namespaces(),
+        )
+
+    # -- the product's paths -------------------------------------------------------------------------
+
+    def turn(self, ref: InstanceRef, message: str, *, request_id: str = "") -> str:
+        with requestid.bound(request_id):
+            return self.controller.agent(ref.key, {"op": "turn", "message": message})["reply"]
+
+    def plant(self, ref: InstanceRef, location: str, token: str) -> None:
+        if location not in PLANT_MESSAGES:
+            raise TargetError(f"unknown canary location {location!r}: expected one of {', '.join(PLANT_MESSAGES)}")
+        self.turn(ref, PLANT_MESSAGES[location].format(token=token))
+
+    def read_back(self, ref: InstanceRef, location: str) -> str:
+        return self.controller.agent(ref.key, {"op": "read", "what": READ_BACK[location]})["content"]
+
+    def platform_secrets(self) -> Mapping[str, str]:
+        return dict(self._secrets)
+
+    def artifacts(self) -> Artifacts:
+        volumes = {r.id: self.controller.state / "instances" / r.id / "volume"
+                   for r in self.controller.instances() if r.state != "destroyed"}
+        return Artifacts(state_dir=self.controller.state, volumes=volumes)
+
+    # -- the model path and the broker -------------------------------------------------------------------
+
+    def broker_endpoint(self, ref: InstanceRef) -> str:
+        return f"http://127.0.0.1:{AGENT_PORT}"
+
+    def capabilities(self, ref: InstanceRef) -> Mapping[str, str]:
+        broker = self.controller.broker(ref.key)
+        return broker.hand_out_capabilities("pairproof qualification: the suite replays them as a thief would")
+
+
+    def model_call(self, capability: str, body: Mapping[str, object], *, request_id: str = "") -> tuple[int, dict]:
+        return http_json("POST", self.platform.proxy.url + "/v1/chat/completions", body,
+                          {"Authorization": f"Bearer {capability}", **request_header(request_id)})
+
+    def runctl(self, ref: InstanceRef, method: str, path: str, body: Mapping[str, object] | None = None, *,
+               request_id: str = "") -> tuple[int, dict]:
+        return http_json(method, self.controller.broker(ref.key).runctl_url + path, body, request_header(request_id))
+
+    def script_model(self, principal: Principal, steps) -> None:
+        self.provider.script(f"{principal.org}:{principal.user}", [dict(s) for s in steps])
+
+    def provider_records(self) -> list[dict]:
+        return self.provider.records()
+
+    def ledger_counts(self):
+        return self.platform.proxy.counts()
+
+    def set_spend_cap(self, principal: Principal, usd: float) -> None:
+        self.platform.proxy.set_cap(principal.org, principal.user, usd)
+
+    def pin_tool(self, ref: InstanceRef, name: str) -> None:
+        from runtime.product import TOOLS
+
+        schema = next(t["inputSchema"] for t in TOOLS if t["name"] == name)
+        self.controller.pin_tool(ref.key, name, schema)
+
+    def platform_log(self) -> str:
+        for handler in logging.getLogger("pairproof").handlers:
+            handler.flush()
+        return self.platform.log_path.read_text() if self.platform.log_path.exists() else ""
+
+    def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
+        return list(self.controller.broker(ref.key).refusals)
+
+    # -- lifecycle and snapshots -------------------------------------------------------------------------
+
+    def rotate(self, ref: InstanceRef) -> None:
+        self.controller.rotate(ref.key)
+
+    def revoke(self, ref: InstanceRef) -> None:
+        self.controller.revoke(ref.key)
+
+    def recover(self, ref: InstanceRef, *, request_id: str = "") -> InstanceRef:
+        with requestid.bound(request_id):
+            record = self.controller.recover(ref.key)
+        return InstanceRef(ref.principal, ref.key, record.generation)
+
+    def journal(self, ref: InstanceRef) -> list[dict]:
+        return self.controller.journal(ref.key).ops()
+
+    def snapshot(self, ref: InstanceRef, *, request_id: str = "") -> str:
+        with requestid.bound(request_id):
+            return self.controller.snapshot(ref.key).id
+
+    def snapshots(self, principal: Principal) -> list[str]:
+        return [s.id for s in self.controller.snapshots.list(principal.org, principal.user)]
+
+    def restore(self, snapshot_id: str, into: InstanceRef, *, request_id: str = "") -> InstanceRef:
+        from runtime.snapshots import SnapshotError
+
+        try:
+            with requestid.bound(request_id):
+                record = self.controller.restore(snapshot_id, into.key)
+        except SnapshotError as exc:
+            raise TargetError(f"{exc.reason}: {exc}") from exc
+        return InstanceRef(into.principal, into.key, record.generation)
+
+    def snapshot_bytes(self, snapshot_id: str) -> bytes:
+        return (self.controller.snapshots.dir / f"{snapshot_id}.snap").read_bytes()
+
+    # -- the tool surface -------------------------------------------------------------------------------
+
+    def intended_tools(self) -> Mapping[str, str]:
+        return dict(INTENDED_TOOLS)
+
+    def tool_surface(self, ref: InstanceRef) -> Mapping[str, str]:
+        return self.controller.agent(ref.key, {"op": "surface"})["tools"]
+
+    def configure(self, ref: InstanceRef, settings: object) -> None:
+        self.turn(ref, "settings: " + json.dumps(settings))
+
+    def managed_config(self) -> bytes:
+        return managed.shipped()
+
+    def start_with_managed_config(self, principal: Principal, config: bytes, *, request_id: str = "") -> InstanceRef:
+        return self.provision(principal, managed_config=config, request_id=request_id)
+
+    def running(self, principal: Principal) -> bool:
+        """Whether the registry says so, or a live sandbox of the pair exists whatever the registry says."""
+        from runtime.errors import InstanceError
+
+        for record in self.controller.instances():
+            if (record.org, record.user) != (principal.org, principal.user):
+                continue
+            if record.state == "running":
+                return True
+            try:
+                self.controller.sandbox(record.id)
+                return True
+            except InstanceError:
+                pass
+        return False
+
+    # -- the product ----------------------------------------------------------------------------------
+
+    def person(self, principal: Principal) -> ProductHttpClient:
+        return ProductHttpClient(self.platform.product.url, self.platform.product.person_token(principal.org, principal.user))
+
+    def operator(self, name: str) -> ProductHttpClient:
+        return ProductHttpClient(self.platform.product.url, self.platform.product.operator_token(name))
+
+    def product_routes(self) -> list[tuple[str, str, str]]:
+        return [(r.method, r.template, r.door) for r in self.platform.product.routes()]
+
+    # -- capacity --------------------------------------------------------------------------------------
+
+    def capacity_need(self, budget: Mapping[str, int], fleet: Mapping[str, int], *, request_id: str = ""
+                      ) -> Mapping[str, int]:
+        with requestid.bound(request_id), contract_errors():
+            needed, _ = self.controller.assess(dict(self._budget_view(budget)), dict(fleet))
+        return {"memory_mb": needed.memory_mb, "disk_mb": needed.disk_mb}
+
+    def capacity_admit(self, budget: Mapping[str, int], fleet: Mapping[str, int], host: Mapping[str, int], *,
+                       request_id: str = "") -> tuple[bool, str]:
+        with requestid.bound(request_id), contract_errors():
+            _, admission = self.controller.assess(dict(self._budget_view(budget)), dict(fleet), dict(host))
+        return admission.ok, admission.reason
+
+    def fleet_need(self) -> Mapping[str, int]:
+        fleet, budget, host = self.controller.fleet(), self.controller.budget, self.controller.host
+        needed = capacity.need(budget, fleet)
+        return {"memory_mb": needed.memory_mb, "disk_mb": needed.disk_mb, "host_memory_mb": host.memory_mb,
+                "host_disk_mb": host.disk_mb, **vars(fleet), **vars(budget)}
+
+    @contextmanager
+    def host_limits(self, memory_mb: int | None = None, disk_mb: int | None = None) -> Iterator[None]:
+        before = self.controller.host
+        with contract_errors():
+            limited = capacity.Host(before.memory_mb if memory_mb is None else memory_mb,
+                                    before.disk_mb if disk_mb is None else disk_mb)
+        self.controller.host = limited
+        try:
+            yield
+        finally:
+            self.controller.host = before
+
+    def _free_uid(self) -> int:
+        # Broken sandboxes take uids from the top of the run's block, far from the instances' slots.
+        return self.controller.uids.uid(999 - len(self._broken))
+
+    def close(self) -> None:
+        errors = []
+        for key in list(self._broken):
+            try:
+                self._stop_broken(key)
+            except Exception as exc:
+                errors.append(f"{key}: {exc}")
+        try:
+            self.controller.close()
+        except Exception as exc:
+            errors.append(str(exc))
+        for service in (self.platform, self.provider):
+            try:
+                service.stop()
+            except Exception as exc:
+                errors.append(f"{type(service).__name__}: {exc}")
+        for key in self._secrets:
+            os.environ.pop(key, None)
+        if errors:
+            raise TargetError("reference target teardown was incomplete: " + "; ".join(errors))
+
