@@ -25,7 +25,7 @@ from canaries import Mint
 from . import catalogue, observe, probe
 from .contract import LOCATIONS, InstanceRef, Principal, Target
 from .errors import ProofError, TargetError
-from .plugin import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION
+from .keys import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION
 from .targets import TargetOptions, load
 
 PRINCIPALS = {

@@ -14,14 +14,16 @@ import secrets
 
 import pytest
 
-CASE_KEY = "pairproof_case"
-PROOF_KEY = "pairproof_proofs"
-BROKEN_KEY = "pairproof_broken"
-EVIDENCE_KEY = "pairproof_evidence"
-PLATFORM_RUN_KEY = "pairproof_platform_run"
-FULL_COLLECTION = pytest.StashKey[list]()
-SESSION = pytest.StashKey["object"]()
-PROBE_LOG = pytest.StashKey["object"]()  # the test's ProbeLog, for the plugin to judge its proofs
+from .keys import (  # noqa: F401  (re-exported: plugins written against acceptance.plugin keep working)
+    BROKEN_KEY,
+    CASE_KEY,
+    EVIDENCE_KEY,
+    FULL_COLLECTION,
+    PLATFORM_RUN_KEY,
+    PROBE_LOG,
+    PROOF_KEY,
+    SESSION,
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from . import catalogue, pairing
-from .plugin import BROKEN_KEY, CASE_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY
+from .keys import BROKEN_KEY, CASE_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY
 
 # Frames of these packages are machinery, not the place an assertion was made.
 _MACHINERY = ("/_pytest/", "/pluggy/", "/hypothesis/", "/allure_pytest/", "/allure_commons/")

@@ -28,9 +28,16 @@ class Leftover:
     processes: tuple[int, ...] = field(default_factory=tuple)
 
 
-def _owner_alive(state_dir: Path) -> bool:
-    from .controller import process_start_time
+def process_start_time(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (field 22 of stat), so a reused pid is not taken for its owner."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
 
+
+def _owner_alive(state_dir: Path) -> bool:
     try:
         owner = json.loads((state_dir / "owner.json").read_text())
     except (OSError, ValueError):

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from . import capacity, cgroups, managed, requestid, sandbox, uids
 from .broker import AGENT_PORT, Broker, dispatch_effect
+from .cleanup import process_start_time, remove_run
 from .cgroups import Limits
 from .errors import CapacityRefused, ConfigError, InstanceError, SandboxError
 from .journal import Journal
@@ -59,15 +60,6 @@ def logs_decision(method):
         log.info("%s %s done", method.__name__, subject)
         return result
     return logged
-
-
-def process_start_time(pid: int) -> int | None:
-    """The kernel's start time of ``pid`` (field 22 of stat), so a reused pid is not taken for its owner."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 def _traversable(path: Path) -> None:
@@ -500,7 +492,6 @@ class Controller:
         self.registry.close()
         for journal in self._journals.values():
             journal.close()
-        from .cleanup import remove_run
         try:
             remove_run(self.root, self.run, hierarchy=self.hierarchy, keep_state=keep_state)
         except Exception as exc:
