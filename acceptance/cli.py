@@ -3,7 +3,7 @@
     pairproof qualify [--target reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
     pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
     pairproof gate [--results reports] [--mutants reports/mutants.json]
-    pairproof clean [--all]
+    pairproof clean [--target reference] [--all]
 
 Bad input (an unknown target, not root, a missing kernel feature, an unwritable reports folder) gets
 one line naming the problem and the fix, exit code 2, and nothing is changed.
@@ -99,24 +99,21 @@ def report(args: argparse.Namespace) -> int:
 
 
 def clean(args: argparse.Namespace) -> int:
-    from runtime import cleanup
+    from . import targets
 
     if os.geteuid() != 0:
         raise SetupError("pairproof clean must run as root (it removes cgroups and instance volumes): run it with sudo")
-    removed = cleanup.clean(Path(args.state_dir), include_live=args.all)
-    for leftover in removed:
-        print(f"removed run {leftover.run}: {len(leftover.processes)} processes, "
-              f"{len(leftover.cgroup_dirs)} cgroup trees, state {'yes' if leftover.state_dir else 'no'}")
+    targets.load(args.target)  # unknown target: SetupError before anything is touched
+    lines = targets.clean(args.target, Path(args.state_dir), include_live=args.all)
+    for line in lines:
+        print(line)
     from .lab.lab import stale_workdirs
 
     labs = stale_workdirs()
     for folder in labs:
         shutil.rmtree(folder, ignore_errors=True)
         print(f"removed lab folder {folder} (its sink no longer runs)")
-    live = [lo for lo in cleanup.find(Path(args.state_dir)) if lo.live]
-    for lo in live:
-        print(f"left run {lo.run} alone: its owner process is still running (use --all to remove it anyway)")
-    if not removed and not live and not labs:
+    if not lines and not labs:
         print("nothing to clean")
     return 0
 
@@ -182,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "source, every catalogued mutant killed by one of its named cases")
     g.set_defaults(func=gate)
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")
+    c.add_argument("--target", default="reference", help="whose leftovers (its driver's clean hook; default: reference)")
     c.add_argument("--state-dir", default="/var/lib/pairproof")
     c.add_argument("--all", action="store_true", help="also remove runs whose owner process is still alive")
     c.set_defaults(func=clean)

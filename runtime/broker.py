@@ -101,6 +101,13 @@ class Broker:
             self._grant = grant or self._grant
             self._model = model_capability or self._model
 
+    def set_product_upstream(self, url: str) -> str:
+        """Point this broker's link to the product (its configured upstream) at ``url``, as a deployment that
+        moves the product behind another address does; returns the address it replaces."""
+        with self._lock:
+            before, self.product_url = self.product_url, url.rstrip("/")
+        return before
+
     def _refused(self, route: str, reason: str) -> None:
         self.refusals.append((route, reason))
         log.warning("broker %s refused %s: %s", self.instance, route, reason)

@@ -21,13 +21,13 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import capacity, cgroups, managed, requestid, sandbox, uids
 from .broker import AGENT_PORT, Broker, dispatch_effect
-from .cleanup import process_start_time, remove_run
 from .cgroups import Limits
+from .cleanup import process_start_time, remove_run
 from .errors import CapacityRefused, ConfigError, InstanceError, SandboxError
 from .journal import Journal
 from .mcp_filter import McpFilter
@@ -105,6 +105,7 @@ class Controller:
         self.image = self._build_image()
         self.snapshots = SnapshotStore(self.state)
         self._sandboxes: dict[str, sandbox.SandboxProcess] = {}
+        self._extras: dict[str, sandbox.SandboxProcess] = {}
         # Without a platform an instance has no broker and no way out at all (the sandbox tests use that).
         self.platform = platform
         self._brokers: dict[str, Broker] = {}
@@ -479,6 +480,72 @@ class Controller:
             raise ConnectionResetError("agent closed the connection without an answer")
         return json.loads(line)
 
+    def volume_path(self, instance_id: str) -> Path:
+        """The host folder that is the instance's /data."""
+        return self._instance_dir(self.registry.get(instance_id)) / "volume"
+
+    def snapshot_path(self, snapshot_id: str) -> Path:
+        """Where the snapshot is stored on the host (the bytes at rest)."""
+        return self.snapshots.path(snapshot_id)
+
+    # -- extra sandboxes ---------------------------------------------------------------------------
+
+    def spare_uid(self, index: int) -> int:
+        """A uid of the run's block that no instance takes (counted from the top of the block), for an extra
+        sandbox."""
+        return self.uids.uid(999 - index)
+
+    def scratch(self, name: str) -> Path:
+        """A new folder (root's, 0711) in the run's state for what an extra sandbox is given; removed by
+        ``remove_extra(name)`` or with the run."""
+        folder = self.state / "extra" / name
+        folder.mkdir(parents=True)
+        os.chmod(folder.parent, 0o711)
+        os.chmod(folder, 0o711)
+        return folder
+
+    def launch_extra(self, name: str, command: Sequence[str], *, uid: int, volume: Path | None = None,
+                     edit: Callable[[list[str]], list[str]] | None = None) -> sandbox.SandboxProcess:
+        """A sandbox outside the registry, launched as instances are (synthetic /etc, the shipped managed
+        configuration, the run's limits, a cgroup of the run) but running ``command`` as ``uid``, with
+        ``volume`` as its /data (a new empty one when None): a one-off job's sandbox. ``edit`` sees the
+        launcher's argv and returns the one to run; whatever it changes, the caller answers for. It has no
+        broker and no platform. ``remove_extra(name)`` stops it and removes its cgroup and folders."""
+        if name in self._extras:
+            raise ConfigError(f"an extra sandbox named {name!r} is already running")
+        home = self.scratch(name)
+        for sub in ("control", "etc"):
+            (home / sub).mkdir()
+        if volume is None:
+            volume = home / "volume"
+            _owned_dir(volume, uid)
+        _owned_dir(home / "control", uid, 0o755)
+        (home / "etc" / "passwd").write_text(f"agent:x:{uid}:{uid}:agent:/data:/bin/sh\n")
+        (home / "etc" / "group").write_text(f"agent:x:{uid}:\n")
+        (home / "managed.json").write_bytes(managed.shipped())
+        os.chmod(home / "managed.json", 0o644)
+        spec = sandbox.SandboxSpec(instance_id=name, uid=uid, gid=uid, volume=volume, control_dir=home / "control",
+                                   etc_dir=home / "etc", image_dir=self.image, hostname="extra",
+                                   managed_config=home / "managed.json")
+        cg = self.hierarchy.create(self.run, name, self.limits)
+        try:
+            argv = lambda fd: (edit or list)(sandbox.bwrap_argv(spec, command, info_fd=fd))  # noqa: E731
+            proc = sandbox.launch(spec, cg, argv, deadline=self.ready_deadline)
+        except BaseException:
+            cg.remove()
+            shutil.rmtree(home, ignore_errors=True)
+            raise
+        self._extras[name] = proc
+        return proc
+
+    def remove_extra(self, name: str) -> None:
+        """Stop the extra sandbox ``name`` (if one runs) and remove its cgroup and its folder."""
+        proc = self._extras.pop(name, None)
+        if proc is not None:
+            proc.stop()
+            proc.cgroup.remove()
+        shutil.rmtree(self.state / "extra" / name, ignore_errors=True)
+
     # -- end of run --------------------------------------------------------------------------------
 
     def close(self, *, keep_state: bool = False) -> None:
@@ -489,6 +556,11 @@ class Controller:
                 self._stop(instance_id)
             except Exception as exc:  # keep tearing down the others, report all at the end
                 errors.append(f"{instance_id}: {exc}")
+        for name in list(self._extras):
+            try:
+                self.remove_extra(name)
+            except Exception as exc:
+                errors.append(f"{name}: {exc}")
         self.registry.close()
         for journal in self._journals.values():
             journal.close()

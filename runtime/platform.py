@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import requestid
@@ -28,6 +30,9 @@ class PlatformConfig:
     provider_url: str
     provider_key: str
     default_cap_usd: float = 1.0
+    # The deployment's environment for the platform's own process, secrets included (as a secret manager
+    # injects them): set while the platform runs, and never passed on to a sandbox (the launcher clears it).
+    environment: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_pinned(path: Path = PINNED_TOOLS) -> dict:
@@ -38,6 +43,7 @@ def load_pinned(path: Path = PINNED_TOOLS) -> dict:
 class Platform:
     def __init__(self, state: Path, config: PlatformConfig) -> None:
         self.state = state
+        self.config = config
         self.current = Current()
         self.grants = TokenAuthority("grant")
         self.models = TokenAuthority("model")
@@ -49,6 +55,8 @@ class Platform:
         self.mcp_filter = McpFilter(self.pinned)  # every broker's, until an instance gets a pin of its own
 
     def start(self) -> Platform:
+        self._environment_before = {key: os.environ.get(key) for key in self.config.environment}
+        os.environ.update(self.config.environment)
         # The platform's own log (decisions and reasons, never payloads): an artifact the scanners read.
         # Each line carries the id of the request it was written for ("-" when none), as real platforms do.
         self.log_path = self.state / "platform.log"
@@ -69,3 +77,23 @@ class Platform:
         self.product.stop()
         logging.getLogger("pairproof").removeHandler(self._log_handler)
         self._log_handler.close()
+        for key, value in self._environment_before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    # -- the platform's log ----------------------------------------------------------------------------
+
+    def set_log_level(self, level: int) -> int:
+        """The platform's log level (an operator's setting, ``logging.INFO`` from the start); returns the
+        level it replaces."""
+        root = logging.getLogger("pairproof")
+        before = root.level
+        root.setLevel(level)
+        return before
+
+    def read_log(self) -> str:
+        """The platform's log as written so far."""
+        self._log_handler.flush()
+        return self.log_path.read_text() if self.log_path.exists() else ""

@@ -12,7 +12,7 @@ Three doors, each with its own credential, and authorization on every call from 
   read before answering. An operator token opens nothing else, and nobody may act as someone else.
 
 The route table is public (``routes()``) so the suite can enumerate every real route; ``add_route``
-lets a deployment add one (and the suite's broken control uses it to add an unaudited one).
+lets a deployment add one and returns what removes it (the suite's broken control adds an unaudited one).
 """
 
 from __future__ import annotations
@@ -142,8 +142,16 @@ class ProductServer:
     def routes(self) -> list[Route]:
         return list(self._routes)
 
-    def add_route(self, method: str, template: str, door: str, handler: Callable[..., Any], html: bool = False) -> None:
-        self._routes.append(Route(method, re.compile(template), door, handler, html))
+    def add_route(self, method: str, template: str, door: str, handler: Callable[..., Any], html: bool = False
+                  ) -> Callable[[], None]:
+        """Add a route behind ``door`` (as a deployment adds one); returns what removes it again."""
+        route = Route(method, re.compile(template), door, handler, html)
+        self._routes.append(route)
+
+        def remove() -> None:
+            # A new list, not an edit in place: a request being routed keeps the table it started with.
+            self._routes = [r for r in self._routes if r is not route]
+        return remove
 
     def _register(self) -> None:
         s = self.store

@@ -7,9 +7,9 @@ of the same owner; it decrypts and unpacks into a fresh folder first and swaps i
 is good, so a corrupt or truncated snapshot changes nothing. The controller then recreates the instance,
 so the restored one runs under a new generation.
 
-How the compressed bytes are sealed is the store's ``sealer`` (AES-256-GCM, ``AesGcmSealer``): a seam for
-a driver that must show what a store without encryption would leave at rest. The runtime itself never
-installs another.
+How the compressed bytes are sealed is the store's ``sealer``, chosen when the store is made (AES-256-GCM,
+``AesGcmSealer``, by default) and swapped for the length of a block with ``sealed_with``: the seam a driver
+uses to show what a store without encryption would leave at rest. The runtime itself never installs another.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import secrets
 import shutil
 import tarfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -84,6 +86,22 @@ class SnapshotStore:
         for d in (self.dir, self.keys):
             d.mkdir(parents=True, exist_ok=True)
             os.chmod(d, 0o700)
+
+    def path(self, snap_id: str) -> Path:
+        """Where snapshot ``snap_id`` is stored (whether or not it exists)."""
+        if not snap_id.isalnum():
+            raise SnapshotError("not_found", f"no snapshot {snap_id!r}")
+        return self.dir / f"{snap_id}.snap"
+
+    @contextmanager
+    def sealed_with(self, sealer: Sealer) -> Iterator[None]:
+        """Seal and open with ``sealer`` while the block runs (a store moving to another sealer), then with
+        the one it had again."""
+        before, self.sealer = self.sealer, sealer
+        try:
+            yield
+        finally:
+            self.sealer = before
 
     def _key(self, org: str, user: str) -> bytes:
         path = self.keys / f"{org}-{user}.key"

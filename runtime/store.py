@@ -105,6 +105,13 @@ class ProductStore:
             raise ProductError(400, "bad_record_id", "a record id is an integer")
         return self._db.execute("SELECT * FROM records WHERE id = ?", (record_id,)).fetchone()
 
+    def record(self, record_id: Any) -> dict[str, Any] | None:
+        """The stored record, whoever asks: the product's routes decide who may see it and what is audited
+        (``get`` for the people and agents it is visible to, ``operator_read`` for operators, audited)."""
+        with self._lock:
+            row = self._row(record_id)
+        return None if row is None else dict(row)
+
     def get(self, who: Caller, record_id: Any) -> dict[str, Any]:
         with self._lock:
             row = self._row(record_id)

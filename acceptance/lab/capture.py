@@ -18,10 +18,9 @@ import threading
 import time
 from pathlib import Path
 
-from runtime.netns import socket_in
-
 from ..errors import SetupError
 from .bpf import ETH_P_ALL, MARKER_ETHERTYPE, attach, drain
+from .netns import socket_in
 
 MARKER_DEADLINE = 10.0
 

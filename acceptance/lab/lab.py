@@ -17,9 +17,8 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from runtime.netns import socket_in
-
 from ..errors import SetupError
+from .netns import socket_in
 from .sink import ADDRESSES, ADDRESSES6
 
 READY_DEADLINE = 20.0

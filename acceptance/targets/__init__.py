@@ -55,3 +55,11 @@ def preflight(name: str) -> list[str]:
     factory = load(name)
     check = getattr(importlib.import_module(factory.__module__), "preflight", None)
     return list(check()) if check else []
+
+
+def clean(name: str, state_dir: Path, *, include_live: bool = False) -> list[str]:
+    """Remove what killed runs of this target left on the machine (a driver's ``clean(state_dir,
+    include_live=...)``), one line per run removed or left alone; a driver without the hook leaves nothing."""
+    factory = load(name)
+    hook = getattr(importlib.import_module(factory.__module__), "clean", None)
+    return list(hook(state_dir, include_live=include_live)) if hook else []

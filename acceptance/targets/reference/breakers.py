@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from runtime import managed, sandbox
+from runtime.store import ProductError
 
 from ...contract import InstanceRef, Principal
 from ...errors import TargetError
@@ -113,8 +112,8 @@ class Breakers:
         finally:
             for key in set(self._broken) - before:
                 self._stop_broken(key)
-            while self._extra_dirs:
-                shutil.rmtree(self._extra_dirs.pop(), ignore_errors=True)
+            while self._scratch:
+                self.controller.remove_extra(self._scratch.pop())
             while self._undo:
                 self._undo.pop()()
 
@@ -122,32 +121,9 @@ class Breakers:
                       edit: Callable[[list[str]], list[str]] = lambda argv: argv,
                       command: Sequence[str] = BROKEN_COMMAND) -> InstanceRef:
         key = f"broken-{next(self._counter)}"
-        home = self.controller.state / "broken" / key
-        for sub in ("control", "etc"):
-            (home / sub).mkdir(parents=True, exist_ok=True)
-        os.chmod(home.parent, 0o711)
-        os.chmod(home, 0o711)
-        if volume is None:
-            volume = home / "volume"
-            volume.mkdir()
-            os.chown(volume, uid, uid)
-            os.chmod(volume, 0o700)
-        os.chown(home / "control", uid, uid)
-        (home / "etc" / "passwd").write_text(f"agent:x:{uid}:{uid}:agent:/data:/bin/sh\n")
-        (home / "etc" / "group").write_text(f"agent:x:{uid}:\n")
-        (home / "managed.json").write_bytes(managed.shipped())
-        os.chmod(home / "managed.json", 0o644)
-        spec = sandbox.SandboxSpec(instance_id=key, uid=uid, gid=uid, volume=volume, control_dir=home / "control",
-                                   etc_dir=home / "etc", image_dir=self.controller.image, hostname="broken",
-                                   managed_config=home / "managed.json")
-        cg = self.controller.hierarchy.create(self.controller.run, key, self.controller.limits)
-        try:
-            proc = sandbox.launch(spec, cg, lambda fd: edit(sandbox.bwrap_argv(spec, command, info_fd=fd)))
-        except BaseException:
-            cg.remove()
-            raise
+        proc = self.controller.launch_extra(key, command, uid=uid, volume=volume, edit=edit)
         self._broken[key] = proc
-        ready = home / "control" / "ready"
+        ready = proc.spec.control_dir / "ready"
         end = time.monotonic() + READY_DEADLINE
         while not ready.exists():
             if not proc.alive() or time.monotonic() > end:
@@ -156,10 +132,8 @@ class Breakers:
         return InstanceRef(principal, key, 0)
 
     def _stop_broken(self, key: str) -> None:
-        proc = self._broken.pop(key)
-        proc.stop()
-        proc.cgroup.remove()
-        shutil.rmtree(self.controller.state / "broken" / key, ignore_errors=True)
+        del self._broken[key]
+        self.controller.remove_extra(key)
 
     def _record(self, ref: InstanceRef):
         return self.controller.get(ref.key)
@@ -167,19 +141,18 @@ class Breakers:
     def _shared_volume(self, owner: InstanceRef, intruder: Principal) -> InstanceRef:
         """The intruder's sandbox gets the owner's volume as its /data, under the owner's uid, as a
         platform with one shared volume and one shared uid would."""
-        record = self._record(owner)
-        return self._start_broken(intruder, uid=record.uid, volume=self.controller.state / "instances" / record.id / "volume")
+        return self._start_broken(intruder, uid=self._record(owner).uid, volume=self.controller.volume_path(owner.key))
 
     def _shared_tmp(self, owner: Principal, intruder: Principal) -> tuple[InstanceRef, InstanceRef]:
         """Two sandboxes (own uids, own volumes) whose /tmp is the same host folder, as a platform that
         bind-mounts a common scratch space would."""
-        shared = self.controller.state / "broken" / f"tmp-{next(self._counter)}"
-        shared.mkdir(parents=True)
+        name = f"tmp-{next(self._counter)}"
+        shared = self.controller.scratch(name)
+        self._scratch.append(name)
         os.chmod(shared, 0o1777)
         edit = lambda argv: replace_args(argv, ["--tmpfs", "/tmp"], ["--bind", str(shared), "/tmp"])  # noqa: E731
         first = self._start_broken(owner, uid=self._free_uid(), volume=None, edit=edit)
         second = self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
-        self._extra_dirs.append(shared)
         return first, second
 
     def _secret_in_env(self, principal: Principal, extra: Mapping[str, str] | None = None) -> InstanceRef:
@@ -212,13 +185,13 @@ class Breakers:
         sandbox on a bridged network would have, but into the lab only. With ``catalog_refresh`` it runs
         the agent with its model-catalog refresh on."""
         uid = self._free_uid()
-        home = self.controller.state / "broken" / f"egress-{next(self._counter)}"
-        home.mkdir(parents=True)
+        name = f"egress-{next(self._counter)}"
+        home = self.controller.scratch(name)
+        self._scratch.append(name)
         resolv = home / "resolv.conf"
         resolv.write_text(f"nameserver {lab_addresses()['resolver']}\noptions timeout:1 attempts:1\n")
         os.chmod(home, 0o755)
         os.chmod(resolv, 0o644)
-        self._extra_dirs.append(home)
         extra = ["--ro-bind", str(resolv), "/etc/resolv.conf"]
         command = BROKEN_COMMAND
         if catalog_refresh:
@@ -233,10 +206,9 @@ class Breakers:
         """While it lasts, the platform's own snapshot path (``snapshot``, ``restore``) stores snapshots
         compressed but sealed with nothing, as a store without keys would: same header, same compression,
         same file, the same restore."""
-        store = self.controller.snapshots
-        before = store.sealer
-        store.sealer = NoSeal()
-        self._undo.append(lambda: setattr(store, "sealer", before))
+        unsealed = ExitStack()
+        unsealed.enter_context(self.controller.snapshots.sealed_with(NoSeal()))
+        self._undo.append(unsealed.close)
 
     def _unmetered_model_call(self, principal: Principal, purpose: str = "title") -> None:
         """One model call for ``principal`` made straight to the provider with the platform's key, past the
@@ -258,9 +230,8 @@ class Breakers:
         """The link from the instance's broker to the product loses every answer (the request arrives)."""
         relay = LossyRelay(self.platform.product.url)
         broker = self.controller.broker(ref.key)
-        before = broker.product_url
-        broker.product_url = relay.url
-        self._undo.append(lambda: (setattr(broker, "product_url", before), relay.close()))
+        before = broker.set_product_upstream(relay.url)
+        self._undo.append(lambda: (broker.set_product_upstream(before), relay.close()))
 
     def _unreachable_product(self, ref: InstanceRef) -> None:
         """The product refuses the broker's connections: nothing can be sent."""
@@ -269,22 +240,24 @@ class Breakers:
         closed = _socket.socket()
         closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused at once
         broker = self.controller.broker(ref.key)
-        before = broker.product_url
-        broker.product_url = f"http://127.0.0.1:{closed.getsockname()[1]}"
-        self._undo.append(lambda: (setattr(broker, "product_url", before), closed.close()))
+        before = broker.set_product_upstream(f"http://127.0.0.1:{closed.getsockname()[1]}")
+        self._undo.append(lambda: (broker.set_product_upstream(before), closed.close()))
 
     def _unaudited_operator_route(self) -> str:
         """A support 'debug' route that reads records without writing the audit, added the way a
         deployment adds a route; removed again when the control ends."""
         product = self.platform.product
-        template = r"/api/operator/debug/records/(\d+)"
-        product.add_route("GET", template, "operator", lambda who, rid: dict(product.store._row(int(rid))))
-        self._undo.append(lambda: product._routes.pop())
+
+        def read(who, rid: str) -> dict:
+            record = product.store.record(int(rid))
+            if record is None:
+                raise ProductError(404, "not_found", "no such record")
+            return record
+
+        self._undo.append(product.add_route("GET", r"/api/operator/debug/records/(\d+)", "operator", read))
         return "/api/operator/debug/records/{id}"
 
     def _debug_logging(self) -> None:
         """The platform's log level turned to DEBUG, as an operator chasing a bug would."""
-        root = logging.getLogger("pairproof")
-        before = root.level
-        root.setLevel(logging.DEBUG)
-        self._undo.append(lambda: root.setLevel(before))
+        before = self.platform.set_log_level(logging.DEBUG)
+        self._undo.append(lambda: self.platform.set_log_level(before))

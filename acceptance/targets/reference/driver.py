@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
-import os
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from runtime import capacity, managed, requestid, sandbox
+from runtime import cleanup as runtime_cleanup
 from runtime import preflight as runtime_preflight
 from runtime.broker import AGENT_PORT
 from runtime.cgroups import Limits
 from runtime.controller import Controller
-from runtime.errors import RuntimeFault
 from runtime.platform import Platform, PlatformConfig
 from runtime.provider import ProviderMock
 
@@ -34,7 +32,7 @@ from ...contract import Artifacts, ExecResult, Identity, InstanceRef, Principal
 from ...errors import TargetError
 from .. import TargetOptions
 from .breakers import Breakers
-from .helpers import ProductHttpClient, contract_errors, http_json, request_header
+from .helpers import ProductHttpClient, contract_errors, http_json, reports_contract_errors, request_header
 
 PLANT_MESSAGES = {
     "memory": "remember: my locker code is {token}",
@@ -58,29 +56,52 @@ def preflight() -> list[str]:
     return [str(p) for p in runtime_preflight.check()]
 
 
+def clean(state_dir: Path, *, include_live: bool = False) -> list[str]:
+    """``pairproof clean`` for this target: remove the runs under ``state_dir`` whose owner process is gone
+    (every run, with ``include_live``): their processes, cgroups, volumes and uid claims."""
+    lines = []
+    with contract_errors():
+        for leftover in runtime_cleanup.clean(Path(state_dir), include_live=include_live):
+            lines.append(f"removed run {leftover.run}: {len(leftover.processes)} processes, "
+                         f"{len(leftover.cgroup_dirs)} cgroup trees, state {'yes' if leftover.state_dir else 'no'}")
+        for leftover in runtime_cleanup.find(Path(state_dir)):
+            if leftover.live:
+                lines.append(f"left run {leftover.run} alone: its owner process is still running "
+                             "(use --all to remove it anyway)")
+    return lines
 
+
+
+@reports_contract_errors
 class ReferenceTarget(Breakers):
+    """Every public method reports a runtime failure as the contract's error (``reports_contract_errors``)."""
+
     name = "reference"
 
     def __init__(self, options: TargetOptions) -> None:
         self._secrets = dict(options.secrets)
-        # The platform (controller, later the broker and proxy) holds these in its own environment.
-        os.environ.update(self._secrets)
         provider_key = self._secrets.get("PAIRPROOF_PROVIDER_KEY") or secrets.token_hex(16)
         self._provider_key = provider_key
         # The upstream provider of the lab: the one fake, a real HTTP service driven by scripts.
         self.provider = ProviderMock(provider_key).start()
         state = Path(options.state_dir) / "runs" / options.run
+        self.platform = None
         try:
-            state.mkdir(parents=True, exist_ok=True)
-            self.platform = Platform(state, PlatformConfig(self.provider.url, provider_key)).start()
-            self.controller = Controller(options.state_dir, options.run, platform=self.platform)
-        except (RuntimeFault, OSError) as exc:
+            with contract_errors():
+                state.mkdir(parents=True, exist_ok=True)
+                # The platform holds its secrets in its own environment, as a deployment's secret manager
+                # puts them there.
+                config = PlatformConfig(self.provider.url, provider_key, environment=self._secrets)
+                self.platform = Platform(state, config).start()
+                self.controller = Controller(options.state_dir, options.run, platform=self.platform)
+        except BaseException:
+            if self.platform is not None:
+                self.platform.stop()
             self.provider.stop()
-            raise TargetError(str(exc)) from exc
+            raise
         self._broken: dict[str, sandbox.SandboxProcess] = {}
         self._counter = itertools.count(1)
-        self._extra_dirs: list[Path] = []
+        self._scratch: list[str] = []  # the controller's scratch folders an arrangement made
         self._undo: list[Callable[[], object]] = []
         # The budget the pure capacity arithmetic sees (a broken arrangement may edit it).
         self._budget_view: Callable[[Mapping[str, int]], Mapping[str, int]] = dict
@@ -109,7 +130,7 @@ class ReferenceTarget(Breakers):
         return InstanceRef(principal, record.id, record.generation)
 
     def wake(self, ref: InstanceRef, *, request_id: str = "") -> InstanceRef:
-        with requestid.bound(request_id), contract_errors():
+        with requestid.bound(request_id):
             record = self.controller.wake(ref.key)
         return InstanceRef(ref.principal, ref.key, record.generation)
 
@@ -168,8 +189,7 @@ class ReferenceTarget(Breakers):
         return dict(self._secrets)
 
     def artifacts(self) -> Artifacts:
-        volumes = {r.id: self.controller.state / "instances" / r.id / "volume"
-                   for r in self.controller.instances() if r.state != "destroyed"}
+        volumes = {r.id: self.controller.volume_path(r.id) for r in self.controller.instances() if r.state != "destroyed"}
         return Artifacts(state_dir=self.controller.state, volumes=volumes)
 
     # -- the model path and the broker -------------------------------------------------------------------
@@ -205,13 +225,13 @@ class ReferenceTarget(Breakers):
     def pin_tool(self, ref: InstanceRef, name: str) -> None:
         from runtime.product import TOOLS
 
-        schema = next(t["inputSchema"] for t in TOOLS if t["name"] == name)
+        schema = next((t["inputSchema"] for t in TOOLS if t["name"] == name), None)
+        if schema is None:
+            raise TargetError(f"the product has no tool {name!r} to pin")
         self.controller.pin_tool(ref.key, name, schema)
 
     def platform_log(self) -> str:
-        for handler in logging.getLogger("pairproof").handlers:
-            handler.flush()
-        return self.platform.log_path.read_text() if self.platform.log_path.exists() else ""
+        return self.platform.read_log()
 
     def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
         return list(self.controller.broker(ref.key).refusals)
@@ -240,17 +260,12 @@ class ReferenceTarget(Breakers):
         return [s.id for s in self.controller.snapshots.list(principal.org, principal.user)]
 
     def restore(self, snapshot_id: str, into: InstanceRef, *, request_id: str = "") -> InstanceRef:
-        from runtime.snapshots import SnapshotError
-
-        try:
-            with requestid.bound(request_id):
-                record = self.controller.restore(snapshot_id, into.key)
-        except SnapshotError as exc:
-            raise TargetError(f"{exc.reason}: {exc}") from exc
+        with requestid.bound(request_id):
+            record = self.controller.restore(snapshot_id, into.key)
         return InstanceRef(into.principal, into.key, record.generation)
 
     def snapshot_bytes(self, snapshot_id: str) -> bytes:
-        return (self.controller.snapshots.dir / f"{snapshot_id}.snap").read_bytes()
+        return self.controller.snapshot_path(snapshot_id).read_bytes()
 
     # -- the tool surface -------------------------------------------------------------------------------
 
@@ -300,13 +315,13 @@ class ReferenceTarget(Breakers):
 
     def capacity_need(self, budget: Mapping[str, int], fleet: Mapping[str, int], *, request_id: str = ""
                       ) -> Mapping[str, int]:
-        with requestid.bound(request_id), contract_errors():
+        with requestid.bound(request_id):
             needed, _ = self.controller.assess(dict(self._budget_view(budget)), dict(fleet))
         return {"memory_mb": needed.memory_mb, "disk_mb": needed.disk_mb}
 
     def capacity_admit(self, budget: Mapping[str, int], fleet: Mapping[str, int], host: Mapping[str, int], *,
                        request_id: str = "") -> tuple[bool, str]:
-        with requestid.bound(request_id), contract_errors():
+        with requestid.bound(request_id):
             _, admission = self.controller.assess(dict(self._budget_view(budget)), dict(fleet), dict(host))
         return admission.ok, admission.reason
 
@@ -319,9 +334,8 @@ class ReferenceTarget(Breakers):
     @contextmanager
     def host_limits(self, memory_mb: int | None = None, disk_mb: int | None = None) -> Iterator[None]:
         before = self.controller.host
-        with contract_errors():
-            limited = capacity.Host(before.memory_mb if memory_mb is None else memory_mb,
-                                    before.disk_mb if disk_mb is None else disk_mb)
+        limited = capacity.Host(before.memory_mb if memory_mb is None else memory_mb,
+                                before.disk_mb if disk_mb is None else disk_mb)
         self.controller.host = limited
         try:
             yield
@@ -330,7 +344,7 @@ class ReferenceTarget(Breakers):
 
     def _free_uid(self) -> int:
         # Broken sandboxes take uids from the top of the run's block, far from the instances' slots.
-        return self.controller.uids.uid(999 - len(self._broken))
+        return self.controller.spare_uid(len(self._broken))
 
     def close(self) -> None:
         errors = []
@@ -348,8 +362,6 @@ class ReferenceTarget(Breakers):
                 service.stop()
             except Exception as exc:
                 errors.append(f"{type(service).__name__}: {exc}")
-        for key in self._secrets:
-            os.environ.pop(key, None)
         if errors:
             raise TargetError("reference target teardown was incomplete: " + "; ".join(errors))
 

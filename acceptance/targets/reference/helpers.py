@@ -3,16 +3,23 @@ servers its broken arrangements put between the platform's parts."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+import sqlite3
+import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 
 from runtime import requestid
+from runtime.authority import AuthorityError
 from runtime.errors import CapacityRefused, RuntimeFault
+from runtime.snapshots import SnapshotError
+from runtime.store import ProductError
 
-from ...errors import CapacityRefusedError, TargetError
+from ...errors import CapacityRefusedError, HarnessError, TargetError
 
 
 def http_json(method: str, url: str, body: Mapping[str, object] | None, headers: dict[str, str] | None = None
@@ -45,17 +52,70 @@ def request_header(request_id: str) -> dict[str, str]:
     return {requestid.HEADER: request_id} if request_id else {}
 
 
+# What a runtime call may fail with, besides the runtime's own errors: the host (files, processes, sockets,
+# HTTP), the registry and ledgers (sqlite), a service's answer that is not JSON, a credential refused.
+_FAILURES = (RuntimeFault, SnapshotError, AuthorityError, ProductError, OSError, sqlite3.Error,
+             subprocess.SubprocessError, json.JSONDecodeError)
+
+
 @contextmanager
 def contract_errors() -> Iterator[None]:
-    """The runtime's refusals and failures as the contract's errors (a capacity refusal keeps its reason)."""
+    """The runtime's refusals and failures as the contract's errors: a capacity refusal keeps its reason, a
+    snapshot refusal its reason word, the rest their message. The harness's own errors pass unchanged."""
     try:
         yield
+    except HarnessError:
+        raise
     except CapacityRefused as exc:
         raise CapacityRefusedError(exc.reason) from exc
-    except RuntimeFault as exc:
+    except SnapshotError as exc:
+        raise TargetError(f"{exc.reason}: {exc}") from exc
+    except (RuntimeFault, ProductError) as exc:
         raise TargetError(str(exc)) from exc
+    except _FAILURES as exc:
+        raise TargetError(f"{type(exc).__name__}: {exc}") from exc
 
 
+class _ContractContext(AbstractContextManager):
+    """A context manager whose entry and exit report runtime failures as the contract's errors (what the
+    block itself raises is the block's, and passes through untouched)."""
+
+    def __init__(self, inner: AbstractContextManager) -> None:
+        self.inner = inner
+
+    def __enter__(self):
+        with contract_errors():
+            return self.inner.__enter__()
+
+    def __exit__(self, *exc_info):
+        with contract_errors():
+            return self.inner.__exit__(*exc_info)
+
+
+def _reports_contract_errors(method: Callable) -> Callable:
+    @functools.wraps(method)
+    def mapped(*args, **kwargs):
+        with contract_errors():
+            result = method(*args, **kwargs)
+        return _ContractContext(result) if isinstance(result, AbstractContextManager) else result
+    mapped.reports_contract_errors = True
+    return mapped
+
+
+def reports_contract_errors(cls: type) -> type:
+    """Class decorator: every public method of ``cls`` (inherited ones included) reports a runtime failure
+    as the contract's error (``contract_errors``), and so does a context manager it returns, on entry and
+    exit. One mechanism for the whole driver, so no method can forget it."""
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        value = inspect.getattr_static(cls, name)
+        if inspect.isfunction(value) and not getattr(value, "reports_contract_errors", False):
+            setattr(cls, name, _reports_contract_errors(value))
+    return cls
+
+
+@reports_contract_errors
 class ProductHttpClient:
     """The product server over HTTP with one bearer token."""
 
