@@ -525,7 +525,7 @@ class Controller:
         (home / "managed.json").write_bytes(managed.shipped())
         os.chmod(home / "managed.json", 0o644)
         spec = sandbox.SandboxSpec(instance_id=name, uid=uid, gid=uid, volume=volume, control_dir=home / "control",
-                                   etc_dir=home / "etc", image_dir=self.image, hostname="extra",
+                                   etc_dir=home / "etc", hostname="extra", image_dir=self.image,
                                    managed_config=home / "managed.json")
         cg = self.hierarchy.create(self.run, name, self.limits)
         try:
