@@ -1,7 +1,9 @@
 """The reference driver's deliberately broken arrangements, one typed method each (the contract's
-``Breaks*`` facets). Each is a context manager: it builds the arrangement from the runtime's public launch
-primitive and hooks, yields what the control probes through, and stops and undoes it all on exit. The
-runtime itself has no switch that weakens a guard."""
+``Breaks*`` facets). Each is a context manager: it builds the arrangement from the runtime's public
+primitives (``Controller.launch_extra`` with an argv edit, ``ProductServer.add_route``,
+``Broker.set_product_upstream``, ``SnapshotStore.sealed_with``, ``Platform.set_log_level``), yields what
+the control probes through, and stops and undoes it all on exit. The runtime itself has no switch that
+weakens a guard: each weakening is written here, in the open, where a platform's authors can copy it."""
 
 from __future__ import annotations
 
