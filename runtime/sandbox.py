@@ -214,7 +214,8 @@ def launch(spec: SandboxSpec, cgroup: Cgroup, make_argv: Callable[[int], list[st
            deadline: float = 10.0) -> SandboxProcess:
     """Start the launcher ``make_argv(info_fd)`` gated into ``cgroup``; wait for bwrap's pid report.
 
-    ``start`` is the only caller in the runtime; the argv it makes carries every guard.
+    ``start`` launches instances with the argv ``bwrap_argv`` makes, which carries every guard;
+    ``Controller.launch_extra`` lets its caller edit that argv for a one-off sandbox (and answer for it).
     """
     info_r, info_w = os.pipe()
     try:
