@@ -19,9 +19,11 @@ PROOF_KEY = "pairproof_proofs"
 BROKEN_KEY = "pairproof_broken"
 EVIDENCE_KEY = "pairproof_evidence"
 PLATFORM_RUN_KEY = "pairproof_platform_run"
+LACKS_KEY = "pairproof_lacks"  # the facets of the test's case that the target lacks (the test did not run)
 FULL_COLLECTION = pytest.StashKey[list]()
 SESSION = pytest.StashKey["object"]()
 PROBE_LOG = pytest.StashKey["object"]()  # the test's ProbeLog, for the plugin to judge its proofs
+TARGET_VIEW = pytest.StashKey["object"]()  # the test's view of the target, for the facets it reached undeclared
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
