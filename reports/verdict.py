@@ -57,8 +57,11 @@ def table(verdict: dict, *, include_uncovered: bool = False) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    uncovered = verdict["counts"].get("not covered", 0)
+    lacking = [c for c in verdict["cases"] if c.get("lacks")]
+    uncovered = verdict["counts"].get("not covered", 0) - len(lacking)
+    facets = sorted({f for c in lacking for f in c["lacks"]})
     lines.append(f"verdict: {verdict['status'].upper()}  "
                  + ", ".join(f"{n} {s}" for s, n in sorted(verdict["counts"].items()) if s != "not covered")
+                 + (f"; {len(lacking)} not covered: target lacks {', '.join(facets)}" if lacking else "")
                  + (f"; {uncovered} catalogue cases not covered by this suite yet" if uncovered else ""))
     return "\n".join(lines)
