@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import catalogue
-from .probe import PROOF_NAMESPACES
 from .contract import CORE, FACETS, LOCATIONS, Artifacts, Identity, InstanceRef, Principal, core_missing, facets_of
+from .probe import PROOF_NAMESPACES
 
 OWNER = Principal("K", "org3", "kit")
 OTHER = Principal("L", "org3", "lou")
