@@ -393,3 +393,14 @@ def run(target, say: Callable[[Result], None]) -> list[Result]:
     finally:
         checker.step("close", checker.close)
     return results
+
+
+def facets_markdown() -> str:
+    """The facets table of docs/writing-a-driver.md, from the registry and the catalogue (a test keeps the
+    document equal to it): facet, its methods, what it lets the suite observe, the cases that need it."""
+    rows = ["| facet | methods | what the suite observes through it | cases that need it |",
+            "|---|---|---|---|"]
+    for name, facet in FACETS.items():
+        methods = ", ".join(f"`{m}`" for m in facet.methods)
+        rows.append(f"| `{name}` | {methods} | {facet.description} | {', '.join(cases_needing(name)) or '-'} |")
+    return "\n".join(rows)
