@@ -41,6 +41,9 @@ def test_a_target_without_snapshots_leaves_exactly_the_snapshot_cases_not_covere
     assert set(others.values()) == {"passed"}, {i: s for i, s in others.items() if s != "passed"}
     assert verdict["status"] == "failed" and qualify.returncode != 0
     assert verdict["target"] == "support.partial_reference:without_snapshots"
+    for case_id in needing:  # the terminal and the summary page say why
+        assert f"{case_id}: not covered (target lacks snapshots" in qualify.stdout
+    assert (reports / "summary.html").read_text().count("not covered: target lacks snapshots") == len(needing)
 
     gate = subprocess.run([sys.executable, "-m", "acceptance.cli", "gate", "--results", str(reports)], cwd=CHECKOUT,
                           env=env, capture_output=True, text=True, timeout=300)

@@ -11,7 +11,8 @@ from acceptance import catalogue, pairing
 from acceptance.contract import CORE, FACETS, TargetView, UndeclaredFacetError
 from acceptance.errors import TargetError
 from acceptance.targets.reference import ReferenceTarget
-from reports import gate
+from reports import gate, html
+from reports import verdict as verdict_report
 
 
 def test_every_contract_method_is_in_the_core_or_exactly_one_facet():
@@ -102,6 +103,11 @@ def test_a_case_whose_facet_the_target_lacks_is_not_covered_naming_it_and_fails_
     assert state == "not covered" and "target lacks snapshots" in why[0]
     verdict.update(run="abcd1234", target="partial", pytest_exit=0)
     assert gate._schema_problems(json.loads(json.dumps(verdict))) == []
+    # every report says why: the terminal table, the summary page, JUnit
+    assert "SN-2  snapshots  NOT COVERED: target lacks snapshots" in verdict_report.table(verdict)
+    assert verdict_report.table(verdict).splitlines()[-1].endswith("1 not covered: target lacks snapshots")
+    assert "not covered: target lacks snapshots" in html.render(verdict)
+    assert 'message="not covered: target lacks snapshots' in verdict_report.junit(verdict)
 
 
 def test_the_gate_takes_lacks_on_the_verdicts_word_even_if_the_status_was_edited_to_passed():
