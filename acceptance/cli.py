@@ -183,7 +183,11 @@ def check_driver(args: argparse.Namespace) -> int:
     def say(result: conformance.Result) -> None:
         print(f"  {result.name:32} {result.state.upper() if result.state == 'fails' else result.state:8} "
               f"{result.detail}" + (f" ({result.seconds:.2f} s)" if result.seconds else ""))
-    results = conformance.run(driver, say)
+    previous = signal.signal(signal.SIGTERM, _terminate_like_interrupt)  # teardown runs as on Ctrl-C
+    try:
+        results = conformance.run(driver, say)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     bad = [r.name for r in results if r.state == "fails" or (r.name == "core" and r.state != "works")]
     unchecked = [r.name for r in results if r.state == "not checked"]
     claimed = [r for r in results if r.state in ("works", "fails") and r.name not in ("core", "close")]

@@ -316,10 +316,27 @@ class Checker:
         arrangement = getattr(t, facet)(**args)
         _check(isinstance(arrangement, AbstractContextManager), f"{facet}(...) is not a context manager")
         pids: list[int] = []
+        claimed = facets_of(t)
+        if facet == "broken_unmetered_model_call" and "model" in claimed:
+            calls, metered = len(t.provider_records()), dict(t.ledger_counts())
+        if facet == "broken_capacity_without_brokers" and "capacity" in claimed:
+            fleet_need = t.fleet_need()
+            budget = {k: fleet_need[k] for k in ("shared_memory_mb", "memory_headroom_mb", "idle_instance_mb",
+                                                "active_instance_mb", "broker_mb", "volume_mb", "disk_headroom_mb")}
+            fleet = {"resident": 2, "active": 0, "stored_users": 2, "snapshots_mb": 0}
+            outside = t.capacity_need(budget, fleet)["memory_mb"]
         with arrangement as given:
             refs = [r for r in (given if isinstance(given, tuple) else (given,)) if isinstance(r, InstanceRef)]
             if facet == "broken_unaudited_operator_route":
                 _check(isinstance(given, str) and given.startswith("/"), f"it yielded {given!r}, not a route path")
+            if facet == "broken_unmetered_model_call" and "model" in claimed:
+                _check(len(t.provider_records()) > calls and dict(t.ledger_counts()) == metered,
+                       "no call reached the provider past the meter (the provider's record did not grow, or the "
+                       "meter counted it)")
+            if facet == "broken_capacity_without_brokers" and "capacity" in claimed:
+                inside = t.capacity_need(budget, fleet)["memory_mb"]
+                _check(inside < outside, f"two resident instances need {inside} MB inside and {outside} MB "
+                                         "outside: the arithmetic still budgets their brokers")
             for r in refs:
                 out = t.exec(r, ["true"], timeout=30)
                 _check(out.rc == 0, f"exec in the arrangement's sandbox {r.key}: rc {out.rc}")
@@ -328,8 +345,11 @@ class Checker:
             _until_gone(pid, f"leaving {facet}")
         out = t.exec(self.ref, ["true"], timeout=30)
         _check(out.rc == 0, f"after leaving {facet}, exec in the checker's own instance: rc {out.rc}")
+        seen = {"broken_unmetered_model_call": ("model", "a call reached the provider unmetered"),
+                "broken_capacity_without_brokers": ("capacity", "the arithmetic dropped the brokers")}.get(facet)
         return (f"entered and left; {len(pids)} sandbox{'es' if len(pids) != 1 else ''} it started gone"
-                if pids else f"entered and left (yielded {type(given).__name__})")
+                if pids else f"entered and left (yielded {type(given).__name__})"
+                + (f"; inside, {seen[1]}" if seen and seen[0] in claimed else ""))
 
 
 @contextmanager
