@@ -3,6 +3,7 @@
     pairproof qualify [--target reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
     pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
     pairproof gate [--results reports] [--mutants reports/mutants.json]
+    pairproof check-driver TARGET [--state-dir DIR]     (TARGET: a registered name or module:factory)
     pairproof clean [--target reference] [--all]
 
 Bad input (an unknown target, not root, a missing kernel feature, an unwritable reports folder) gets
@@ -147,6 +148,57 @@ def gate(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
+def check_driver(args: argparse.Namespace) -> int:
+    """Build the driver, check the core and every facet it claims with one small real round trip each; print
+    facet by facet what works, what is missing and what fails. 0 when the core and every claimed facet work."""
+    import secrets as token_source
+    import time
+
+    from . import conformance, targets
+    from .fixtures import PLATFORM_SECRETS
+
+    factory = targets.load(args.target)  # unknown name, or a module that does not import: SetupError (exit 2)
+    if not callable(factory):
+        raise SetupError(f"target {args.target!r} names {type(factory).__name__}, not a factory: give module:factory "
+                         "where factory(options: TargetOptions) returns the driver")
+    problems = targets.preflight(args.target)
+    if problems:
+        raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
+    run = f"check{token_source.token_hex(3)}"
+    options = targets.TargetOptions(run=run, state_dir=Path(args.state_dir),
+                                    secrets={env: f"pp-check-{code}-{token_source.token_hex(8)}"
+                                             for env, code in PLATFORM_SECRETS.items()})
+    start = time.monotonic()
+    print(f"pairproof check-driver {args.target} (run {run})")
+    try:
+        driver = factory(options)
+    except Exception as exc:
+        print(f"  {'core':32} FAILS    building the driver: {type(exc).__name__}: {exc}")
+        print("check-driver: FAILED (the driver could not be built)")
+        return 1
+
+    def say(result: conformance.Result) -> None:
+        print(f"  {result.name:32} {result.state.upper() if result.state == 'fails' else result.state:8} "
+              f"{result.detail}" + (f" ({result.seconds:.2f} s)" if result.seconds else ""))
+    previous = signal.signal(signal.SIGTERM, _terminate_like_interrupt)  # teardown runs as on Ctrl-C
+    try:
+        results = conformance.run(driver, say)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    bad = [r.name for r in results if r.state == "fails" or (r.name == "core" and r.state != "works")]
+    unchecked = [r.name for r in results if r.state == "not checked"]
+    claimed = [r for r in results if r.state in ("works", "fails") and r.name not in ("core", "close")]
+    missing = [r.name for r in results if r.state == "missing" and r.name != "core"]
+    verdict = "PASSED" if not bad and not unchecked else "FAILED"
+    core = "works" if "core" not in bad else "does not work"
+    print(f"check-driver: {verdict} in {time.monotonic() - start:.1f} s: core {core}, "
+          + (f"{len(unchecked)} claimed facets not checked" if unchecked else
+             f"{sum(r.state == 'works' for r in claimed)} of {len(claimed)} claimed facets work")
+          + (f"; fails: {', '.join(bad)}" if bad else "")
+          + (f"; missing (cases needing them will be not covered): {', '.join(missing)}" if missing else ""))
+    return 0 if verdict == "PASSED" else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pairproof", description="Qualify personal-agent isolation with paired canaries.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -178,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--mutants", help="also require this mutant report (reports/mutants.json): a whole run on this "
                                      "source, every catalogued mutant killed by one of its named cases")
     g.set_defaults(func=gate)
+    d = sub.add_parser("check-driver", help="conformance run of a driver (seconds, not the suite): the core and each "
+                                            "facet it claims, one real round trip each; says what works, is missing, fails")
+    d.add_argument("target", help="a registered target name (e.g. reference) or module:factory")
+    d.add_argument("--state-dir", default="/var/lib/pairproof", help="runtime state folder (reference target)")
+    d.set_defaults(func=check_driver)
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")
     c.add_argument("--target", default="reference", help="whose leftovers (its driver's clean hook; default: reference)")
     c.add_argument("--state-dir", default="/var/lib/pairproof")

@@ -23,9 +23,9 @@ import pytest
 from canaries import Mint
 
 from . import catalogue, observe, probe
-from .contract import LOCATIONS, InstanceRef, Principal, Target
+from .contract import FACETS, LOCATIONS, InstanceRef, ModelPath, PlatformLog, Principal, Target, TargetView
 from .errors import ProofError, TargetError
-from .keys import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION
+from .keys import EVIDENCE_KEY, LACKS_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION, TARGET_VIEW
 from .targets import TargetOptions, load
 
 PRINCIPALS = {
@@ -75,7 +75,10 @@ def platform_secrets(pairproof_run: Run) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def target(request: pytest.FixtureRequest, pairproof_run: Run, platform_secrets: dict[str, str]) -> Iterator[Target]:
+def pairproof_target(request: pytest.FixtureRequest, pairproof_run: Run, platform_secrets: dict[str, str]
+                     ) -> Iterator[Target]:
+    """The driver itself, whole: for the harness (provisioning, planting, the host cross-check), which uses
+    the core alone. A case's tests get ``target``, which shows them only what their case declared."""
     name = request.config.getoption("pairproof_target") or "reference"
     factory = load(name)
     options = TargetOptions(run=f"{pairproof_run.id}-{pairproof_run.worker}",
@@ -88,19 +91,32 @@ def target(request: pytest.FixtureRequest, pairproof_run: Run, platform_secrets:
         t.close()
 
 
+@pytest.fixture
+def target(request: pytest.FixtureRequest, pairproof_target: Target) -> Target:
+    """The target as this test's case may use it: the core and the facets its catalogue entry declares
+    (``contract.TargetView``); reaching any other facet leaves the test broken, naming the facet."""
+    mark = request.node.get_closest_marker("case")
+    case = catalogue.load().get(mark.args[0]) if mark is not None and mark.args else None
+    if case is None:
+        return pairproof_target  # not a case of the suite (the plugin refuses those at collection)
+    view = TargetView(pairproof_target, case.id, case.facets)
+    request.node.stash[TARGET_VIEW] = view
+    return view  # type: ignore[return-value]
+
+
 @pytest.fixture(scope="session")
 def principals() -> Mapping[str, Principal]:
     return PRINCIPALS
 
 
 @pytest.fixture(scope="session")
-def instances(target: Target) -> dict[str, InstanceRef]:
+def instances(pairproof_target: Target) -> dict[str, InstanceRef]:
     """A, B and C's instances, awake; torn down with the target."""
-    return {name: target.provision(p) for name, p in PRINCIPALS.items()}
+    return {name: pairproof_target.provision(p) for name, p in PRINCIPALS.items()}
 
 
 @pytest.fixture(scope="session")
-def planted(target: Target, instances: dict[str, InstanceRef], pairproof_run: Run,
+def planted(pairproof_target: Target, instances: dict[str, InstanceRef], pairproof_run: Run,
             platform_secrets: dict[str, str]) -> Planted:
     """A canary per principal and location, planted through the product's paths (agent turns)."""
     tokens: dict[str, dict[str, str]] = {}
@@ -108,7 +124,7 @@ def planted(target: Target, instances: dict[str, InstanceRef], pairproof_run: Ru
         tokens[name] = {}
         for location in LOCATIONS:
             token = pairproof_run.mint.mint(name.lower(), LOCATION_CODES[location]).token
-            target.plant(ref, location, token)
+            pairproof_target.plant(ref, location, token)
             tokens[name][location] = token
     return Planted(tokens=tokens, platform=platform_secrets)
 
@@ -132,16 +148,17 @@ def dedicated(target: Target) -> Iterator[Callable[..., InstanceRef]]:
 @pytest.fixture
 def probe_log(pairproof_run: Run, request: pytest.FixtureRequest) -> probe.ProbeLog:
     log = probe.ProbeLog(nonce=pairproof_run.nonce)
-    if "target" in request.fixturenames or "instances" in request.fixturenames:
-        log.platform_record = _platform_record(request.getfixturevalue("target"))
+    if {"target", "pairproof_target", "instances"} & set(request.fixturenames):
+        log.platform_record = _platform_record(request.getfixturevalue("pairproof_target"))
     return log
 
 
 def _platform_record(target: Target) -> Callable[[], str] | None:
     """What the platform itself recorded, read from the target: its log and the provider's record of every
-    call (a target without them leaves ``confirm`` to the record the test hands in)."""
-    platform_log = getattr(target, "platform_log", None)
-    provider_records = getattr(target, "provider_records", None)
+    call (a target without them leaves ``confirm`` to the record the test hands in). The whole driver, not a
+    case's view: the harness checks a proof against every record the platform keeps."""
+    platform_log = target.platform_log if isinstance(target, PlatformLog) else None
+    provider_records = target.provider_records if isinstance(target, ModelPath) else None
     if platform_log is None and provider_records is None:
         return None
 
@@ -210,8 +227,16 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
     if "probe_log" in request.fixturenames:
         log = request.getfixturevalue("probe_log")
         request.node.stash[PROBE_LOG] = log
+    # A case whose facet the target lacks is not covered: its tests do not run (never skipped-as-pass, never
+    # broken: the verdict says "not covered: target lacks <facet>", and the gate fails it).
+    if case is not None and case.facets:
+        driver = request.getfixturevalue("pairproof_target")
+        lacks = [f for f in case.facets if not isinstance(driver, FACETS[f].protocol)]
+        if lacks:
+            request.node.user_properties.append((LACKS_KEY, lacks))
+            pytest.skip(f"not covered: target lacks {', '.join(lacks)}")
     # Which platform run this test judged: a refusal and its controls must have judged the same one.
-    if "target" in request.fixturenames:
+    if {"target", "pairproof_target"} & set(request.fixturenames):
         request.node.user_properties.append((PLATFORM_RUN_KEY, request.getfixturevalue("pairproof_run").id))
     yield
     if log is not None:

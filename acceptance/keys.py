@@ -13,3 +13,5 @@ PLATFORM_RUN_KEY = "pairproof_platform_run"
 FULL_COLLECTION = pytest.StashKey[list]()
 SESSION = pytest.StashKey["object"]()
 PROBE_LOG = pytest.StashKey["object"]()  # the test's ProbeLog, for the plugin to judge its proofs
+LACKS_KEY = "pairproof_lacks"  # the facets of the test's case that the target lacks (the test did not run)
+TARGET_VIEW = pytest.StashKey["object"]()  # the test's view of the target, for the facets it reached undeclared

@@ -43,6 +43,7 @@ class Outcome:
     attachments: list[str] = field(default_factory=list)
     evidence: list[dict] = field(default_factory=list)
     platform_run: str = ""  # the platform run (worker) the test judged
+    lacks: list[str] = field(default_factory=list)  # facets of its case the target lacks: the test did not run
 
 
 def validate(tests: Iterable[Declared], catalogue: Mapping[str, Case]) -> list[str]:
@@ -108,7 +109,9 @@ def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case],
         by_case.setdefault(o.declared.case, []).append(o)
     cases = []
     for case_id, case in catalogue.items():
-        ran = by_case.get(case_id, [])
+        # A test whose case needs a facet the target lacks did not run: the case is not covered, naming it.
+        lacks = sorted({f for o in by_case.get(case_id, []) for f in o.lacks})
+        ran = [o for o in by_case.get(case_id, []) if not o.lacks]
         by_role: dict[str, list[Outcome]] = {}
         for o in ran:
             by_role.setdefault(o.declared.role, []).append(o)
@@ -133,7 +136,11 @@ def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case],
         not_run = [n for n in expected if n not in {r["test"] for r in refusals}]
         platform_runs = sorted({o.platform_run for o in ran if o.platform_run})
         reason = ""
-        if not ran:
+        if lacks:
+            status = "not covered"
+            reason = f"target lacks {', '.join(lacks)}: the driver does not implement the facet{'s' if len(lacks) > 1 else ''} " \
+                     "this case needs, so none of its tests ran"
+        elif not ran:
             status = "not covered"
         elif not_run:
             status = "not covered"
@@ -155,6 +162,7 @@ def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case],
             status = "passed"
         cases.append({"id": case_id, "boundary": case.boundary, "channel": case.channel,
                       "refusal": case.refusal, "severity": case.severity, "status": status, "reason": reason,
+                      "facets": list(case.facets), "lacks": lacks,
                       "refusals": refusals, "expected_refusals": expected, "controls": controls})
     counts: dict[str, int] = {}
     for c in cases:

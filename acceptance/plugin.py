@@ -19,10 +19,12 @@ from .keys import (  # noqa: F401  (re-exported: plugins written against accepta
     CASE_KEY,
     EVIDENCE_KEY,
     FULL_COLLECTION,
+    LACKS_KEY,
     PLATFORM_RUN_KEY,
     PROBE_LOG,
     PROOF_KEY,
     SESSION,
+    TARGET_VIEW,
 )
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from . import catalogue, pairing
-from .keys import BROKEN_KEY, CASE_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY
+from .keys import BROKEN_KEY, CASE_KEY, EVIDENCE_KEY, LACKS_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, TARGET_VIEW
 
 # Frames of these packages are machinery, not the place an assertion was made.
 _MACHINERY = ("/_pytest/", "/pluggy/", "/hypothesis/", "/allure_pytest/", "/allure_commons/")
@@ -136,6 +136,13 @@ class PairproofSession:
                 item.user_properties.append((BROKEN_KEY, f"harness assertion at {where} (not a finding): "
                                                          f"{call.excinfo.typename}: {call.excinfo.value}"[:500]))
         report = yield
+        view = item.stash.get(TARGET_VIEW, None)
+        if call.when == "call" and view is not None and view.violations and BROKEN_KEY not in dict(item.user_properties):
+            # The test reached a facet its case does not declare and caught the error: still broken.
+            why = f"UndeclaredFacetError: {view.violations[0]}"[:500]
+            item.user_properties.append((BROKEN_KEY, why))
+            report.user_properties.append((BROKEN_KEY, why))
+            report.outcome, report.longrepr = "failed", why
         log = item.stash.get(PROBE_LOG, None)
         if call.when == "call" and log is not None and BROKEN_KEY not in dict(item.user_properties):
             # A proof failure the test caught (``except Exception`` around a scan) still means a probe did
@@ -154,7 +161,7 @@ class PairproofSession:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict((k, v) for k, v in report.user_properties
-                     if k in (CASE_KEY, PROOF_KEY, BROKEN_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY))
+                     if k in (CASE_KEY, PROOF_KEY, BROKEN_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY, LACKS_KEY))
         if CASE_KEY not in props:
             return
         self.active = True  # under xdist the controller learns it from the workers' reports
@@ -167,6 +174,8 @@ class PairproofSession:
             o.evidence = props[EVIDENCE_KEY]
         if PLATFORM_RUN_KEY in props:
             o.platform_run = props[PLATFORM_RUN_KEY]
+        if LACKS_KEY in props:
+            o.lacks = list(props[LACKS_KEY])
         if report.skipped and o.outcome == "passed":
             o.outcome = "skipped"
             o.message = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else "skipped"

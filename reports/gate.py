@@ -12,7 +12,8 @@ and the source it is run from (DESIGN §5 rule 7).
   its evidence that did not prove it looked (read nothing, cut short, an own canary missed); every control the
   catalogue declares for the case ran, and each of its tests passed; all of them judged one platform run
   (each test's ``platform_run``); every refusal the suite collected for the case (``expected_refusals``;
-  absent = coverage not proven) is among the refusals, and no other.
+  absent = coverage not proven) is among the refusals, and no other. A case the verdict says the target
+  lacks a facet for (``lacks``) is not covered, naming the facet.
   A case whose recorded status disagrees with its evidence fails (the verdict contradicts itself).
 - **Allure results** (``allure-results/``) belong to this run: each carries the label ``pairproof_run``
   equal to the verdict's run and ``pairproof_nodeid``; there is exactly one per test the verdict judged,
@@ -145,6 +146,12 @@ def _judge_case(entry: dict | None, case) -> tuple[str | None, list[str]]:
     if entry is None:
         return "not covered", ["not in the verdict (every catalogue case must run)"]
     refusals = entry["refusals"]
+    lacks = [f for f in entry.get("lacks") or [] if isinstance(f, str)]
+    if lacks:
+        # A negative is safe to take on the verdict's word; the facets are named from the catalogue's entry.
+        return "not covered", [f"target lacks {', '.join(lacks)} (the case needs {', '.join(case.facets)}): none of "
+                               "its tests ran; implement the facet in the driver (docs/writing-a-driver.md) or "
+                               "qualify a target that has it"]
     if not refusals and not any(c["tests"] for c in entry["controls"].values()):
         return "not covered", ["nothing of it ran (every catalogue case must run)"]
     found: list[tuple[str, str]] = []
@@ -242,6 +249,9 @@ def _allure_reasons(folder: Path, verdict: dict, lines: list[str]) -> list[str]:
     def refuse(kind: str, what: str) -> None:
         refused.setdefault(kind, []).append(what)
 
+    # Tests of a case whose facet the target lacks did not run (pytest reports them skipped): the case's own
+    # line fails the gate naming the facet; their results are not refused a second time here.
+    lacking = {c["id"] for c in verdict["cases"] if c.get("lacks")}
     seen: set[str] = set()
     for path in sorted(folder.glob("*-result.json")):
         try:
@@ -259,6 +269,8 @@ def _allure_reasons(folder: Path, verdict: dict, lines: list[str]) -> list[str]:
             refuse("carry no single pairproof_nodeid label, so they are not a case this verdict judged", path.name)
             continue
         nodeid = nodeids[0]
+        if nodeid not in judged and result.get("status") == "skipped" and set(_labels(result, "story")) & lacking:
+            continue
         if nodeid not in judged:
             refuse("are for a test this verdict did not judge", nodeid)
         elif nodeid in seen:

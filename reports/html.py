@@ -77,7 +77,8 @@ def render(verdict: dict, mutants: dict | None = None) -> str:
         controls = "".join(f"{e(role)}: {e(ctl['description'])} " + _cell(ctl["status"], ctl["status"], "span")
                            + "<br>" for role, ctl in c["controls"].items()) or "(exact check, no control)"
         out.append(f"<tr><td id='{e(c['id'])}'>{e(c['id'])}</td>{_cell(c['status'], c['status'])}"
-                   f"<td>{e(c['refusal'])}</td><td>{controls}</td></tr>")
+                   f"<td>{e(c['refusal'])}" + (f"<br><b>{e(c['status'])}: {e(c['reason'])}</b>" if c.get("reason") else "")
+                   + f"</td><td>{controls}</td></tr>")
     out.append("</table>")
     if mutants:
         cases = sorted({case for statuses in mutants.get("matrix", {}).values() for case in statuses})

@@ -39,23 +39,29 @@ def junit(verdict: dict) -> str:
         elif c["status"] == "broken":
             ET.SubElement(case, "error", message=why)
         elif c["status"] in ("skipped", "not covered"):
-            ET.SubElement(case, "skipped", message=c["status"])
+            ET.SubElement(case, "skipped", message=f"{c['status']}: {c['reason']}" if c.get("reason") else c["status"])
     return ET.tostring(suite, encoding="unicode")
 
 
 def table(verdict: dict, *, include_uncovered: bool = False) -> str:
     rows = [("case", "boundary", "status", "refusals", "controls")]
     for c in verdict["cases"]:
-        if c["status"] == "not covered" and not include_uncovered:
+        if c["status"] == "not covered" and not include_uncovered and not c.get("lacks"):
             continue
         refusals = f"{sum(r['status'] == 'passed' for r in c['refusals'])}/{len(c['refusals'])} passed"
         controls = " ".join(f"{role}:{ctl['status']}" for role, ctl in c["controls"].items()) or "(none)"
-        rows.append((c["id"], c["boundary"], ICONS.get(c["status"], c["status"]), refusals, controls))
+        status = ICONS.get(c["status"], c["status"])
+        if c.get("lacks"):
+            status = f"NOT COVERED: target lacks {', '.join(c['lacks'])}"
+        rows.append((c["id"], c["boundary"], status, refusals, controls))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    uncovered = verdict["counts"].get("not covered", 0)
+    lacking = [c for c in verdict["cases"] if c.get("lacks")]
+    uncovered = verdict["counts"].get("not covered", 0) - len(lacking)
+    facets = sorted({f for c in lacking for f in c["lacks"]})
     lines.append(f"verdict: {verdict['status'].upper()}  "
                  + ", ".join(f"{n} {s}" for s, n in sorted(verdict["counts"].items()) if s != "not covered")
+                 + (f"; {len(lacking)} not covered: target lacks {', '.join(facets)}" if lacking else "")
                  + (f"; {uncovered} catalogue cases not covered by this suite yet" if uncovered else ""))
     return "\n".join(lines)

@@ -47,7 +47,10 @@ def load(name: str) -> Callable[[TargetOptions], Target]:
                              "(or install a driver that registers it under 'pairproof.targets')")
         return found[0].load()
     module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    factory = getattr(importlib.import_module(module), attr, None)
+    if factory is None:
+        raise SetupError(f"target {name!r}: module {module!r} has no {attr!r}; name its factory as module:factory")
+    return factory
 
 
 def preflight(name: str) -> list[str]:
