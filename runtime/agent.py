@@ -292,31 +292,101 @@ def _token() -> str:
     return os.urandom(6).hex()
 
 
-def _broker_post(path: str, payload: dict, headers: dict | None = None, timeout: float = 120) -> dict:
+def _broker_open(path: str, payload: dict, headers: dict | None, timeout: float):
+    """POST ``payload`` to the broker: (connection, response), the response's body not yet read."""
     import http.client  # half of urllib.request's import time, which start to ready pays (tools load at start)
     from urllib.parse import urlsplit
 
     where = urlsplit(BROKER)
     conn = http.client.HTTPConnection(where.hostname, where.port or 80, timeout=timeout)
+    sent = {"Content-Type": "application/json", **(headers or {})}
+    if getattr(_request, "id", ""):
+        sent["X-Request-Id"] = _request.id
     try:
-        sent = {"Content-Type": "application/json", **(headers or {})}
-        if getattr(_request, "id", ""):
-            sent["X-Request-Id"] = _request.id
         conn.request("POST", path, json.dumps(payload).encode(), sent)
-        response = conn.getresponse()
-        body = response.read()
+        return conn, conn.getresponse()
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _refused(status: int, body: bytes) -> ModelUnavailable:
+    try:
+        detail = json.loads(body or b"{}")
+    except ValueError:
+        detail = {}
+    error = detail.get("error") if isinstance(detail, dict) and isinstance(detail.get("error"), dict) else {}
+    return ModelUnavailable(str(error.get("reason") or error.get("type") or status))
+
+
+def _broker_post(path: str, payload: dict, headers: dict | None = None, timeout: float = 120) -> dict:
+    import http.client
+
+    try:
+        conn, response = _broker_open(path, payload, headers, timeout)
+        try:
+            body = response.read()
+        finally:
+            conn.close()
     except http.client.HTTPException as exc:
         raise ModelUnavailable(f"broker_http_error: {type(exc).__name__}") from None
-    finally:
-        conn.close()
     if response.status >= 400:
-        try:
-            detail = json.loads(body or b"{}")
-        except ValueError:
-            detail = {}
-        error = detail.get("error") if isinstance(detail, dict) and isinstance(detail.get("error"), dict) else {}
-        raise ModelUnavailable(str(error.get("reason") or error.get("type") or response.status))
+        raise _refused(response.status, body)
     return json.loads(body) if body else {}
+
+
+def _broker_stream(path: str, payload: dict, headers: dict | None = None, timeout: float = 120) -> dict:
+    """A streamed chat completion through the broker: the assistant message assembled from its deltas (text
+    and tool calls, whose arguments arrive in fragments). A stream that carries an error event, or ends
+    before ``data: [DONE]``, is ModelUnavailable: half an answer is not an answer."""
+    import http.client
+
+    text: list[str] = []
+    calls: dict[int, dict] = {}
+    done = False
+    try:
+        conn, response = _broker_open(path, payload, headers, timeout)
+        try:
+            if response.status >= 400 or not (response.getheader("Content-Type") or "").startswith("text/event-stream"):
+                body = response.read()
+                if response.status >= 400:
+                    raise _refused(response.status, body)
+                answer = json.loads(body) if body else {}  # a platform that answered whole: taken as it is
+                return answer["choices"][0]["message"]
+            while not done:
+                line = response.readline()
+                if not line:
+                    break
+                if not line.startswith(b"data:"):
+                    continue  # event names, comments, the blank line between events
+                data = line[len(b"data:"):].strip()
+                if data == b"[DONE]":
+                    done = True
+                    continue
+                chunk = json.loads(data)
+                if isinstance(chunk.get("error"), dict):
+                    raise _refused(502, data)  # authority ended mid-stream, or the provider failed
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    if delta.get("content"):
+                        text.append(delta["content"])
+                    for call in delta.get("tool_calls") or []:
+                        slot = calls.setdefault(call.get("index", 0), {"id": "", "type": "function",
+                                                                       "function": {"name": "", "arguments": ""}})
+                        slot["id"] = call.get("id") or slot["id"]
+                        function = call.get("function") or {}
+                        slot["function"]["name"] = function.get("name") or slot["function"]["name"]
+                        slot["function"]["arguments"] += function.get("arguments") or ""
+        finally:
+            conn.close()
+    except (http.client.HTTPException, ValueError) as exc:
+        raise ModelUnavailable(f"broker_http_error: {type(exc).__name__}") from None
+    if not done:
+        raise ModelUnavailable("stream_incomplete")
+    message: dict = {"role": "assistant", "content": "".join(text) or None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message
 
 
 def _mcp(method: str, params: dict | None = None, timeout: float = 120) -> dict:
@@ -353,6 +423,10 @@ def _model(messages: list, purpose: str, tools: list | None = None, config: dict
     if tools:
         body["tools"] = tools
     # The adapter's own header style; the broker swaps it for the real capability.
+    if purpose == "turn":  # the conversation streams, as real agents' does; background calls answer whole
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        return _broker_stream("/v1/chat/completions", body, {"x-api-key": "sandbox-holds-no-key"})
     answer = _broker_post("/v1/chat/completions", body, {"x-api-key": "sandbox-holds-no-key"})
     return answer["choices"][0]["message"]
 

@@ -140,13 +140,34 @@ class Broker:
             answer["result"] = self.filter.filter_tools_list(answer["result"])
         return status, answer
 
-    def forward_model(self, path: str, raw: bytes) -> tuple[int, bytes]:
+    def forward_model(self, path: str, raw: bytes, relay: JsonHandler | None = None) -> tuple[int, bytes | None]:
+        """Forward a model call to the proxy with the instance's capability. A streamed answer (server-sent
+        events) is passed through to ``relay``'s caller as it arrives, chunk by chunk, and (status, None) is
+        returned; any other answer is returned whole."""
         with self._lock:
             capability = self._model
         # The agent's adapter speaks x-api-key; the proxy wants the capability as a Bearer token. What the
         # agent sent is dropped, never forwarded: the sandbox holds no credential to forward.
-        return self._post(self.proxy_url + path, raw,
-                          {"Content-Type": "application/json", "Authorization": f"Bearer {capability}"})
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {capability}", **requestid.headers()}
+        split = urlsplit(self.proxy_url)
+        conn = http.client.HTTPConnection(split.hostname, split.port, timeout=120)
+        try:
+            conn.request("POST", split.path.rstrip("/") + path, raw, headers)
+            response = conn.getresponse()
+            if relay is None or not response.getheader("Content-Type", "").startswith("text/event-stream"):
+                return response.status, response.read()
+            relay.start_stream(response.status)
+            try:
+                while chunk := response.read1(65536):
+                    relay.send_chunk(chunk)  # as it comes: nothing of a streamed answer is held back here
+                relay.end_stream()
+            except (OSError, http.client.HTTPException):
+                relay.close_connection = True  # cut off on either side: the agent sees the stream end early
+            return response.status, None
+        except (OSError, http.client.HTTPException) as exc:
+            return 502, json.dumps({"error": {"reason": "upstream_unreachable", "message": str(exc)}}).encode()
+        finally:
+            conn.close()
 
     def forward_runctl(self, method: str, path: str, raw: bytes | None) -> tuple[int, bytes]:
         deadline = time.monotonic() + RUNCTL_STARTUP
@@ -215,7 +236,9 @@ class Broker:
                     else:
                         self.send_json(status, answer)
                 elif self.path in MODEL_ROUTES:
-                    status, body = broker.forward_model(self.path, raw)
+                    status, body = broker.forward_model(self.path, raw, relay=self)
+                    if body is None:
+                        return  # a stream: passed through to the agent as it came
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
