@@ -10,7 +10,9 @@ placeholder ``x-api-key`` that the broker replaces.
 
 Two interfaces: the controller's JSON-lines control socket (``/run/agent/agent.sock``: ping, turn, read)
 and a run-control HTTP API on 127.0.0.1:8642 inside the sandbox (start a run, read it, its events, stop
-it) which only the broker can reach. The agent also serves routes a real gateway has (jobs, sessions,
+it) which only the broker can reach, and which answers only a request with the instance's run-control key
+(``Authorization: Bearer <key>``; the key is in ``/run/agent/runctl.key``, readable by the agent's uid
+alone, fresh each wake; without it, 401). The agent also serves routes a real gateway has (jobs, sessions,
 platform events) so that the broker's route set is tested against something real.
 
 Its tool surface comes from the operator's managed configuration (``/etc/pairproof/managed.json``,
@@ -46,6 +48,7 @@ MANAGED = os.environ.get("PAIRPROOF_MANAGED", "/etc/pairproof/managed.json")
 CATALOG_REFRESH = float(os.environ.get("PAIRPROOF_CATALOG_REFRESH", "0") or 0)
 CATALOG_HOST = "models.catalog.example"
 RUNCTL_PORT = 8642
+RUNCTL_KEY_FILE = os.environ.get("PAIRPROOF_RUNCTL_KEY_FILE", "/run/agent/runctl.key")
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MAX_TOOL_ROUNDS = 5
 MAX_SETTING = 200
@@ -512,14 +515,45 @@ def start_run(message: str, request_id: str = "") -> str:
     return run_id
 
 
+def _runctl_key() -> bytes:
+    """The instance's run-control key; b"" (every request refused) when the platform gave none."""
+    try:
+        with open(RUNCTL_KEY_FILE, "rb") as f:
+            return f.read().strip()
+    except OSError:
+        return b""
+
+
 def _run_control_server():
+    import hmac
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    expected = b"Bearer " + _runctl_key()
+    keyed = expected != b"Bearer "
 
     class RunControl(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, format, *args):  # noqa: A002
             pass
+
+        def parse_request(self) -> bool:
+            """Every route needs the key: compared in constant time, never echoed; a wrong one closes."""
+            if not super().parse_request():
+                return False
+            presented = (self.headers.get("Authorization") or "").encode("latin-1", "replace")
+            if keyed and hmac.compare_digest(presented, expected):
+                return True
+            self.close_connection = True
+            body = json.dumps({"error": {"code": "unauthorized", "message": "the run-control key is required"}}).encode()
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", "Bearer")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            return False
 
         def _send(self, status: int, payload: dict) -> None:
             body = json.dumps(payload).encode()

@@ -8,7 +8,9 @@ with the instance's short-lived model capability in place of whatever ``x-api-ke
 sent. Nothing else, and never a URL the request names: absolute URIs and CONNECT are refused.
 
 Platform side (a listener on the host): the agent's run-control API, for an exact route set only
-(start a run, read it, read its events, stop it), forwarded into the sandbox.
+(start a run, read it, read its events, stop it), forwarded into the sandbox with the instance's
+run-control key (``Authorization: Bearer``), which the agent requires; whoever calls the platform side
+never supplies or sees it.
 
 The grant and the capability stay in this process; every refusal answers with a reason code and is
 logged with the route and the reason, never the payload.
@@ -54,9 +56,10 @@ RUNCTL_ROUTES = (
 class Broker:
     def __init__(self, *, instance: str, sandbox_pid: int, grant: str, model_capability: str, product_url: str,
                  proxy_url: str, mcp_filter: McpFilter, journal: Journal | None = None,
-                 generation: int = 0) -> None:
+                 generation: int = 0, runctl_key: str = "") -> None:
         self.instance, self.sandbox_pid = instance, sandbox_pid
         self._grant, self._model = grant, model_capability
+        self._runctl_key = runctl_key  # this instance's only: never logged, never handed out
         self.product_url, self.proxy_url = product_url.rstrip("/"), proxy_url.rstrip("/")
         self.filter = mcp_filter  # the platform's, shared: built (and its pins checked) once, not per wake
         self.pinned_extra: dict[str, Mapping] = {}
@@ -186,7 +189,10 @@ class Broker:
         conn = http.client.HTTPConnection("127.0.0.1", RUNCTL_PORT, timeout=120)
         conn.sock = sock
         try:
-            conn.request(method, path, body=raw, headers={"Content-Type": "application/json", **requestid.headers()})
+            headers = {"Content-Type": "application/json", **requestid.headers()}
+            if self._runctl_key:
+                headers["Authorization"] = f"Bearer {self._runctl_key}"
+            conn.request(method, path, body=raw, headers=headers)
             response = conn.getresponse()
             return response.status, response.read()
         except (OSError, http.client.HTTPException) as exc:
