@@ -3,8 +3,9 @@
 It keeps the private state the seed names, on the private volume: a conversation transcript
 (``/data/transcript.jsonl``), a memory file (``/data/memory.md``), task state (``/data/tasks.json``) and
 saved files (``/data/files/``). A turn is real: the user's message goes to the model with the tools the
-broker offers (``tools/list``), tool calls go to the broker's MCP endpoint, and the loop ends with the
-model's reply; the first turn also asks for a title and every turn ends with a memory review, both
+broker offers (``tools/list``), streamed as real agents stream it (``stream: true``: the reply and the tool
+calls are assembled from the server-sent deltas), tool calls go to the broker's MCP endpoint, and the loop
+ends with the model's reply; the first turn also asks for a title and every turn ends with a memory review, both
 background model calls metered like any other. The agent holds no credential: its model adapter sends a
 placeholder ``x-api-key`` that the broker replaces.
 
@@ -525,7 +526,6 @@ def _runctl_key() -> bytes:
 
 
 def _run_control_server():
-    import hmac
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     expected = b"Bearer " + _runctl_key()
@@ -541,6 +541,8 @@ def _run_control_server():
             """Every route needs the key: compared in constant time, never echoed; a wrong one closes."""
             if not super().parse_request():
                 return False
+            import hmac  # here, not at start: hashlib's import would compete with readiness
+
             presented = (self.headers.get("Authorization") or "").encode("latin-1", "replace")
             if keyed and hmac.compare_digest(presented, expected):
                 return True

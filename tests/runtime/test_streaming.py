@@ -69,7 +69,8 @@ def test_the_broker_passes_a_stream_through_as_it_comes(stack):
     [call] = provider.records()
     assert call["stream"] and usage == {"prompt_tokens": call["usage"]["input"], "completion_tokens": call["usage"]["output"],
                                         "total_tokens": call["usage"]["input"] + call["usage"]["output"]}
-    assert (row["input_tokens"], row["output_tokens"], row["usage"]) == (call["usage"]["input"], call["usage"]["output"], "provider")
+    assert (row["input_tokens"], row["output_tokens"], row["usage"]) == (call["usage"]["input"], call["usage"]["output"],
+                                                                         "provider")
 
 
 def test_a_streamed_turn_with_a_tool_call_is_metered_exactly(stack):

@@ -471,7 +471,8 @@ def test_openai_stream_sends_chunks_then_usage_when_asked_then_done(mock):
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == {"prompt_tokens": 9, "completion_tokens": 8,
                                                                    "total_tokens": 17}
     [record] = mock.records()
-    assert (record["stream"], record["status"], record["usage"], record["user"]) == (True, 200, {"input": 9, "output": 8}, "alice")
+    assert (record["stream"], record["status"], record["usage"], record["user"]) == (True, 200, {"input": 9, "output": 8},
+                                                                                     "alice")
 
 
 def test_openai_stream_without_include_usage_has_no_usage_chunk_as_openai(mock):

@@ -236,3 +236,23 @@ def test_a_stream_without_usage_is_metered_estimated_never_dropped(tmp_path, cut
         proxy.stop()
         upstream.shutdown()
         upstream.server_close()
+
+
+def test_an_anthropic_stream_is_metered_from_its_start_and_delta_usage(stack):
+    proxy, provider, _, capability = stack
+    provider.script(USER, [{"reply": "an answer in the messages style"}])
+    host, port = proxy.url.split("//")[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", "/v1/messages", json.dumps({
+        "model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}], "stream": True,
+        "metadata": {"purpose": "turn"}}).encode(), {"Content-Type": "application/json", "Authorization": f"Bearer {capability}"})
+    response = conn.getresponse()
+    events = _events(response)
+    conn.close()
+    assert response.status == 200 and [e["type"] for e in events][-1] == "message_stop"
+    assert "".join(e["delta"]["text"] for e in events if e["type"] == "content_block_delta") == "an answer in the messages style"
+    [record] = provider.records()
+    [row] = proxy.ledger()
+    assert (record["style"], record["stream"]) == ("anthropic", True)
+    assert (row["style"], row["usage"], row["input_tokens"], row["output_tokens"]) == (
+        "anthropic", "provider", record["usage"]["input"], record["usage"]["output"])
