@@ -6,8 +6,9 @@ end user, as a queue of replies and tool calls; what it was asked is recorded (w
 purpose, which tools were offered, the system prompt, how many tokens, the request id it came with); and
 everything it returns, ids and token counts included, is a function of the scripts and the requests
 alone, so a case sees the same bytes on every run. A request with ``stream: true`` is answered with
-server-sent events as each API streams (see ``_openai_events`` and ``_anthropic_events``), recorded just as
-completely as a whole answer (with ``stream: true`` in its record). The harness drives it in-process or over
+server-sent events as each API streams (see ``_openai_events`` and ``_anthropic_events``; the OpenAI-style
+stream ends with a usage chunk only when ``stream_options.include_usage`` asks for it, as OpenAI's does),
+recorded just as completely as a whole answer (with ``stream: true`` in its record). The harness drives it in-process or over
 HTTP through ``/_control/...``. Its boundary: it checks the provider key and the request shape, and nothing else; it
 is no model, keeps no conversation state beyond the scripts, and never logs a payload.
 """
