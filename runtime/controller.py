@@ -200,11 +200,11 @@ class Controller:
         self._check_managed((self._instance_dir(record) / "managed.json").read_bytes(),
                             f"managed config of instance {record.id} ({record.org}/{record.user})")
         self._admit(f"wake of {instance_id}", resident=1, active=1)
+        runctl_key = self._issue_runctl_key(record) if self.platform is not None else ""
         limits = Limits(record.memory_bytes, record.pids_max)
         cg = self.hierarchy.create(self.run, f"{record.id}-g{record.generation}", limits)
         socket_path = self._instance_dir(record) / "control" / "agent.sock"
         socket_path.unlink(missing_ok=True)
-        runctl_key = self._issue_runctl_key(record) if self.platform is not None else ""
         try:
             proc = sandbox.start(self.spec(record), cg, AGENT_COMMAND, deadline=self.ready_deadline)
         except BaseException:
