@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import time
+import urllib.request
 from contextlib import ExitStack
 
 import pytest
@@ -85,3 +86,40 @@ def test_a_streamed_turn_with_a_tool_call_is_metered_exactly(stack):
     ledger = c.platform.proxy.ledger()
     assert [(r["purpose"], r["status"], r["input_tokens"], r["output_tokens"], r["usage"]) for r in ledger] == [
         (r["purpose"], 200, r["usage"]["input"], r["usage"]["output"], "provider") for r in calls]
+
+
+def test_a_turn_streaming_when_the_kill_switch_is_thrown_gets_no_more_of_the_answer(stack):
+    """Revoked while the provider holds the rest of a streamed answer: the agent is told why (the proxy's error
+    event reaches it through the broker) and none of the held text reaches it; the call is metered."""
+    c, provider = stack
+    record = c.wake(c.provision("org1", "alice").id)
+    held = "the rest of this answer must never arrive"
+    provider.script("org1:alice", [{"reply": held, "delay": 1.5}])
+    broker = c.broker(record.id)
+    request = urllib.request.Request(broker.runctl_url + "/v1/runs", json.dumps({"input": "hello"}).encode(),
+                                     {"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        run = json.loads(response.read())["run_id"]
+    deadline = time.monotonic() + 10
+    while not provider.records():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the run's model call never reached the provider")
+        time.sleep(0.01)
+    c.revoke(record.id)
+    deadline = time.monotonic() + 20
+    while True:
+        with urllib.request.urlopen(broker.runctl_url + f"/v1/runs/{run}/events", timeout=30) as response:
+            events = json.loads(response.read())["events"]
+        replies = [e["content"] for e in events if e["type"] == "message"]
+        if replies:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the run never ended: {events}")
+        time.sleep(0.05)
+    assert replies == ["model unavailable: revoked"]
+    transcript = (c.state / "instances" / record.id / "volume" / "transcript.jsonl").read_text()
+    assert held not in transcript and "the rest" not in transcript
+    deadline = time.monotonic() + 10
+    while not c.platform.proxy.ledger() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [(r["purpose"], r["status"], r["usage"]) for r in c.platform.proxy.ledger()] == [("turn", 200, "provider")]
