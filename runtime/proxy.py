@@ -238,13 +238,16 @@ class ModelProxy:
                     # The kill switch holds mid-stream: nothing more is relayed once authority has ended.
                     log.warning("withheld the rest of a streamed model answer: %s", exc.reason)
                     relaying = False
-                    if started:
-                        refusal = {"error": {"type": "pairproof_refused", "reason": exc.reason, "message": str(exc)}}
-                        handler.send_chunk(b"data: " + json.dumps(refusal).encode() + b"\n\n")
-                        handler.end_stream()
-                    else:
-                        handler.refuse(403, exc.reason, str(exc))
-                        started = True
+                    try:
+                        if started:
+                            refusal = {"error": {"type": "pairproof_refused", "reason": exc.reason, "message": str(exc)}}
+                            handler.send_chunk(b"data: " + json.dumps(refusal).encode() + b"\n\n")
+                            handler.end_stream()
+                        else:
+                            handler.refuse(403, exc.reason, str(exc))
+                    except OSError:
+                        pass  # the caller went away meanwhile: nothing more to tell it
+                    started = True
                     continue
                 try:
                     if not started:
