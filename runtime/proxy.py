@@ -22,14 +22,15 @@ and the last user message) and the tools it offers:
   declared purpose is forwarded untouched.
 
 Streaming (``stream: true``): the provider's server-sent events are relayed to the caller as they arrive
-(chunked, nothing held back), each only while the instance's authority still holds: once it ends (kill
+(chunked, nothing held back but the closing event), each only while the instance's authority still holds: once it ends (kill
 switch, lease ended) the relay stops with an error event (``data: {"error": {"reason": ...}}``) and the
 rest is not delivered (before the first event, the caller gets the same 403 a whole answer gets). An
 OpenAI-style stream is forwarded with ``stream_options.include_usage`` set, so its last chunk carries the
 provider's usage (relayed too); the call is metered from it, exactly as a whole answer is metered from its
-``usage``. A stream that ends without usage (cut off, or a provider that sends none) is still metered, once,
-with usage estimated from what was asked and relayed (``ESTIMATE``: four characters a token), marked
-``usage = 'estimated'`` in the ledger and logged as such: never dropped.
+``usage``, before the stream's closing event (``[DONE]``, ``message_stop``) is relayed. A stream that
+ends without usage (cut off, or a provider that sends none) is still metered, once, with usage estimated
+from what was asked and relayed (``ESTIMATE``: four characters a token), marked ``usage = 'estimated'`` in
+the ledger and logged as such: never dropped.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ class ModelProxy:
         self.authority, self.current, self.default_cap = authority, current, default_cap_usd
         self._caps: dict[tuple[str, str], float] = {}
         self._lock = threading.Lock()
+        self._closed = False
         self._db = sqlite3.connect(ledger_path, check_same_thread=False, isolation_level=None)
         self._db.executescript(LEDGER)
         if "usage" not in [row[1] for row in self._db.execute("PRAGMA table_info(calls)")]:
@@ -141,7 +143,9 @@ class ModelProxy:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._db.close()
+        with self._lock:
+            self._db.close()
+            self._closed = True
 
     # -- spend ---------------------------------------------------------------------------------------
 
@@ -202,10 +206,10 @@ class ModelProxy:
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"{}")
 
-    def _relay(self, handler, style: str, path: str, body: dict, claims) -> tuple[int, dict, bool]:
+    def _relay(self, handler, style: str, path: str, body: dict, claims) -> tuple[int, dict, _Relay | None]:
         """Forward a streaming call and relay its events to ``handler``'s caller as they arrive, each only
-        while the instance's authority holds. (status, what the stream amounted to, whether the caller has
-        been answered); an answer that is not a stream (a refusal) is returned unanswered, as ``_forward``'s."""
+        while the instance's authority holds. (status, what the stream amounted to, the relay to ``finish``
+        once metered); an answer that is not a stream (a refusal) comes back as ``_forward``'s, with no relay."""
         if style == "openai":
             options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
             body["stream_options"] = {**options, "include_usage": True}  # the usage chunk is what is metered
@@ -219,55 +223,25 @@ class ModelProxy:
                 raw = response.read()
                 conn.close()
                 try:
-                    return response.status, json.loads(raw or b"{}"), False
+                    return response.status, json.loads(raw or b"{}"), None
                 except ValueError:
-                    return 502, {"error": {"reason": "provider_bad_answer", "message": "not JSON"}}, False
+                    return 502, {"error": {"reason": "provider_bad_answer", "message": "not JSON"}}, None
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
-            return 502, {"error": {"reason": "provider_unreachable", "message": type(exc).__name__}}, False
-        stream = _Stream(style, body)
-        started, relaying = False, True
+            return 502, {"error": {"reason": "provider_unreachable", "message": type(exc).__name__}}, None
+        stream, relay = _Stream(style, body), _Relay(self, handler, claims)
         try:
             while event := _read_event(response):
                 stream.feed(event)
-                if not relaying:
-                    continue  # read on to the end all the same: the usage chunk is what is metered
-                try:
-                    self.current.check(claims)
-                except AuthorityError as exc:
-                    # The kill switch holds mid-stream: nothing more is relayed once authority has ended.
-                    log.warning("withheld the rest of a streamed model answer: %s", exc.reason)
-                    relaying = False
-                    try:
-                        if started:
-                            refusal = {"error": {"type": "pairproof_refused", "reason": exc.reason, "message": str(exc)}}
-                            handler.send_chunk(b"data: " + json.dumps(refusal).encode() + b"\n\n")
-                            handler.end_stream()
-                        else:
-                            handler.refuse(403, exc.reason, str(exc))
-                    except OSError:
-                        pass  # the caller went away meanwhile: nothing more to tell it
-                    started = True
-                    continue
-                try:
-                    if not started:
-                        handler.start_stream(200)
-                        started = True
-                    handler.send_chunk(event)
-                except OSError:
-                    relaying = False  # the caller went away; the call is metered all the same
+                if stream.final(event):
+                    relay.last = event  # sent by finish(), once the call is metered
+                else:
+                    relay.send(event)
         except (OSError, http.client.HTTPException):
             stream.cut = True  # cut off upstream: metered with what came
         finally:
             conn.close()
-        if not started:
-            handler.refuse(502, "provider_empty_stream", "the provider's stream ended before its first event")
-        elif relaying:
-            try:
-                handler.end_stream()
-            except OSError:
-                pass
-        return 200, stream.answer(), True
+        return 200, stream.answer(), relay
 
     def _meter(self, claims, purpose: str, style: str, status: int, answer: dict) -> None:
         usage = answer.get("usage") or {}
@@ -278,6 +252,9 @@ class ModelProxy:
         tokens_in = usage.get("prompt_tokens", usage.get("input_tokens", 0)) if status == 200 else 0
         tokens_out = usage.get("completion_tokens", usage.get("output_tokens", 0)) if status == 200 else 0
         with self._lock:
+            if self._closed:  # a call still in flight when the platform stopped: said, since it cannot be recorded
+                log.warning("a %s model call ended after the proxy stopped: its ledger is closed", purpose)
+                return
             self._db.execute(
                 "INSERT INTO calls (at, org, user, instance, generation, purpose, style, status, input_tokens, "
                 "output_tokens, cost, usage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -313,14 +290,15 @@ class ModelProxy:
                 if not declared(body) and isinstance(body.get("metadata", {}), dict):
                     # Forwarded tagged with what it is metered as; a declared purpose goes on untouched.
                     body["metadata"] = {**body.get("metadata", {}), "purpose": purpose}
-                answered = False
+                relay = None
                 if body.get("stream") is True:
-                    status, answer, answered = proxy._relay(self, style, self.path, body, claims)
+                    status, answer, relay = proxy._relay(self, style, self.path, body, claims)
                 else:
                     status, answer = proxy._forward(style, self.path, body, claims)
                 proxy._meter(claims, purpose, style, status, answer)
-                if answered:
-                    return  # relayed as it came, each event only while authority held (``_relay``)
+                if relay is not None:
+                    relay.finish()  # relayed as it came, each event only while authority held (``_Relay``)
+                    return
                 try:
                     # The kill switch stops calls in flight too: an answer that arrives after the instance's
                     # authority ended (revoked, lease ended, recreated) is metered, since the provider spent
@@ -345,6 +323,56 @@ def _read_event(response) -> bytes:
         lines.append(line)
         if line in (b"\n", b"\r\n"):
             return b"".join(lines)
+
+
+class _Relay:
+    """The caller's side of a relayed stream: each event is sent only while the instance's authority holds;
+    once it has ended, the caller gets the reason (an error event, or a 403 if nothing was sent yet) and no
+    more. The stream's last event (``[DONE]``, ``message_stop``) is held until the call is metered, so a
+    caller with the whole answer finds it in the ledger, as with a whole answer."""
+
+    def __init__(self, proxy: ModelProxy, handler, claims) -> None:
+        self.proxy, self.handler, self.claims = proxy, handler, claims
+        self.started, self.open, self.last = False, True, b""
+
+    def send(self, event: bytes) -> None:
+        if not self.open:
+            return  # read on to the end all the same: the usage chunk is what is metered
+        try:
+            self.proxy.current.check(self.claims)
+        except AuthorityError as exc:
+            # The kill switch holds mid-stream: nothing more is relayed once authority has ended.
+            log.warning("withheld the rest of a streamed model answer: %s", exc.reason)
+            self.open = False
+            try:
+                if self.started:
+                    refusal = {"error": {"type": "pairproof_refused", "reason": exc.reason, "message": str(exc)}}
+                    self.handler.send_chunk(b"data: " + json.dumps(refusal).encode() + b"\n\n")
+                    self.handler.end_stream()
+                else:
+                    self.handler.refuse(403, exc.reason, str(exc))
+            except OSError:
+                pass  # the caller went away meanwhile: nothing more to tell it
+            self.started = True
+            return
+        try:
+            if not self.started:
+                self.handler.start_stream(200)
+                self.started = True
+            self.handler.send_chunk(event)
+        except OSError:
+            self.open = False  # the caller went away; the call is metered all the same
+
+    def finish(self) -> None:
+        if self.last:
+            self.send(self.last)
+        if not self.started:
+            self.handler.refuse(502, "provider_empty_stream", "the provider's stream ended before its first event")
+        elif self.open:
+            try:
+                self.handler.end_stream()
+            except OSError:
+                pass
 
 
 class _Stream:
@@ -404,6 +432,12 @@ class _Stream:
                 self.text.append(delta.get("text", ""))
             elif delta.get("type") == "input_json_delta" and chunk.get("index", 0) in self.tool_calls:
                 self.tool_calls[chunk.get("index", 0)]["arguments"] += delta.get("partial_json", "")
+
+    def final(self, event: bytes) -> bool:
+        """The stream's closing event: ``data: [DONE]`` (OpenAI) or ``message_stop`` (Anthropic)."""
+        if self.style == "openai":
+            return any(line.strip() == b"data: [DONE]" for line in event.splitlines())
+        return any(line.startswith(b"data:") and b'"message_stop"' in line for line in event.splitlines())
 
     def complete(self) -> bool:
         """The provider's usage came whole (Anthropic's comes in two parts)."""
