@@ -3,14 +3,17 @@
 It keeps the private state the seed names, on the private volume: a conversation transcript
 (``/data/transcript.jsonl``), a memory file (``/data/memory.md``), task state (``/data/tasks.json``) and
 saved files (``/data/files/``). A turn is real: the user's message goes to the model with the tools the
-broker offers (``tools/list``), tool calls go to the broker's MCP endpoint, and the loop ends with the
-model's reply; the first turn also asks for a title and every turn ends with a memory review, both
+broker offers (``tools/list``), streamed as real agents stream it (``stream: true``: the reply and the tool
+calls are assembled from the server-sent deltas), tool calls go to the broker's MCP endpoint, and the loop
+ends with the model's reply; the first turn also asks for a title and every turn ends with a memory review, both
 background model calls metered like any other. The agent holds no credential: its model adapter sends a
 placeholder ``x-api-key`` that the broker replaces.
 
 Two interfaces: the controller's JSON-lines control socket (``/run/agent/agent.sock``: ping, turn, read)
 and a run-control HTTP API on 127.0.0.1:8642 inside the sandbox (start a run, read it, its events, stop
-it) which only the broker can reach. The agent also serves routes a real gateway has (jobs, sessions,
+it) which only the broker can reach, and which answers only a request with the instance's run-control key
+(``Authorization: Bearer <key>``; the key is in ``/run/agent/runctl.key``, readable by the agent's uid
+alone, fresh each wake; without it, 401). The agent also serves routes a real gateway has (jobs, sessions,
 platform events) so that the broker's route set is tested against something real.
 
 Its tool surface comes from the operator's managed configuration (``/etc/pairproof/managed.json``,
@@ -46,6 +49,7 @@ MANAGED = os.environ.get("PAIRPROOF_MANAGED", "/etc/pairproof/managed.json")
 CATALOG_REFRESH = float(os.environ.get("PAIRPROOF_CATALOG_REFRESH", "0") or 0)
 CATALOG_HOST = "models.catalog.example"
 RUNCTL_PORT = 8642
+RUNCTL_KEY_FILE = os.environ.get("PAIRPROOF_RUNCTL_KEY_FILE", "/run/agent/runctl.key")
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MAX_TOOL_ROUNDS = 5
 MAX_SETTING = 200
@@ -292,31 +296,101 @@ def _token() -> str:
     return os.urandom(6).hex()
 
 
-def _broker_post(path: str, payload: dict, headers: dict | None = None, timeout: float = 120) -> dict:
+def _broker_open(path: str, payload: dict, headers: dict | None, timeout: float):
+    """POST ``payload`` to the broker: (connection, response), the response's body not yet read."""
     import http.client  # half of urllib.request's import time, which start to ready pays (tools load at start)
     from urllib.parse import urlsplit
 
     where = urlsplit(BROKER)
     conn = http.client.HTTPConnection(where.hostname, where.port or 80, timeout=timeout)
+    sent = {"Content-Type": "application/json", **(headers or {})}
+    if getattr(_request, "id", ""):
+        sent["X-Request-Id"] = _request.id
     try:
-        sent = {"Content-Type": "application/json", **(headers or {})}
-        if getattr(_request, "id", ""):
-            sent["X-Request-Id"] = _request.id
         conn.request("POST", path, json.dumps(payload).encode(), sent)
-        response = conn.getresponse()
-        body = response.read()
+        return conn, conn.getresponse()
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _refused(status: int, body: bytes) -> ModelUnavailable:
+    try:
+        detail = json.loads(body or b"{}")
+    except ValueError:
+        detail = {}
+    error = detail.get("error") if isinstance(detail, dict) and isinstance(detail.get("error"), dict) else {}
+    return ModelUnavailable(str(error.get("reason") or error.get("type") or status))
+
+
+def _broker_post(path: str, payload: dict, headers: dict | None = None, timeout: float = 120) -> dict:
+    import http.client
+
+    try:
+        conn, response = _broker_open(path, payload, headers, timeout)
+        try:
+            body = response.read()
+        finally:
+            conn.close()
     except http.client.HTTPException as exc:
         raise ModelUnavailable(f"broker_http_error: {type(exc).__name__}") from None
-    finally:
-        conn.close()
     if response.status >= 400:
-        try:
-            detail = json.loads(body or b"{}")
-        except ValueError:
-            detail = {}
-        error = detail.get("error") if isinstance(detail, dict) and isinstance(detail.get("error"), dict) else {}
-        raise ModelUnavailable(str(error.get("reason") or error.get("type") or response.status))
+        raise _refused(response.status, body)
     return json.loads(body) if body else {}
+
+
+def _broker_stream(path: str, payload: dict, headers: dict | None = None, timeout: float = 120) -> dict:
+    """A streamed chat completion through the broker: the assistant message assembled from its deltas (text
+    and tool calls, whose arguments arrive in fragments). A stream that carries an error event, or ends
+    before ``data: [DONE]``, is ModelUnavailable: half an answer is not an answer."""
+    import http.client
+
+    text: list[str] = []
+    calls: dict[int, dict] = {}
+    done = False
+    try:
+        conn, response = _broker_open(path, payload, headers, timeout)
+        try:
+            if response.status >= 400 or not (response.getheader("Content-Type") or "").startswith("text/event-stream"):
+                body = response.read()
+                if response.status >= 400:
+                    raise _refused(response.status, body)
+                answer = json.loads(body) if body else {}  # a platform that answered whole: taken as it is
+                return answer["choices"][0]["message"]
+            while not done:
+                line = response.readline()
+                if not line:
+                    break
+                if not line.startswith(b"data:"):
+                    continue  # event names, comments, the blank line between events
+                data = line[len(b"data:"):].strip()
+                if data == b"[DONE]":
+                    done = True
+                    continue
+                chunk = json.loads(data)
+                if isinstance(chunk.get("error"), dict):
+                    raise _refused(502, data)  # authority ended mid-stream, or the provider failed
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    if delta.get("content"):
+                        text.append(delta["content"])
+                    for call in delta.get("tool_calls") or []:
+                        slot = calls.setdefault(call.get("index", 0), {"id": "", "type": "function",
+                                                                       "function": {"name": "", "arguments": ""}})
+                        slot["id"] = call.get("id") or slot["id"]
+                        function = call.get("function") or {}
+                        slot["function"]["name"] = function.get("name") or slot["function"]["name"]
+                        slot["function"]["arguments"] += function.get("arguments") or ""
+        finally:
+            conn.close()
+    except (http.client.HTTPException, ValueError) as exc:
+        raise ModelUnavailable(f"broker_http_error: {type(exc).__name__}") from None
+    if not done:
+        raise ModelUnavailable("stream_incomplete")
+    message: dict = {"role": "assistant", "content": "".join(text) or None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message
 
 
 def _mcp(method: str, params: dict | None = None, timeout: float = 120) -> dict:
@@ -353,6 +427,10 @@ def _model(messages: list, purpose: str, tools: list | None = None, config: dict
     if tools:
         body["tools"] = tools
     # The adapter's own header style; the broker swaps it for the real capability.
+    if purpose == "turn":  # the conversation streams, as real agents' does; background calls answer whole
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        return _broker_stream("/v1/chat/completions", body, {"x-api-key": "sandbox-holds-no-key"})
     answer = _broker_post("/v1/chat/completions", body, {"x-api-key": "sandbox-holds-no-key"})
     return answer["choices"][0]["message"]
 
@@ -438,14 +516,46 @@ def start_run(message: str, request_id: str = "") -> str:
     return run_id
 
 
+def _runctl_key() -> bytes:
+    """The instance's run-control key; b"" (every request refused) when the platform gave none."""
+    try:
+        with open(RUNCTL_KEY_FILE, "rb") as f:
+            return f.read().strip()
+    except OSError:
+        return b""
+
+
 def _run_control_server():
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    expected = b"Bearer " + _runctl_key()
+    keyed = expected != b"Bearer "
 
     class RunControl(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, format, *args):  # noqa: A002
             pass
+
+        def parse_request(self) -> bool:
+            """Every route needs the key: compared in constant time, never echoed; a wrong one closes."""
+            if not super().parse_request():
+                return False
+            import hmac  # here, not at start: hashlib's import would compete with readiness
+
+            presented = (self.headers.get("Authorization") or "").encode("latin-1", "replace")
+            if keyed and hmac.compare_digest(presented, expected):
+                return True
+            self.close_connection = True
+            body = json.dumps({"error": {"code": "unauthorized", "message": "the run-control key is required"}}).encode()
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", "Bearer")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            return False
 
         def _send(self, status: int, payload: dict) -> None:
             body = json.dumps(payload).encode()

@@ -8,7 +8,9 @@ with the instance's short-lived model capability in place of whatever ``x-api-ke
 sent. Nothing else, and never a URL the request names: absolute URIs and CONNECT are refused.
 
 Platform side (a listener on the host): the agent's run-control API, for an exact route set only
-(start a run, read it, read its events, stop it), forwarded into the sandbox.
+(start a run, read it, read its events, stop it), forwarded into the sandbox with the instance's
+run-control key (``Authorization: Bearer``), which the agent requires; whoever calls the platform side
+never supplies or sees it.
 
 The grant and the capability stay in this process; every refusal answers with a reason code and is
 logged with the route and the reason, never the payload.
@@ -54,9 +56,10 @@ RUNCTL_ROUTES = (
 class Broker:
     def __init__(self, *, instance: str, sandbox_pid: int, grant: str, model_capability: str, product_url: str,
                  proxy_url: str, mcp_filter: McpFilter, journal: Journal | None = None,
-                 generation: int = 0) -> None:
+                 generation: int = 0, runctl_key: str = "") -> None:
         self.instance, self.sandbox_pid = instance, sandbox_pid
         self._grant, self._model = grant, model_capability
+        self._runctl_key = runctl_key  # this instance's only: never logged, never handed out
         self.product_url, self.proxy_url = product_url.rstrip("/"), proxy_url.rstrip("/")
         self.filter = mcp_filter  # the platform's, shared: built (and its pins checked) once, not per wake
         self.pinned_extra: dict[str, Mapping] = {}
@@ -147,13 +150,34 @@ class Broker:
             answer["result"] = self.filter.filter_tools_list(answer["result"])
         return status, answer
 
-    def forward_model(self, path: str, raw: bytes) -> tuple[int, bytes]:
+    def forward_model(self, path: str, raw: bytes, relay: JsonHandler | None = None) -> tuple[int, bytes | None]:
+        """Forward a model call to the proxy with the instance's capability. A streamed answer (server-sent
+        events) is passed through to ``relay``'s caller as it arrives, chunk by chunk, and (status, None) is
+        returned; any other answer is returned whole."""
         with self._lock:
             capability = self._model
         # The agent's adapter speaks x-api-key; the proxy wants the capability as a Bearer token. What the
         # agent sent is dropped, never forwarded: the sandbox holds no credential to forward.
-        return self._post(self.proxy_url + path, raw,
-                          {"Content-Type": "application/json", "Authorization": f"Bearer {capability}"})
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {capability}", **requestid.headers()}
+        split = urlsplit(self.proxy_url)
+        conn = http.client.HTTPConnection(split.hostname, split.port, timeout=120)
+        try:
+            conn.request("POST", split.path.rstrip("/") + path, raw, headers)
+            response = conn.getresponse()
+            if relay is None or not response.getheader("Content-Type", "").startswith("text/event-stream"):
+                return response.status, response.read()
+            relay.start_stream(response.status)
+            try:
+                while chunk := response.read1(65536):
+                    relay.send_chunk(chunk)  # as it comes: nothing of a streamed answer is held back here
+                relay.end_stream()
+            except (OSError, http.client.HTTPException):
+                relay.close_connection = True  # cut off on either side: the agent sees the stream end early
+            return response.status, None
+        except (OSError, http.client.HTTPException) as exc:
+            return 502, json.dumps({"error": {"reason": "upstream_unreachable", "message": str(exc)}}).encode()
+        finally:
+            conn.close()
 
     def forward_runctl(self, method: str, path: str, raw: bytes | None) -> tuple[int, bytes]:
         deadline = time.monotonic() + RUNCTL_STARTUP
@@ -172,7 +196,10 @@ class Broker:
         conn = http.client.HTTPConnection("127.0.0.1", RUNCTL_PORT, timeout=120)
         conn.sock = sock
         try:
-            conn.request(method, path, body=raw, headers={"Content-Type": "application/json", **requestid.headers()})
+            headers = {"Content-Type": "application/json", **requestid.headers()}
+            if self._runctl_key:
+                headers["Authorization"] = f"Bearer {self._runctl_key}"
+            conn.request(method, path, body=raw, headers=headers)
             response = conn.getresponse()
             return response.status, response.read()
         except (OSError, http.client.HTTPException) as exc:
@@ -222,7 +249,9 @@ class Broker:
                     else:
                         self.send_json(status, answer)
                 elif self.path in MODEL_ROUTES:
-                    status, body = broker.forward_model(self.path, raw)
+                    status, body = broker.forward_model(self.path, raw, relay=self)
+                    if body is None:
+                        return  # a stream: passed through to the agent as it came
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))

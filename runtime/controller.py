@@ -40,6 +40,9 @@ DEFAULT_LIMITS = Limits(memory_bytes=256 << 20, pids_max=64)
 NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,31}$")
 RUN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 AGENT_COMMAND = ("/usr/bin/python3", "-I", "-S", "/opt/pairproof/agent.py")
+# The agent's run-control key, fresh each wake: in the instance's control folder (its /run/agent), readable by
+# its uid alone; the broker holds the same key and presents it on the platform side (``forward_runctl``).
+RUNCTL_KEY_FILE = "runctl.key"
 log = logging.getLogger("pairproof.controller")
 
 
@@ -190,6 +193,7 @@ class Controller:
         self._check_managed((self._instance_dir(record) / "managed.json").read_bytes(),
                             f"managed config of instance {record.id} ({record.org}/{record.user})")
         self._admit(f"wake of {instance_id}", resident=1, active=1)
+        runctl_key = self._issue_runctl_key(record) if self.platform is not None else ""
         limits = Limits(record.memory_bytes, record.pids_max)
         cg = self.hierarchy.create(self.run, f"{record.id}-g{record.generation}", limits)
         socket_path = self._instance_dir(record) / "control" / "agent.sock"
@@ -202,7 +206,7 @@ class Controller:
         self._sandboxes[instance_id] = proc
         try:
             if self.platform is not None:
-                self._start_broker(record, proc)
+                self._start_broker(record, proc, runctl_key)
             self._wait_ready(proc, socket_path)
         except BaseException:
             self._stop(instance_id)
@@ -256,7 +260,25 @@ class Controller:
                  "" if admission is None else f"; {'admitted' if admission.ok else 'refused'}: {admission.reason}")
         return needed, admission
 
-    def _start_broker(self, record: InstanceRecord, proc: sandbox.SandboxProcess) -> None:
+    def _issue_runctl_key(self, record: InstanceRecord) -> str:
+        """A fresh run-control key, written where only the instance's uid reads it. Its sandbox is not running
+        (wake starts it next), and the file is created anew (never opened through a link the agent may have
+        left in its own control folder) and renamed into place."""
+        key = secrets.token_urlsafe(32)
+        control = self._instance_dir(record) / "control"
+        tmp = control / (RUNCTL_KEY_FILE + ".new")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+        try:
+            os.fchown(fd, record.uid, record.uid)
+            os.fchmod(fd, 0o400)
+            os.write(fd, key.encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, control / RUNCTL_KEY_FILE)
+        return key
+
+    def _start_broker(self, record: InstanceRecord, proc: sandbox.SandboxProcess, runctl_key: str = "") -> None:
         """A new lease for this generation, capabilities under it, and the broker that holds them."""
         assert self.platform is not None
         lease = secrets.token_hex(8)
@@ -266,7 +288,8 @@ class Controller:
                         grant=self.platform.grants.issue(*claims, ttl=LEASE_TTL),
                         model_capability=self.platform.models.issue(*claims, ttl=MODEL_TTL),
                         product_url=self.platform.product.url, proxy_url=self.platform.proxy.url,
-                        mcp_filter=self.platform.mcp_filter, journal=self.journal(record.id), generation=record.generation)
+                        mcp_filter=self.platform.mcp_filter, journal=self.journal(record.id), generation=record.generation,
+                        runctl_key=runctl_key)
         self._brokers[record.id] = broker.start()
 
     def pin_tool(self, instance_id: str, name: str, schema: dict) -> None:

@@ -74,6 +74,24 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def start_stream(self, status: int, content_type: str = "text/event-stream") -> None:
+        """Answer headers for a body sent as it comes (HTTP/1.1 chunked): ``send_chunk`` each piece, then
+        ``end_stream``. For relaying server-sent events without holding the whole answer."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def send_chunk(self, data: bytes) -> None:
+        if data:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+    def end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
     def refuse(self, status: int, reason: str, message: str) -> None:
         self.send_json(status, {"error": {"type": "pairproof_refused", "reason": reason, "message": message}})
 

@@ -5,8 +5,11 @@ It speaks enough of the OpenAI chat-completions (``POST /v1/chat/completions``) 
 end user, as a queue of replies and tool calls; what it was asked is recorded (which end user, for what
 purpose, which tools were offered, the system prompt, how many tokens, the request id it came with); and
 everything it returns, ids and token counts included, is a function of the scripts and the requests
-alone, so a case sees the same bytes on every run. The harness drives it in-process or over HTTP through
-``/_control/...``. Its boundary: it checks the provider key and the request shape, and nothing else; it
+alone, so a case sees the same bytes on every run. A request with ``stream: true`` is answered with
+server-sent events as each API streams (see ``_openai_events`` and ``_anthropic_events``; the OpenAI-style
+stream ends with a usage chunk only when ``stream_options.include_usage`` asks for it, as OpenAI's does),
+recorded just as completely as a whole answer (with ``stream: true`` in its record). The harness drives it in-process or over
+HTTP through ``/_control/...``. Its boundary: it checks the provider key and the request shape, and nothing else; it
 is no model, keeps no conversation state beyond the scripts, and never logs a payload.
 """
 
@@ -94,6 +97,8 @@ class _Response:
     status: int
     payload: dict[str, Any]
     allow: str = ""
+    events: tuple[bytes, ...] = ()  # a streamed answer: server-sent events, in order
+    delay: float = 0.0  # a scripted slow answer, slept after the first event (before the whole answer if not streamed)
 
 
 class _Rejected(Exception):
@@ -122,6 +127,7 @@ class _Call:
     tools: tuple[str, ...]
     messages: int
     system: str  # the system prompt as sent: where a platform puts the settings a user chose
+    stream: bool = False
 
     @classmethod
     def read(cls, style: str, path: str, body: object) -> _Call:
@@ -137,7 +143,7 @@ class _Call:
             system = body.get("system")
         return cls(style=style, path=path, model=_str(body.get("model")), user=_str(user),
                    purpose=_str(metadata.get("purpose")), tools=tuple(n for n in names if n),
-                   messages=len(messages), system=_str(system))
+                   messages=len(messages), system=_str(system), stream=body.get("stream") is True)
 
 
 def _str(value: object) -> str:
@@ -165,8 +171,14 @@ def _validate(style: str, body: object) -> None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise bad("messages: a list of message objects is required")
-    if body.get("stream"):
-        raise bad("stream: the provider mock answers whole responses only; send stream=false")
+    if not isinstance(body.get("stream", False), bool):
+        raise bad("stream must be a boolean")
+    options = body.get("stream_options")
+    if options is not None:
+        if style != "openai" or not body.get("stream"):
+            raise bad("stream_options: only allowed when stream is true (chat completions)")
+        if not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool):
+            raise bad("stream_options must be an object whose include_usage is a boolean")
     tools = body.get("tools", [])
     if not isinstance(tools, list):
         raise bad("tools must be a list")
@@ -214,6 +226,67 @@ def _anthropic_reply(seq: int, model: str, step: dict[str, Any], usage: dict[str
         stop = "tool_use"
     return {"id": f"msg_{seq}", "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": stop, "usage": {"input_tokens": usage["input"], "output_tokens": usage["output"]}}
+
+
+PIECE = 8  # characters per streamed fragment: a reply of any length arrives in several deltas
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[i:i + PIECE] for i in range(0, len(text), PIECE)] or [""]
+
+
+def _sse(payload: dict[str, Any], event: str = "") -> bytes:
+    return (f"event: {event}\n" if event else "").encode() + b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def _openai_events(seq: int, model: str, step: dict[str, Any], usage: dict[str, int],
+                   include_usage: bool) -> list[bytes]:
+    """``chat.completion.chunk`` events as OpenAI streams them: the role, the text (or one tool call: its id
+    and name, then its arguments in fragments), the finish reason; then, only when the request asked for it
+    with ``stream_options.include_usage`` (as OpenAI does), a last chunk with ``usage`` and no choices; then
+    ``data: [DONE]``. The first element is sent before a scripted delay, the rest after it."""
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return _sse({"id": f"chatcmpl-{seq}", "object": "chat.completion.chunk", "model": model,
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    if "reply" in step:
+        events += [chunk({"content": piece}) for piece in _pieces(step["reply"])]
+        events.append(chunk({}, "stop"))
+    else:
+        events.append(chunk({"tool_calls": [{"index": 0, "id": f"call_{seq}", "type": "function",
+                                             "function": {"name": step["tool"], "arguments": ""}}]}))
+        events += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+                   for piece in _pieces(json.dumps(step["arguments"]))]
+        events.append(chunk({}, "tool_calls"))
+    if include_usage:
+        events.append(_sse({"id": f"chatcmpl-{seq}", "object": "chat.completion.chunk", "model": model, "choices": [],
+                            "usage": {"prompt_tokens": usage["input"], "completion_tokens": usage["output"],
+                                      "total_tokens": usage["input"] + usage["output"]}}))
+    return events + [b"data: [DONE]\n\n"]
+
+
+def _anthropic_events(seq: int, model: str, step: dict[str, Any], usage: dict[str, int]) -> list[bytes]:
+    """The messages API's stream: ``message_start`` (the input tokens), one content block (``text_delta``s,
+    or a ``tool_use`` block with ``input_json_delta``s), ``message_delta`` (stop reason and the output
+    tokens) and ``message_stop``. Usage is always in it, as Anthropic always sends it."""
+    events = [_sse({"type": "message_start", "message": {
+        "id": f"msg_{seq}", "type": "message", "role": "assistant", "model": model, "content": [],
+        "stop_reason": None, "usage": {"input_tokens": usage["input"], "output_tokens": 0}}}, "message_start")]
+    if "reply" in step:
+        block: dict[str, Any] = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(step["reply"])]
+        stop = "end_turn"
+    else:
+        block = {"type": "tool_use", "id": f"toolu_{seq}", "name": step["tool"], "input": {}}
+        deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in _pieces(json.dumps(step["arguments"]))]
+        stop = "tool_use"
+    events.append(_sse({"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start"))
+    events += [_sse({"type": "content_block_delta", "index": 0, "delta": d}, "content_block_delta") for d in deltas]
+    events.append(_sse({"type": "content_block_stop", "index": 0}, "content_block_stop"))
+    events.append(_sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                        "usage": {"output_tokens": usage["output"]}}, "message_delta"))
+    return events + [_sse({"type": "message_stop"}, "message_stop")]
 
 
 class ProviderMock:
@@ -338,8 +411,16 @@ class ProviderMock:
         prompt = prompt_tokens(body["messages"])
         seq, step = self._record(call, 200, prompt, headers.get("X-Request-Id") or "")
         usage = {"input": prompt, "output": completion_tokens(step)}
-        if step and step.get("delay"):
-            time.sleep(step["delay"])  # a scripted slow answer: keeps a turn in flight for crash and revocation cases
+        delay = step.get("delay", 0.0)  # a scripted slow answer: keeps a turn in flight for crash and revocation cases
+        if call.stream:
+            if style == "openai":
+                include = bool((body.get("stream_options") or {}).get("include_usage"))
+                events = _openai_events(seq, call.model, step, usage, include)
+            else:
+                events = _anthropic_events(seq, call.model, step, usage)
+            return _Response(200, {}, events=tuple(events), delay=delay)
+        if delay:
+            time.sleep(delay)
         build = _openai_reply if style == "openai" else _anthropic_reply
         return _Response(200, build(seq, call.model, step, usage))
 
@@ -369,7 +450,7 @@ class ProviderMock:
             self._records.append({
                 "seq": seq, "style": call.style, "path": call.path, "model": call.model, "user": call.user,
                 "purpose": call.purpose, "tools": list(call.tools), "messages": call.messages, "system": call.system,
-                "status": status, "request_id": request_id[:64],
+                "stream": call.stream, "status": status, "request_id": request_id[:64],
                 "usage": usage, "step": copy.deepcopy(step),
             })
         return seq, step or {"reply": DEFAULT_REPLY}
@@ -420,6 +501,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         response = self.server.mock._handle(method, urlsplit(self.path).path, self.headers, self._body())
+        if response.events:
+            self._stream(response)
+            return
         data = json.dumps(response.payload).encode()
         self.send_response(response.status)
         self.send_header("Content-Type", "application/json")
@@ -428,6 +512,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Allow", response.allow)
         self.end_headers()
         self.wfile.write(data)
+
+    def _stream(self, response: _Response) -> None:
+        """Server-sent events, each written as it is made; the body ends when the connection closes (HTTP/1.0)."""
+        self.send_response(response.status)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        first, *rest = response.events
+        try:
+            self.wfile.write(first)
+            if response.delay:
+                time.sleep(response.delay)
+            for event in rest:
+                self.wfile.write(event)
+        except OSError:
+            pass  # the client went away mid-stream: the call is recorded, the rest is not wanted
 
     def _body(self) -> bytes | None:
         """The request body; b"" when none was sent, None when its length is invalid or too large."""

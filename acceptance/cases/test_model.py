@@ -199,7 +199,8 @@ def metered_tables(target, users: set[tuple[str, str]], *, settle_on_equal: bool
     yet in the other; a real difference stays one. With ``settle_on_equal=False`` (the X control, which
     expects a difference) it returns as soon as they differ."""
     def both() -> tuple[dict, dict]:
-        provider = Counter((r["user"].split(":")[0], r["user"].split(":")[1], r["purpose"] or "other")
+        # The purpose the provider saw the call tagged with; a call it saw untagged is one nobody attributed.
+        provider = Counter((r["user"].split(":")[0], r["user"].split(":")[1], r["purpose"] or "unattributed")
                            for r in target.provider_records() if r["status"] == 200)
         ledger = {k: n for k, n in target.ledger_counts().items() if k[:2] in users}
         return ledger, {k: n for k, n in provider.items() if k[:2] in users}
@@ -221,7 +222,10 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, princi
     """After a turn with a tool call by each of A, B and C, the proxy's ledger and the provider's own record
     agree exactly per org, user and purpose, in total and in what the turns added; and what they added is
     what a turn with a tool call makes: at least two main-turn calls (the tool round and the answer) and a
-    memory review for each, so the equality is between non-empty counts.
+    memory review for each, so the equality is between non-empty counts. The agent streams its main-turn
+    calls: each turn's calls at the provider (found by the turn's request id) must include a streamed one, so
+    the equality covers calls metered from a stream's final usage chunk (a run with streaming off is broken,
+    not a pass).
 
     Ways it could fail that the probe looks for: background calls (title, memory review) unmetered; tool
     rounds unmetered; calls metered under another purpose, user or organization; a call metered that the
@@ -235,19 +239,27 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, princi
         target.turn(ref, "list my notes", request_id=nonces[name])
     ledger, provider = metered_tables(target, users)
     added_ledger, added_provider = _delta(ledger, ledger_before), _delta(provider, provider_before)
+    records = target.provider_records()
+    streamed = {name: sum(1 for r in records if r.get("request_id") == nonce and r.get("stream") and r["status"] == 200)
+                for name, nonce in nonces.items()}
     attach("MD-4 records compared", {"ledger": {"/".join(k): n for k, n in ledger.items()},
                                      "provider": {"/".join(k): n for k, n in provider.items()},
                                      "added by this case (provider)": {"/".join(k): n for k, n in added_provider.items()},
                                      "added by this case (ledger)": {"/".join(k): n for k, n in added_ledger.items()},
-                                     "calls compared": sum(provider.values())})
+                                     "calls compared": sum(provider.values()),
+                                     "streamed calls among them, per turn": streamed})
     for p in principals.values():
         made = {purpose: added_provider.get((p.org, p.user, purpose), 0) for purpose in ("turn", "memory_review")}
         if made["turn"] < 2 or made["memory_review"] < 1:
             raise ProofError(f"{p.name}'s turn did not make the calls it should at the provider ({made}): "
                              "nothing was there to compare")
+    for name, count in streamed.items():
+        if not count:
+            raise ProofError(f"{name}'s turn made no streamed model call (none at the provider with its request "
+                             "id and stream true): the ledger would be compared on whole answers only")
     assert added_ledger == added_provider
     assert ledger == provider
-    provider_record = "\n".join(json.dumps(r, sort_keys=True) for r in target.provider_records())
+    provider_record = "\n".join(json.dumps(r, sort_keys=True) for r in records)
     for nonce in nonces.values():
         probe_log.confirm(nonce, provider_record)
 

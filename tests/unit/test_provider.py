@@ -232,7 +232,9 @@ def test_anthropic_without_a_version_header_is_refused(mock):
     ("openai", {"model": "m", "messages": HI, "tools": [{"name": "search"}]}, "tools[0]"),
     ("openai", {"model": "m", "messages": HI, "user": 7}, "user"),
     ("openai", {"model": "m", "messages": HI, "metadata": "turn"}, "metadata"),
-    ("openai", {"model": "m", "messages": HI, "stream": True}, "stream"),
+    ("openai", {"model": "m", "messages": HI, "stream": "yes"}, "stream"),
+    ("openai", {"model": "m", "messages": HI, "stream_options": {"include_usage": True}}, "stream_options"),
+    ("openai", {"model": "m", "messages": HI, "stream": True, "stream_options": {"include_usage": 1}}, "stream_options"),
     ("anthropic", {"model": "m", "messages": HI}, "max_tokens"),
     ("anthropic", {"model": "m", "max_tokens": 8, "messages": HI, "tools": [{"description": "d"}]}, "tools[0].name"),
     ("anthropic", {"model": "m", "max_tokens": 8, "messages": HI, "metadata": {"user_id": 3}}, "metadata.user_id"),
@@ -272,13 +274,13 @@ def test_purpose_and_the_request_are_recorded(mock):
     openai(mock)
     assert [
         {"seq": 1, "style": "openai", "path": "/v1/chat/completions", "model": "gpt-test", "user": "alice",
-         "purpose": "title", "tools": [], "messages": 1, "system": "", "status": 200, "request_id": "",
+         "purpose": "title", "tools": [], "messages": 1, "system": "", "stream": False, "status": 200, "request_id": "",
          "usage": {"input": 9, "output": 1}, "step": None},
         {"seq": 2, "style": "anthropic", "path": "/v1/messages", "model": "claude-test", "user": "bob",
-         "purpose": "memory_review", "tools": [], "messages": 3, "system": "", "status": 200, "request_id": "",
+         "purpose": "memory_review", "tools": [], "messages": 3, "system": "", "stream": False, "status": 200, "request_id": "",
          "usage": {"input": 27, "output": 1}, "step": None},
         {"seq": 3, "style": "openai", "path": "/v1/chat/completions", "model": "gpt-test", "user": "",
-         "purpose": "", "tools": [], "messages": 1, "system": "", "status": 200, "request_id": "",
+         "purpose": "", "tools": [], "messages": 1, "system": "", "stream": False, "status": 200, "request_id": "",
          "usage": {"input": 9, "output": 1}, "step": None},
     ] == mock.records()
 
@@ -408,3 +410,120 @@ def test_the_system_prompt_is_recorded_in_both_styles(mock):
     anthropic(mock, system="Personality: terse")
     openai(mock)
     assert [r["system"] for r in mock.records()] == ["Personality: calm", "Personality: terse", ""]
+
+
+# -- streaming -------------------------------------------------------------------------------------------
+
+
+def sse(style: str, mock: ProviderMock, body: dict[str, Any], *, read_first_only: bool = False
+        ) -> tuple[int, str, list[Any], float]:
+    """POST a streaming request; (status, content type, the events' data in order, seconds to the first)."""
+    import http.client
+    import time
+
+    path = "/v1/chat/completions" if style == "openai" else "/v1/messages"
+    headers = {"Content-Type": "application/json"}
+    headers.update({"Authorization": f"Bearer {KEY}"} if style == "openai"
+                   else {"x-api-key": KEY, "anthropic-version": "2023-06-01"})
+    host, port = mock.url.split("//")[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    started = time.monotonic()
+    conn.request("POST", path, json.dumps(body).encode(), headers)
+    response = conn.getresponse()
+    events, first = [], None
+    try:
+        while True:
+            line = response.readline()
+            if not line:
+                break
+            if line.startswith(b"data: "):
+                first = first if first is not None else time.monotonic() - started
+                data = line[len(b"data: "):].strip()
+                events.append("[DONE]" if data == b"[DONE]" else json.loads(data))
+                if read_first_only:
+                    break
+    finally:
+        conn.close()
+    return response.status, response.headers.get("Content-Type", ""), events, first or 0.0
+
+
+def _stream_body(style: str, user: str, **extra: Any) -> dict[str, Any]:
+    if style == "openai":
+        return {"model": "gpt-test", "messages": HI, "user": user, "stream": True, **extra}
+    return {"model": "claude-test", "max_tokens": 64, "messages": HI, "metadata": {"user_id": user}, "stream": True,
+            **extra}
+
+
+def test_openai_stream_sends_chunks_then_usage_when_asked_then_done(mock):
+    mock.script("alice", [{"reply": "a reply longer than one piece"}])
+    status, kind, events, _ = sse("openai", mock, _stream_body("openai", "alice",
+                                                               stream_options={"include_usage": True}))
+    assert (200, "text/event-stream") == (status, kind)
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    assert all(c["object"] == "chat.completion.chunk" and c["id"] == "chatcmpl-1" for c in chunks)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == "a reply longer than one piece"
+    assert sum(1 for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")) > 1  # really in pieces
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]] == ["stop"]
+    # the usage chunk: last, no choices; "a reply longer than one piece" is 29 characters: 8 tokens
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == {"prompt_tokens": 9, "completion_tokens": 8,
+                                                                   "total_tokens": 17}
+    [record] = mock.records()
+    assert (record["stream"], record["status"], record["usage"], record["user"]) == (True, 200, {"input": 9, "output": 8},
+                                                                                     "alice")
+
+
+def test_openai_stream_without_include_usage_has_no_usage_chunk_as_openai(mock):
+    status, _, events, _ = sse("openai", mock, _stream_body("openai", "bob"))
+    assert status == 200 and events[-1] == "[DONE]"
+    assert not [c for c in events[:-1] if "usage" in c]
+    assert mock.records()[0]["usage"] == {"input": 9, "output": 1}  # the provider's record has it all the same
+
+
+def test_openai_stream_tool_call_arrives_as_delta_fragments(mock):
+    arguments = {"query": "a long enough query to need several fragments"}
+    mock.script("alice", [{"tool": "search", "arguments": arguments}])
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+    _, _, events, _ = sse("openai", mock, _stream_body("openai", "alice", tools=tools, metadata={"purpose": "turn"}))
+    deltas = [c["choices"][0]["delta"] for c in events[:-1] if c["choices"]]
+    calls = [d["tool_calls"][0] for d in deltas if d.get("tool_calls")]
+    assert calls[0] == {"index": 0, "id": "call_1", "type": "function", "function": {"name": "search", "arguments": ""}}
+    fragments = [c["function"]["arguments"] for c in calls[1:]]
+    assert len(fragments) > 1 and json.loads("".join(fragments)) == arguments
+    assert [c["choices"][0]["finish_reason"] for c in events[:-1] if c["choices"]][-1] == "tool_calls"
+    [record] = mock.records()
+    assert (record["purpose"], record["tools"], record["stream"], record["step"]["tool"]) == ("turn", ["search"], True, "search")
+
+
+def test_anthropic_stream_has_the_messages_event_sequence_with_usage(mock):
+    mock.script("carol", [{"reply": "streamed from the messages api"}])
+    status, kind, events, _ = sse("anthropic", mock, _stream_body("anthropic", "carol"))
+    assert (200, "text/event-stream") == (status, kind)
+    types = [e["type"] for e in events]
+    assert types[:2] == ["message_start", "content_block_start"] and types[-3:] == ["content_block_stop",
+                                                                                    "message_delta", "message_stop"]
+    assert set(types[2:-3]) == {"content_block_delta"} and len(types[2:-3]) > 1
+    assert "".join(e["delta"]["text"] for e in events[2:-3]) == "streamed from the messages api"
+    assert events[0]["message"]["usage"]["input_tokens"] == 9
+    assert events[-2]["usage"] == {"output_tokens": 8} and events[-2]["delta"]["stop_reason"] == "end_turn"
+    assert mock.records()[0]["stream"] is True
+
+
+def test_anthropic_stream_tool_use_arrives_as_input_json_deltas(mock):
+    mock.script("carol", [{"tool": "calendar", "arguments": {"day": "a day described at some length"}}])
+    _, _, events, _ = sse("anthropic", mock, _stream_body("anthropic", "carol"))
+    assert events[1]["content_block"] == {"type": "tool_use", "id": "toolu_1", "name": "calendar", "input": {}}
+    partial = [e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta"]
+    assert len(partial) > 1 and json.loads("".join(partial)) == {"day": "a day described at some length"}
+    assert events[-2]["delta"]["stop_reason"] == "tool_use"
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+def test_a_delayed_stream_sends_its_first_event_before_the_delay(mock, style):
+    """A scripted delay holds the rest of the stream, not its start: what relays it can be seen relaying."""
+    mock.script("dan", [{"reply": "slow", "delay": 1.0}])
+    status, _, events, first = sse(style, mock, _stream_body(style, "dan"), read_first_only=True)
+    assert status == 200 and len(events) == 1 and first < 0.8
+    assert mock.records()[0]["stream"] is True
