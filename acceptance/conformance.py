@@ -47,6 +47,21 @@ class Result:
     steps: list[str] = field(default_factory=list)
 
 
+METER_SETTLE = 10.0
+
+
+def _owner_usage(usage: Mapping) -> tuple[int, int, int]:
+    """(calls, input tokens, output tokens) the ledger holds for OWNER, all purposes."""
+    _check(isinstance(usage, Mapping), f"ledger_usage returned {type(usage).__name__}, not a mapping")
+    rows = [v for k, v in usage.items() if tuple(k[:2]) == (OWNER.org, OWNER.user)]
+    return (sum(int(v["calls"]) for v in rows), sum(int(v["input_tokens"]) for v in rows),
+            sum(int(v["output_tokens"]) for v in rows))
+
+
+def _counts(usage: Mapping) -> dict:
+    return {k: v["calls"] for k, v in usage.items()}
+
+
 def _check(condition: object, message: str) -> None:
     if not condition:
         raise CheckFailed(message)
@@ -194,15 +209,33 @@ class Checker:
         t, ref = self.target, self.ref
         word = f"pong{secrets.token_hex(4)}"
         before = len(t.provider_records())
+        metered_before = _owner_usage(t.ledger_usage())
         t.script_model(OWNER, [{"reply": word}])
         reply = t.turn(ref, "ping")
         _check(word in reply, f"script_model then turn: the scripted reply did not come back ({reply[:120]!r})")
         _check(len(t.provider_records()) > before, "provider_records did not grow with the turn's model call")
-        counts = t.ledger_counts()
-        _check(isinstance(counts, Mapping) and any(k[:2] == (OWNER.org, OWNER.user) for k in counts),
-               f"ledger_counts has no entry for {OWNER.org}/{OWNER.user}: {dict(counts)!r}"[:300])
+
+        def compared() -> tuple[tuple[int, ...], tuple[int, ...]]:
+            billed = [r for r in t.provider_records()[before:]
+                      if r.get("user") == f"{OWNER.org}:{OWNER.user}" and r.get("status") == 200]
+            _check(all(isinstance(r.get("usage"), Mapping) for r in billed),
+                   "provider_records: an answered call's record has no usage ({'input': n, 'output': n})")
+            expected = (len(billed), sum(int(r["usage"].get("input", 0)) for r in billed),
+                        sum(int(r["usage"].get("output", 0)) for r in billed))
+            return tuple(a - b for a, b in zip(_owner_usage(t.ledger_usage()), metered_before)), expected
+
+        # The provider records a call when it arrives, the meter when it is answered (background calls
+        # follow the turn): compared once both settle, or as they stand after METER_SETTLE seconds.
+        end = time.monotonic() + METER_SETTLE
+        added, expected = compared()
+        while added != expected and time.monotonic() < end:
+            time.sleep(0.1)
+            added, expected = compared()
+        _check(added == expected and expected[1] + expected[2] > 0,
+               f"ledger_usage: the turn added (calls, input, output tokens) {added} to {OWNER.org}/{OWNER.user}'s "
+               f"meter; the provider billed {expected}")
         t.set_spend_cap(OWNER, 100.0)
-        detail = "script_model + turn, provider_records, ledger_counts, set_spend_cap"
+        detail = f"script_model + turn, provider_records, ledger_usage (metered {added} as billed), set_spend_cap"
         if "credentials" in facets_of(t):
             status, _ = t.model_call(t.capabilities(ref)["model"], {"model": "any", "messages": [
                 {"role": "user", "content": "ping"}], "metadata": {"purpose": "turn"}})
@@ -318,7 +351,7 @@ class Checker:
         pids: list[int] = []
         claimed = facets_of(t)
         if facet == "broken_unmetered_model_call" and "model" in claimed:
-            calls, metered = len(t.provider_records()), dict(t.ledger_counts())
+            calls, metered = len(t.provider_records()), _counts(t.ledger_usage())
         if facet == "broken_capacity_without_brokers" and "capacity" in claimed:
             fleet_need = t.fleet_need()
             budget = {k: fleet_need[k] for k in ("shared_memory_mb", "memory_headroom_mb", "idle_instance_mb",
@@ -330,7 +363,7 @@ class Checker:
             if facet == "broken_unaudited_operator_route":
                 _check(isinstance(given, str) and given.startswith("/"), f"it yielded {given!r}, not a route path")
             if facet == "broken_unmetered_model_call" and "model" in claimed:
-                _check(len(t.provider_records()) > calls and dict(t.ledger_counts()) == metered,
+                _check(len(t.provider_records()) > calls and _counts(t.ledger_usage()) == metered,
                        "no call reached the provider past the meter (the provider's record did not grow, or the "
                        "meter counted it)")
             if facet == "broken_capacity_without_brokers" and "capacity" in claimed:

@@ -29,7 +29,7 @@ record leaves the case not covered, never passed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,7 +153,9 @@ class Credentials(Protocol):
     """The credentials the platform holds for an instance, and their rotation and revocation."""
 
     def capabilities(self, ref: InstanceRef) -> Mapping[str, str]:
-        """What the instance's broker holds on its behalf (``grant``, ``model``): never inside a sandbox.
+        """What the instance's broker holds on its behalf (``grant``, ``model``): never inside a sandbox. And
+        ``runctl``, the key the agent's run-control API requires (if it requires one), which the platform
+        presents on the platform side: inside the instance's own sandbox (the agent checks it), no other.
 
         The suite takes them as a thief would, to replay them after the platform moved on."""
 
@@ -190,11 +192,20 @@ class ModelPath(Protocol):
         """Queue provider-mock steps (``{"reply": text}`` or ``{"tool": name, "arguments": {...}}``) for the
         principal's next model calls."""
 
-    def provider_records(self) -> list[dict]:
-        """The provider's own record of every request it got (the tools offered, the purpose, usage)."""
+    def model_stream(self, capability: str, body: Mapping[str, object], *, request_id: str = ""
+                     ) -> tuple[int, Iterator[str]]:
+        """As ``model_call`` with ``body`` asking for a stream (``"stream": true``): the status, and the data of
+        each server-sent event as the caller receives it, yielded as it arrives (a refusal's body is the one
+        item). The iterator ends when the proxy ends the stream; the suite reads it across a revocation."""
 
-    def ledger_counts(self) -> Mapping[tuple[str, str, str], int]:
-        """The proxy's metered calls per (org, user, purpose)."""
+    def provider_records(self) -> list[dict]:
+        """The provider's own record of every request it got: ``user`` (``org:user``), ``purpose``,
+        ``status``, ``stream``, ``request_id``, the tools offered, and ``usage`` (``{"input": tokens,
+        "output": tokens}`` the provider billed for an answered call)."""
+
+    def ledger_usage(self) -> Mapping[tuple[str, str, str], Mapping[str, int]]:
+        """The proxy's meter per (org, user, purpose) of answered calls: ``calls``, ``input_tokens``,
+        ``output_tokens`` as the ledger recorded them (what the platform bills, not re-derived)."""
 
     def set_spend_cap(self, principal: Principal, usd: float) -> None: ...
 

@@ -97,7 +97,7 @@ class Broker:
             raise ValueError("say why the broker's capabilities are being handed out")
         log.warning("broker %s handed out its capabilities: %s", self.instance, reason)
         with self._lock:
-            return {"grant": self._grant, "model": self._model}
+            return {"grant": self._grant, "model": self._model, **({"runctl": self._runctl_key} if self._runctl_key else {})}
 
     def rotate(self, *, grant: str | None = None, model_capability: str | None = None) -> None:
         with self._lock:

@@ -165,11 +165,16 @@ class ModelProxy:
             return [dict(zip(names, row)) for row in cur.fetchall()]
 
     def counts(self) -> dict[tuple[str, str, str], int]:
-        """Admitted, answered calls per (org, user, purpose): what MD-4 compares with the provider."""
+        """Admitted, answered calls per (org, user, purpose)."""
+        return {k: v["calls"] for k, v in self.usage().items()}
+
+    def usage(self) -> dict[tuple[str, str, str], dict[str, int]]:
+        """Admitted, answered calls and their metered tokens per (org, user, purpose): ``calls``,
+        ``input_tokens``, ``output_tokens``. What MD-4 compares with the provider's own record."""
         with self._lock:
-            rows = self._db.execute("SELECT org, user, purpose, COUNT(*) FROM calls WHERE status = 200 "
-                                    "GROUP BY org, user, purpose").fetchall()
-        return {(o, u, p): n for o, u, p, n in rows}
+            rows = self._db.execute("SELECT org, user, purpose, COUNT(*), SUM(input_tokens), SUM(output_tokens) "
+                                    "FROM calls WHERE status = 200 GROUP BY org, user, purpose").fetchall()
+        return {(o, u, p): {"calls": n, "input_tokens": i, "output_tokens": out} for o, u, p, n, i, out in rows}
 
     # -- the call path -------------------------------------------------------------------------------
 

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from canaries.known import find_known
+
 from ..errors import ProofError
 from .evidence import attach
 from .product_client import drive, reason_of, with_request_id
@@ -182,6 +184,38 @@ def test_tl4_only_the_run_control_routes(method, path, instances, target, probe_
     logged = [route for route, why in target.broker_refusals(instances["A"]) if route == f"{method} {path}"]
     assert logged, f"A's broker has no record of refusing {method} {path}"
     probe_log.confirm(nonce, target.platform_log())
+
+
+def _runctl_keys(target, instances) -> dict[str, str]:
+    """Each instance's run-control key, as the platform holds it to present on the platform side. None for an
+    instance means nothing to look for: broken, never a vacuous pass."""
+    keys = {name: target.capabilities(ref).get("runctl") for name, ref in instances.items()}
+    if not all(keys.values()):
+        raise ProofError(f"the target handed out no run-control key for {sorted(n for n, k in keys.items() if not k)}: "
+                         "TL-4 cannot look for them")
+    return keys
+
+
+@pytest.mark.case("TL-4", "refusal", pair="B->A")
+def test_tl4_no_other_instances_run_control_key_in_a_sandbox(instances, target, visible_bytes):
+    """The run-control key is the platform side's alone to present: B's sandbox (its files, /proc environ
+    and cmdline) holds neither A's nor C's key, in any encoding; the same keys all differ (one per instance,
+    not a platform-wide key that B's own agent would hold too)."""
+    keys = _runctl_keys(target, instances)
+    assert len(set(keys.values())) == len(keys), "instances share a run-control key"
+    others = {key for name, key in keys.items() if name != "B"}
+    found = {secret for secret, _ in find_known(visible_bytes(instances["B"]), others)}
+    attach("TL-4 run-control keys in B's sandbox", {"looked for": sorted(n for n in keys if n != "B"),
+                                                    "found": len(found)})
+    assert not found
+
+
+@pytest.mark.case("TL-4", "P", pair="A->A")
+def test_tl4_own_run_control_key_is_in_its_own_sandbox(instances, target, visible_bytes):
+    """The same search of A's sandbox finds A's own key (its agent checks it): the search sees a key where
+    one is."""
+    key = _runctl_keys(target, instances)["A"]
+    assert {secret for secret, _ in find_known(visible_bytes(instances["A"]), {key})} == {key}
 
 
 @pytest.mark.case("TL-4", "P", pair="platform->A")

@@ -182,7 +182,8 @@ def test_fs3_platform_secrets_absent(name, instances, planted, target, sandbox_h
     secrets_ = set(planted.platform.values())
     assert scan_visible(host) & secrets_ == set()
     assert tokens_in(host.run("env; cat /proc/1/environ").stdout_bytes) & secrets_ == set()
-    capabilities = _capabilities(target, instances.values())
+    # The agent's own run-control key is the one thing its broker holds that its own sandbox holds too.
+    capabilities = _capabilities(target, instances.values()) - {target.capabilities(instances[name]).get("runctl")}
     assert find_known(visible_bytes(instances[name]), secrets_ | capabilities) == set()
 
 

@@ -249,21 +249,52 @@ def _held_call(target, ref):
     return future
 
 
+def _held_stream(target, ref):
+    """Start a streamed model call with the broker's own capability whose provider sends its first event and
+    holds the rest for HOLD_SECONDS; return (the first event, an iterator of the events still to come) once
+    that first event reached the caller (the stream is in flight: admitted, relaying, not yet answered)."""
+    target.script_model(ref.principal, [{"reply": IN_FLIGHT, "delay": HOLD_SECONDS}])
+    status, events = target.model_stream(target.capabilities(ref)["model"], BODY)
+    first = next(events, None) if status == 200 else None
+    if first is None or IN_FLIGHT in first:
+        raise TargetError(f"the held stream did not start as held (status {status}, first event {first!r}): "
+                          "nothing was in flight")
+    return first, events
+
+
+def _from_provider(event: str) -> bool:
+    """An event of the provider's stream relayed (a chunk, its usage, its end), as against the proxy's own word."""
+    if event.strip() == "[DONE]":
+        return True
+    try:
+        data = json.loads(event)
+    except ValueError:
+        return True  # not the proxy's JSON refusal: something relayed
+    return not (isinstance(data, dict) and set(data) == {"error"})
+
+
 @pytest.mark.case("LF-2", "refusal", pair="G->proxy")
 def test_lf2_revocation_stops_new_and_in_flight_calls(gina, target, refused_by_proxy):
-    """A model call is in flight (admitted, the provider holding its answer) when the kill switch is thrown:
-    its answer is not delivered. After it, the capability the broker holds buys no model call, and a new turn
+    """A model call and a streamed one are in flight (admitted, the provider holding the answer, the stream's
+    first event relayed) when the kill switch is thrown: the answer is not delivered, and nothing more of the
+    stream reaches the caller. After it, the capability the broker holds buys no model call, and a new turn
     causes no call at the provider at all.
 
     Ways it could fail that the probe looks for: revocation checked only when a call is admitted (the held
     answer is delivered); a revocation recorded but not consulted; one the broker works around with a fresh
     capability; background calls (title, memory review) that slip through after it; a routine rotation that
-    lifts it."""
+    lifts it; a stream checked only when it starts (its rest is relayed after the revocation)."""
     held = _held_call(target, gina)
+    first, stream = _held_stream(target, gina)
     target.revoke(gina)
     status, answer = held.result(timeout=HOLD_SECONDS + 30)
-    attach("LF-2 in flight", {"status": status, "answer": answer, "held for": HOLD_SECONDS})
+    after = list(stream)
+    attach("LF-2 in flight", {"status": status, "answer": answer, "held for": HOLD_SECONDS,
+                              "streamed: first event (before revocation)": first,
+                              "streamed: events after revocation": after})
     assert status != 200 and IN_FLIGHT not in json.dumps(answer)
+    relayed = [e for e in after if _from_provider(e)]
+    assert not relayed and IN_FLIGHT not in "".join(after), "the held stream went on after the revocation"
     capability = target.capabilities(gina)["model"]
     assert not replay(refused_by_proxy, target, gina, capability, BODY, "capability held at revocation").admitted
     before = calls_of(target, gina.principal)
@@ -277,9 +308,15 @@ def test_lf2_revocation_stops_new_and_in_flight_calls(gina, target, refused_by_p
 
 @pytest.mark.case("LF-2", "P", pair="G->proxy")
 def test_lf2_before_revocation_works(gina, target):
-    """Without revocation the same held call completes with its answer, and a turn works."""
+    """Without revocation the same held call completes with its answer, the same held stream relays the rest
+    of the provider's events (the held text among them), and a turn works."""
     status, answer = _held_call(target, gina).result(timeout=HOLD_SECONDS + 30)
     assert status == 200 and IN_FLIGHT in json.dumps(answer)
+    _, stream = _held_stream(target, gina)
+    after = list(stream)
+    text = "".join(((json.loads(e).get("choices") or [{}])[0].get("delta") or {}).get("content") or ""
+                   for e in after if e.strip() != "[DONE]")
+    assert [e for e in after if _from_provider(e)] and IN_FLIGHT in text
     assert target.turn(gina, "hello") == "ok"
 
 

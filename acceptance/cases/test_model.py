@@ -156,7 +156,7 @@ def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy,
     target.set_spend_cap(ref.principal, 0.0005)
     replies = [target.turn(ref, f"message {i}") for i in range(12)]
     assert "model unavailable: spend_exhausted" in replies
-    ledger = {p: n for (o, u, p), n in target.ledger_counts().items() if (o, u) == ("org3", "frank")}
+    ledger = {p: v["calls"] for (o, u, p), v in target.ledger_usage().items() if (o, u) == ("org3", "frank")}
     assert ledger.get("title", 0) >= 1 and ledger.get("memory_review", 0) >= 1
     status, reason = refused_by_proxy(ref, target.capabilities(ref)["model"],
                                       {**BODY, "metadata": {"purpose": "memory_review"}})
@@ -192,18 +192,29 @@ def test_md3_under_cap_works(instances, principals, target):
 SETTLE_SECONDS = 15.0  # longer than any scripted reply delay (LF-4 holds one for 5 s)
 
 
+FIELDS = ("calls", "input_tokens", "output_tokens")
+
+
 def metered_tables(target, users: set[tuple[str, str]], *, settle_on_equal: bool = True) -> tuple[dict, dict]:
-    """(the proxy's ledger, the provider's own count) of answered calls per (org, user, purpose), for
-    ``users`` only, once both agree or SETTLE_SECONDS passed. The provider records a call when it arrives,
-    the proxy meters it when the answer comes back: a call another case left in flight is in one and not
-    yet in the other; a real difference stays one. With ``settle_on_equal=False`` (the X control, which
-    expects a difference) it returns as soon as they differ."""
+    """(the proxy's ledger, the provider's own record) of answered calls per (org, user, purpose), for
+    ``users`` only: each a (calls, input tokens, output tokens) triple, once both agree or SETTLE_SECONDS
+    passed. The provider records a call when it arrives, the proxy meters it when the answer comes back: a
+    call another case left in flight is in one and not yet in the other; a real difference stays one. With
+    ``settle_on_equal=False`` (the X control, which expects a difference) it returns as soon as they differ."""
     def both() -> tuple[dict, dict]:
         # The purpose the provider saw the call tagged with; a call it saw untagged is one nobody attributed.
-        provider = Counter((r["user"].split(":")[0], r["user"].split(":")[1], r["purpose"] or "unattributed")
-                           for r in target.provider_records() if r["status"] == 200)
-        ledger = {k: n for k, n in target.ledger_counts().items() if k[:2] in users}
-        return ledger, {k: n for k, n in provider.items() if k[:2] in users}
+        provider: dict = {}
+        for r in target.provider_records():
+            if r["status"] != 200:
+                continue
+            key = (r["user"].split(":")[0], r["user"].split(":")[1], r["purpose"] or "unattributed")
+            if key[:2] not in users:
+                continue
+            usage = r.get("usage") or {}
+            calls, tokens_in, tokens_out = provider.get(key, (0, 0, 0))
+            provider[key] = (calls + 1, tokens_in + int(usage.get("input", 0)), tokens_out + int(usage.get("output", 0)))
+        ledger = {k: tuple(int(v[f] or 0) for f in FIELDS) for k, v in target.ledger_usage().items() if k[:2] in users}
+        return ledger, provider
 
     deadline = time.monotonic() + SETTLE_SECONDS
     ledger, provider = both()
@@ -214,13 +225,20 @@ def metered_tables(target, users: set[tuple[str, str]], *, settle_on_equal: bool
 
 
 def _delta(after: dict, before: dict) -> dict:
-    return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before) if after.get(k, 0) != before.get(k, 0)}
+    zero = (0, 0, 0)
+    return {k: tuple(a - b for a, b in zip(after.get(k, zero), before.get(k, zero)))
+            for k in set(after) | set(before) if after.get(k, zero) != before.get(k, zero)}
+
+
+def _show(table: dict) -> dict:
+    return {"/".join(k): dict(zip(FIELDS, v)) for k, v in sorted(table.items())}
 
 
 @pytest.mark.case("MD-4", "refusal", pair="A,B,C->proxy")
 def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, principals, target, probe_log):
     """After a turn with a tool call by each of A, B and C, the proxy's ledger and the provider's own record
-    agree exactly per org, user and purpose, in total and in what the turns added; and what they added is
+    agree exactly per org, user and purpose, in calls and in input and output tokens, in total and in what
+    the turns added; and what they added is
     what a turn with a tool call makes: at least two main-turn calls (the tool round and the answer) and a
     memory review for each, so the equality is between non-empty counts. The agent streams its main-turn
     calls: each turn's calls at the provider (found by the turn's request id) must include a streamed one, so
@@ -228,7 +246,8 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, princi
     not a pass).
 
     Ways it could fail that the probe looks for: background calls (title, memory review) unmetered; tool
-    rounds unmetered; calls metered under another purpose, user or organization; a call metered that the
+    rounds unmetered; a call metered at other tokens than the provider billed (a streamed call metered at
+    zero, or from an estimate although the provider reported its usage); calls metered under another purpose, user or organization; a call metered that the
     provider never answered."""
     users = {(p.org, p.user) for p in principals.values()}
     ledger_before, provider_before = metered_tables(target, users)
@@ -242,16 +261,16 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, princi
     records = target.provider_records()
     streamed = {name: sum(1 for r in records if r.get("request_id") == nonce and r.get("stream") and r["status"] == 200)
                 for name, nonce in nonces.items()}
-    attach("MD-4 records compared", {"ledger": {"/".join(k): n for k, n in ledger.items()},
-                                     "provider": {"/".join(k): n for k, n in provider.items()},
-                                     "added by this case (provider)": {"/".join(k): n for k, n in added_provider.items()},
-                                     "added by this case (ledger)": {"/".join(k): n for k, n in added_ledger.items()},
-                                     "calls compared": sum(provider.values()),
+    attach("MD-4 records compared", {"ledger": _show(ledger), "provider": _show(provider),
+                                     "added by this case (provider)": _show(added_provider),
+                                     "added by this case (ledger)": _show(added_ledger),
+                                     "calls compared": sum(v[0] for v in provider.values()),
                                      "streamed calls among them, per turn": streamed})
     for p in principals.values():
-        made = {purpose: added_provider.get((p.org, p.user, purpose), 0) for purpose in ("turn", "memory_review")}
-        if made["turn"] < 2 or made["memory_review"] < 1:
-            raise ProofError(f"{p.name}'s turn did not make the calls it should at the provider ({made}): "
+        made = {purpose: added_provider.get((p.org, p.user, purpose), (0, 0, 0))[0] for purpose in ("turn", "memory_review")}
+        tokens = sum(v[1] + v[2] for k, v in added_provider.items() if k[:2] == (p.org, p.user))
+        if made["turn"] < 2 or made["memory_review"] < 1 or tokens <= 0:
+            raise ProofError(f"{p.name}'s turn did not make the calls it should at the provider ({made}, {tokens} tokens): "
                              "nothing was there to compare")
     for name, count in streamed.items():
         if not count:
@@ -275,6 +294,5 @@ def test_md4_broken_unmetered_call_is_detected(target, dedicated):
     with target.broken_unmetered_model_call(principal=ref.principal):
         pass
     ledger, provider = metered_tables(target, users, settle_on_equal=False)
-    attach("MD-4 X", {"before": [{"/".join(k): n for k, n in t.items()} for t in before],
-                      "after": [{"/".join(k): n for k, n in t.items()} for t in (ledger, provider)]})
+    attach("MD-4 X", {"before": [_show(t) for t in before], "after": [_show(t) for t in (ledger, provider)]})
     assert before[0] == before[1] and ledger != provider

@@ -32,7 +32,8 @@ from ...contract import Artifacts, ExecResult, Identity, InstanceRef, Principal
 from ...errors import TargetError
 from .. import TargetOptions
 from .breakers import Breakers
-from .helpers import ProductHttpClient, contract_errors, http_json, reports_contract_errors, request_header
+from .helpers import (ProductHttpClient, contract_errors, http_json, reports_contract_errors, request_header,
+                      sse_data)
 
 PLANT_MESSAGES = {
     "memory": "remember: my locker code is {token}",
@@ -216,8 +217,13 @@ class ReferenceTarget(Breakers):
     def provider_records(self) -> list[dict]:
         return self.provider.records()
 
-    def ledger_counts(self):
-        return self.platform.proxy.counts()
+    def model_stream(self, capability: str, body: Mapping[str, object], *, request_id: str = ""
+                     ) -> tuple[int, Iterator[str]]:
+        return sse_data("POST", self.platform.proxy.url + "/v1/chat/completions", {**body, "stream": True},
+                        {"Authorization": f"Bearer {capability}", **request_header(request_id)})
+
+    def ledger_usage(self):
+        return self.platform.proxy.usage()
 
     def set_spend_cap(self, principal: Principal, usd: float) -> None:
         self.platform.proxy.set_cap(principal.org, principal.user, usd)

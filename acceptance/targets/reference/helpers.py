@@ -36,6 +36,42 @@ def http_json(method: str, url: str, body: Mapping[str, object] | None, headers:
         return exc.code, json.loads(raw) if raw else {}
 
 
+def sse_data(method: str, url: str, body: Mapping[str, object], headers: dict[str, str] | None = None
+             ) -> tuple[int, Iterator[str]]:
+    """A request answered with server-sent events: the status, and each event's data as it arrives (an
+    answer that is not a stream: its body, as the one item)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=120)
+    conn.request(method, where.path, json.dumps(body).encode(), {"Content-Type": "application/json", **(headers or {})})
+    response = conn.getresponse()
+
+    def events() -> Iterator[str]:
+        try:
+            if "text/event-stream" not in (response.getheader("Content-Type") or ""):
+                yield response.read().decode(errors="replace")
+                return
+            data: list[str] = []
+            while True:
+                line = response.readline(1 << 20)
+                if not line:
+                    if data:
+                        yield "\n".join(data)
+                    return
+                text = line.decode(errors="replace").rstrip("\r\n")
+                if text.startswith("data:"):
+                    data.append(text[len("data:"):].strip())
+                elif not text and data:
+                    yield "\n".join(data)
+                    data = []
+        finally:
+            conn.close()
+
+    return response.status, events()
+
+
 def before_command(argv: list[str], extra: Sequence[str]) -> list[str]:
     cut = argv.index("--")
     return argv[:cut] + list(extra) + argv[cut:]
