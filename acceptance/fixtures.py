@@ -23,7 +23,8 @@ import pytest
 from canaries import Mint
 
 from . import catalogue, observe, probe
-from .contract import FACETS, LOCATIONS, InstanceRef, ModelPath, PlatformLog, Principal, Target, TargetView
+from .contract import (FACETS, LOCATIONS, InstanceRef, ModelPath, PlatformLog, Principal, Target, TargetView,
+                       UndeclaredFacetError)
 from .errors import ProofError, TargetError
 from .keys import EVIDENCE_KEY, LACKS_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION, TARGET_VIEW
 from .targets import TargetOptions, load
@@ -227,6 +228,10 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
     if "probe_log" in request.fixturenames:
         log = request.getfixturevalue("probe_log")
         request.node.stash[PROBE_LOG] = log
+    # The whole driver is the harness's: a case's test, or a fixture not of the harness, that asks for it
+    # would reach every facet past the case's view (broken, naming it, never a pass on a partial target).
+    if case is not None:
+        _no_whole_driver(request, case.id)
     # A case whose facet the target lacks is not covered: its tests do not run (never skipped-as-pass, never
     # broken: the verdict says "not covered: target lacks <facet>", and the gate fails it).
     if case is not None and case.facets:
@@ -245,6 +250,24 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
                   for r in log.records if r.proof]
         request.node.user_properties.append((EVIDENCE_KEY, [*log.evidence, *probes]))
 
+
+
+HARNESS_PACKAGE = __name__.rsplit(".", 1)[0] + "."  # the harness's own fixtures may hold the whole driver
+CASES_PACKAGE = HARNESS_PACKAGE + "cases."  # a case's fixtures may not
+
+
+def _no_whole_driver(request: pytest.FixtureRequest, case: str) -> None:
+    info = getattr(request.node, "_fixtureinfo", None)
+    asking = ["the test"] if "pairproof_target" in getattr(info, "argnames", ()) else []
+    for name, defs in (getattr(info, "name2fixturedefs", None) or {}).items():
+        for fixturedef in defs:
+            module = getattr(getattr(fixturedef, "func", None), "__module__", "") or ""
+            harness = module.startswith(HARNESS_PACKAGE) and not module.startswith(CASES_PACKAGE)
+            if "pairproof_target" in fixturedef.argnames and not harness:
+                asking.append(f"fixture {name} ({module})")
+    if asking:
+        raise UndeclaredFacetError(f"{case}: {', '.join(asking)} asks for pairproof_target, the whole driver; a "
+                                   "case uses ``target`` (its view: the core and its declared facets)")
 
 
 def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: str, run: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from . import catalogue, pairing
+from .contract import view_violations
 from .keys import BROKEN_KEY, CASE_KEY, EVIDENCE_KEY, LACKS_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, TARGET_VIEW
 
 # Frames of these packages are machinery, not the place an assertion was made.
@@ -137,9 +138,11 @@ class PairproofSession:
                                                          f"{call.excinfo.typename}: {call.excinfo.value}"[:500]))
         report = yield
         view = item.stash.get(TARGET_VIEW, None)
-        if call.when == "call" and view is not None and view.violations and BROKEN_KEY not in dict(item.user_properties):
-            # The test reached a facet its case does not declare and caught the error: still broken.
-            why = f"UndeclaredFacetError: {view.violations[0]}"[:500]
+        if call.when in ("call", "teardown") and view is not None and view_violations(view) \
+                and BROKEN_KEY not in dict(item.user_properties):
+            # The test (or its fixtures' teardown) reached a facet its case does not declare and caught the
+            # error: still broken.
+            why = f"UndeclaredFacetError: {view_violations(view)[0]}"[:500]
             item.user_properties.append((BROKEN_KEY, why))
             report.user_properties.append((BROKEN_KEY, why))
             report.outcome, report.longrepr = "failed", why

@@ -102,3 +102,30 @@ def test_reaching_an_undeclared_facet_is_broken_naming_it(run, body, mode):
     assert refusal["status"] == "broken"
     assert "UndeclaredFacetError: RS-1 reached target.snapshot of facet 'snapshots'" in refusal["reason"]
     assert _case(verdict, "RS-1")["status"] == "broken" and result.ret != 0
+
+
+WHOLE_DRIVER = """
+import pytest
+
+@pytest.fixture
+def driver(pairproof_target):
+    return pairproof_target
+
+@pytest.mark.case("RS-1", "refusal", pair="A")
+def test_refusal(sandbox_host, instances, {arg}):
+    assert sandbox_host(instances["A"]).run("true").rc == 0
+
+@pytest.mark.case("RS-1", "P", pair="A")
+def test_control(sandbox_host, instances):
+    assert sandbox_host(instances["A"]).run("echo ok").stdout.strip() == "ok"
+"""
+
+
+@pytest.mark.parametrize("arg,asking", [("pairproof_target", "the test"), ("driver", "fixture driver")])
+def test_a_case_that_asks_for_the_whole_driver_is_broken_naming_it(run, arg, asking):
+    """The whole driver would reach every facet past the case's view: a case's test, or a fixture a case
+    module defines, that asks for it is broken, even when it uses nothing of it."""
+    result, verdict = run(WHOLE_DRIVER.format(arg=arg))
+    [refusal] = _case(verdict, "RS-1")["refusals"]
+    assert refusal["status"] == "broken" and f"{asking}" in refusal["reason"] and "pairproof_target" in refusal["reason"]
+    assert _case(verdict, "RS-1")["status"] == "broken" and result.ret != 0

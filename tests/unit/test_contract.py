@@ -8,7 +8,7 @@ import json
 import pytest
 
 from acceptance import catalogue, pairing
-from acceptance.contract import CORE, FACETS, TargetView, UndeclaredFacetError
+from acceptance.contract import CORE, FACETS, TargetView, UndeclaredFacetError, view_violations
 from acceptance.errors import TargetError
 from acceptance.targets.reference import ReferenceTarget
 from reports import gate, html
@@ -76,11 +76,31 @@ def test_the_view_shows_the_core_and_declared_facets_only_and_remembers_what_it_
         pass
     with pytest.raises(UndeclaredFacetError, match="not part of the target contract"):
         view.controller  # noqa: B018
-    assert len(view.violations) == 3
+    assert len(view_violations(view)) == 3
     # not a finding (assertion) and not a TargetError a test may expect: the plugin counts it broken
     assert not issubclass(UndeclaredFacetError, (AssertionError, TargetError))
     with pytest.raises(AttributeError):
         view.name = "other"
+
+
+@pytest.mark.parametrize("reach,remembered", [
+    pytest.param(lambda v: v._target, True, id="the wrapped driver by name"),
+    pytest.param(lambda v: v._violations.clear(), True, id="clearing what it refused"),
+    pytest.param(lambda v: v.violations.clear(), True, id="clearing by the old name"),
+    pytest.param(lambda v: getattr(v, "rotate"), True, id="getattr"),
+    pytest.param(lambda v: v.__dict__, False, id="__dict__"),
+    pytest.param(lambda v: vars(v), False, id="vars"),
+])
+def test_the_views_own_state_is_no_way_past_it(reach, remembered):
+    """The driver behind the view, or the record of what the view refused, is not one attribute away: every
+    such reach is refused (and a named one remembered like an undeclared facet, so a test that caught it is
+    still broken); the view has no ``__dict__`` to read it from."""
+    view = TargetView(_Driver(), "SN-2", ["snapshots"])
+    with pytest.raises((UndeclaredFacetError, AttributeError, TypeError)):
+        reach(view)
+    assert bool(view_violations(view)) == remembered
+    with pytest.raises(AttributeError):
+        del view.snapshot
 
 
 def _outcome(nodeid, case, role, lacks=()):
