@@ -190,10 +190,20 @@ class Checker:
         t, ref = self.target, self.ref
         before = dict(t.capabilities(ref))
         _check(before and all(isinstance(v, str) for v in before.values()), f"capabilities: {before!r}")
+        _check(dict(t.capabilities(ref)) == before, "capabilities gave other values when asked again with nothing "
+                                                    "rotated: it does not report what the platform holds")
         t.rotate(ref)
         after = dict(t.capabilities(ref))
         _check(after != before, "rotate changed none of the capabilities")
-        return f"capabilities ({', '.join(sorted(before))}), rotate (they changed); revoke not exercised (irreversible)"
+        detail = f"capabilities ({', '.join(sorted(before))}), rotate (they changed"
+        if "model" in facets_of(t) and before.get("model") and after.get("model"):
+            # The platform, not the driver's word, says whether it rotated: the old model capability is refused.
+            call = {"model": "any", "messages": [{"role": "user", "content": "ping"}], "metadata": {"purpose": "turn"}}
+            old, new = t.model_call(before["model"], call)[0], t.model_call(after["model"], call)[0]
+            _check(old != 200 and new == 200, f"after rotate the proxy answers the old model capability {old} and "
+                                              f"the new one {new}: the platform did not rotate what it honours")
+            detail += "; the proxy refuses the old model capability and takes the new one"
+        return detail + "); revoke not exercised (irreversible)"
 
     def broker(self) -> str:
         t, ref = self.target, self.ref
@@ -247,11 +257,18 @@ class Checker:
         t, ref = self.target, self.ref
         snap = t.snapshot(ref)
         _check(snap in t.snapshots(OWNER), f"snapshot {snap} is not in snapshots({OWNER.name})")
+        # Written after the snapshot: a restore brings back the volume as it was, so this goes (a restore that
+        # restores nothing keeps it).
+        later = f"{self.token}later"
+        t.plant(ref, "memory", later)
+        _check(later in t.read_back(ref, "memory"), "plant after the snapshot: the token did not come back")
         self.ref = restored = t.restore(snap, into=ref)
         _check(isinstance(restored, InstanceRef), f"restore returned {restored!r}")
-        _check(self.token + "memory" in t.read_back(restored, "memory"), "the restored instance lost its memory token")
+        memory = t.read_back(restored, "memory")
+        _check(self.token + "memory" in memory, "the restored instance lost its memory token")
+        _check(later not in memory, "restore left what was written after the snapshot: it restored nothing")
         _check(len(t.snapshot_bytes(snap)) > 0, "snapshot_bytes is empty")
-        return "snapshot, snapshots, restore (memory intact), snapshot_bytes"
+        return "snapshot, snapshots, restore (the volume as snapshotted: later memory gone), snapshot_bytes"
 
     def recovery(self) -> str:
         t, ref = self.target, self.ref

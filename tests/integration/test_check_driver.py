@@ -58,6 +58,22 @@ def test_a_claimed_facet_that_does_not_work_fails_the_check():
     assert "check-driver: FAILED" in result.stdout and "fails: credentials" in result.stdout
 
 
+@pytest.mark.parametrize("factory, failing, says", [
+    # its capabilities, rotated in name, buy no model call either: model fails too
+    ("rotate_in_name_only", {"credentials", "model"}, "the platform did not rotate what it honours"),
+    ("restore_restores_nothing", {"snapshots"}, "it restored nothing"),
+])
+def test_a_facet_that_only_looks_like_it_works_fails_the_check(factory, failing, says):
+    """The check asks the platform, not the driver's word: a rotation the proxy does not honour, a restore
+    that leaves what was written after the snapshot."""
+    result = check_driver(f"support.partial_reference:{factory}")
+    assert result.returncode == 1, result.stdout + result.stderr
+    found = states(result.stdout)
+    assert {f for f, state in found.items() if state != "works"} == failing, result.stdout
+    assert {found[f] for f in failing} == {"FAILS"}, result.stdout
+    assert says in result.stdout
+
+
 @pytest.mark.parametrize("target, says", [
     ("nosuch", "unknown target 'nosuch'"),
     ("no.such.module:create", "cannot import 'no.such.module'"),

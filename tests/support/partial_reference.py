@@ -9,7 +9,9 @@ A qualification of it must report exactly the cases whose catalogue entry needs 
 covered, naming the facet, and pass every other one (tests/integration/test_partial_target.py).
 
 ``rotate_does_nothing``: the same, snapshots included, but ``rotate`` changes nothing: a facet the driver
-claims that does not work, which ``pairproof check-driver`` must report as failing.
+claims that does not work, which ``pairproof check-driver`` must report as failing. So are
+``rotate_in_name_only`` (its ``capabilities`` change after ``rotate``, the platform's do not) and
+``restore_restores_nothing`` (``restore`` hands back the instance as it is).
 
     pairproof qualify --target support.partial_reference:without_snapshots     (with tests/ on PYTHONPATH)
 """
@@ -60,3 +62,35 @@ for _method in FACETS[LEFT_OUT].methods:
 
 def rotate_does_nothing(options) -> RotateDoesNothing:
     return RotateDoesNothing(options)
+
+
+class RotateInNameOnly(RotateDoesNothing):
+    """``rotate`` changes what ``capabilities`` reports, not what the platform honours."""
+
+    name = "reference-rotate-in-name-only"
+    _rotations = 0
+
+    def rotate(self, ref) -> None:
+        self._rotations += 1
+
+    def capabilities(self, ref):
+        held = dict(self._inner.capabilities(ref))
+        return {k: v + "r" * self._rotations for k, v in held.items()}
+
+
+def rotate_in_name_only(options) -> RotateInNameOnly:
+    return RotateInNameOnly(options)
+
+
+class RestoreRestoresNothing(RotateDoesNothing):
+    name = "reference-restore-restores-nothing"
+
+    def rotate(self, ref) -> None:
+        self._inner.rotate(ref)
+
+    def restore(self, snapshot_id, into, **_):
+        return into
+
+
+def restore_restores_nothing(options) -> RestoreRestoresNothing:
+    return RestoreRestoresNothing(options)
