@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import inspect
 import json
 import secrets
 import shutil
@@ -257,17 +258,20 @@ CASES_PACKAGE = HARNESS_PACKAGE + "cases."  # a case's fixtures may not
 
 
 def _no_whole_driver(request: pytest.FixtureRequest, case: str) -> None:
-    info = getattr(request.node, "_fixtureinfo", None)
-    asking = ["the test"] if "pairproof_target" in getattr(info, "argnames", ()) else []
-    for name, defs in (getattr(info, "name2fixturedefs", None) or {}).items():
-        for fixturedef in defs:
-            module = getattr(getattr(fixturedef, "func", None), "__module__", "") or ""
-            harness = module.startswith(HARNESS_PACKAGE) and not module.startswith(CASES_PACKAGE)
-            if "pairproof_target" in fixturedef.argnames and not harness:
-                asking.append(f"fixture {name} ({module})")
-    if asking:
-        raise UndeclaredFacetError(f"{case}: {', '.join(asking)} asks for pairproof_target, the whole driver; a "
-                                   "case uses ``target`` (its view: the core and its declared facets)")
+    if "pairproof_target" in inspect.signature(request.function).parameters:
+        raise UndeclaredFacetError(f"{case}: the test asks for pairproof_target, the whole driver; a case uses "
+                                   "``target`` (its view: the core and its declared facets)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest) -> None:
+    """A fixture that is not the harness's own (a case module's, a conftest's) asking for the whole driver
+    would hand a case every facet past its view: its tests are broken, naming it."""
+    module = getattr(fixturedef.func, "__module__", "") or ""
+    if "pairproof_target" in fixturedef.argnames and (not module.startswith(HARNESS_PACKAGE)
+                                                      or module.startswith(CASES_PACKAGE)):
+        raise UndeclaredFacetError(f"fixture {fixturedef.argname} ({module}) asks for pairproof_target, the whole "
+                                   "driver; a case's fixtures use ``target`` (its view: the core and its declared facets)")
 
 
 def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: str, run: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import runtime
@@ -235,3 +236,14 @@ def test_no_code_in_the_harness_reads_a_private_attribute_of_another_object():
             if name and (str(rel), name) not in PRIVATE_READS_ALLOWED:
                 offenders.append(f"{rel}:{node.lineno} {name}")
     assert offenders == []
+
+
+def test_no_case_module_names_a_way_past_its_view():
+    """A case reaches the target through ``target`` (its case's view) only: no case module names the whole
+    driver's fixture or the view's insides (the plugin refuses the fixture at run time; a name given to
+    ``request.getfixturevalue`` or ``object.__getattribute__`` it cannot see, so this looks for it)."""
+    cases = Path(__file__).resolve().parents[2] / "acceptance" / "cases"
+    words = re.compile(r"\bpairproof_target\b|getfixturevalue|__getattribute__|\._target\b|\._violations\b|"
+                       r"[\"']_target[\"']|[\"']_violations[\"']")
+    found = [f"{path.name}: {hit}" for path in sorted(cases.glob("*.py")) for hit in words.findall(path.read_text())]
+    assert found == []
