@@ -37,6 +37,14 @@ def run_probe(host, script: str, args: list[str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def runctl_knocks(host, keys: dict[str, str]) -> dict:
+    """``GET /v1/runs/run_doesnotexist`` on every stream socket the sandbox sees, with no key and with each of
+    ``keys`` (label -> key, handed over with the script on stdin, not in argv): {where: {label: {status, body}}}."""
+    script = f"KEYS = {json.dumps(keys)}\n".encode() + _script("runctl_probe.py")
+    out = host.backend.run_with_stdin("/usr/bin/python3 -I -S -", stdin=script)
+    return json.loads(out.stdout.strip().splitlines()[-1])["knocks"]
+
+
 def lab_targets() -> list[str]:
     """The egress probe's targets: the lab's resolver and its TCP stand-ins, over IPv4 and IPv6."""
     from ..lab import ADDRESSES, ADDRESSES6

@@ -9,6 +9,7 @@ import pytest
 from canaries.known import find_known
 
 from ..errors import ProofError
+from . import netprobes
 from .evidence import attach
 from .product_client import drive, reason_of, with_request_id
 
@@ -208,6 +209,39 @@ def test_tl4_no_other_instances_run_control_key_in_a_sandbox(instances, target, 
     attach("TL-4 run-control keys in B's sandbox", {"looked for": sorted(n for n in keys if n != "B"),
                                                     "found": len(found)})
     assert not found
+
+
+RUNCTL_PROBE = "/v1/runs/run_doesnotexist"
+
+
+def _refused(answer: dict) -> bool:
+    """No answer, or one refusing the caller (401, 403)."""
+    return not str(answer.get("status", "")).isdigit() or answer["status"] in ("401", "403")
+
+
+@pytest.mark.case("TL-4", "refusal", pair="B->A")
+def test_tl4_from_bs_sandbox_no_agent_api_admits_another_key_or_none(instances, target, sandbox_host):
+    """From inside B's sandbox, on every stream socket it can see, the same run-control request (a read of a
+    run that does not exist) with no key, A's key, C's key and B's own. B's agent's API is where B's own key
+    gets the answer the platform's path gets (``runctl``); there a request with no key or another instance's
+    key is refused. And no socket B sees gives A's or C's key that answer (A's agent API is not reachable
+    from B, with A's key or without). Not finding B's own agent's API is broken: nothing was asked."""
+    keys = _runctl_keys(target, instances)
+    platform = target.runctl(instances["B"], "GET", RUNCTL_PROBE)
+    knocks = netprobes.runctl_knocks(sandbox_host(instances["B"]), keys)
+    attach("TL-4 run-control knocks from B's sandbox", {"platform path answer": platform, "knocks": knocks})
+    answers = {where: a for where, a in knocks.items() if isinstance(a, dict)}
+
+    def as_platform(answer: dict) -> bool:
+        return (answer.get("status"), answer.get("body")) == (str(platform[0]), platform[1])
+
+    api = sorted(where for where, a in answers.items() if as_platform(a["B"]))
+    if _refused({"status": str(platform[0])}) or not api:
+        raise ProofError(f"B's own run-control request was refused through the platform's path ({platform}) or no "
+                         f"socket in B's sandbox answers B's key as that path does: B's agent's API was not found, "
+                         f"so nothing could refuse another key ({knocks})")
+    assert not [w for w in api if not all(_refused(answers[w][label]) for label in ("no key", "A", "C"))]
+    assert not [w for w, a in answers.items() if as_platform(a["A"]) or as_platform(a["C"])]
 
 
 @pytest.mark.case("TL-4", "P", pair="A->A")

@@ -253,12 +253,20 @@ def _held_stream(target, ref):
     """Start a streamed model call with the broker's own capability whose provider sends its first event and
     holds the rest for HOLD_SECONDS; return (the first event, an iterator of the events still to come) once
     that first event reached the caller (the stream is in flight: admitted, relaying, not yet answered)."""
+    import time
+
     target.script_model(ref.principal, [{"reply": IN_FLIGHT, "delay": HOLD_SECONDS}])
+    started = time.monotonic()
     status, events = target.model_stream(target.capabilities(ref)["model"], BODY)
     first = next(events, None) if status == 200 else None
     if first is None or IN_FLIGHT in first:
         raise TargetError(f"the held stream did not start as held (status {status}, first event {first!r}): "
                           "nothing was in flight")
+    if time.monotonic() - started >= HOLD_SECONDS:
+        # Its first event came only once the provider had sent the rest: the rest may be on its way already,
+        # so what follows a revocation now would prove nothing either way.
+        raise ProofError(f"the stream's first event took {time.monotonic() - started:.1f} s (the provider holds the "
+                         f"rest {HOLD_SECONDS} s): it was not relayed as it came, nothing is in flight to revoke")
     return first, events
 
 
