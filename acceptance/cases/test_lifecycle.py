@@ -318,9 +318,10 @@ def test_lf2_revocation_stops_new_and_in_flight_calls(gina, target, refused_by_p
 def test_lf2_before_revocation_works(gina, target):
     """Without revocation the same held call completes with its answer, the same held stream relays the rest
     of the provider's events (the held text among them), and a turn works."""
-    status, answer = _held_call(target, gina).result(timeout=HOLD_SECONDS + 30)
+    held = _held_call(target, gina)
+    _, stream = _held_stream(target, gina)  # held at the same time, as in the refusal
+    status, answer = held.result(timeout=HOLD_SECONDS + 30)
     assert status == 200 and IN_FLIGHT in json.dumps(answer)
-    _, stream = _held_stream(target, gina)
     after = list(stream)
     text = "".join(((json.loads(e).get("choices") or [{}])[0].get("delta") or {}).get("content") or ""
                    for e in after if e.strip() != "[DONE]")
