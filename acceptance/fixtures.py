@@ -26,6 +26,8 @@ from . import catalogue, observe, probe
 from .contract import LOCATIONS, InstanceRef, Principal, Target
 from .errors import ProofError, TargetError
 from .plugin import EVIDENCE_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION
+from .profiles import AgentProfile
+from .profiles import load as load_profile
 from .targets import TargetOptions, load
 
 PRINCIPALS = {
@@ -75,12 +77,19 @@ def platform_secrets(pairproof_run: Run) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def target(request: pytest.FixtureRequest, pairproof_run: Run, platform_secrets: dict[str, str]) -> Iterator[Target]:
+def agent_profile(request: pytest.FixtureRequest) -> AgentProfile:
+    """The agent the target runs (``--profile``): cases name tools through it (``agent_profile.tool(...)``)."""
+    return load_profile(request.config.getoption("pairproof_profile"))
+
+
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest, pairproof_run: Run, platform_secrets: dict[str, str],
+           agent_profile: AgentProfile) -> Iterator[Target]:
     name = request.config.getoption("pairproof_target") or "reference"
     factory = load(name)
     options = TargetOptions(run=f"{pairproof_run.id}-{pairproof_run.worker}",
                             state_dir=Path(request.config.getoption("pairproof_state_dir")),
-                            secrets=platform_secrets)
+                            secrets=platform_secrets, profile=agent_profile)
     t = factory(options)
     try:
         yield t
