@@ -7,7 +7,6 @@ through the broker's MCP endpoint under their product names. Standard library on
 """
 import json
 import os
-import re
 import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
