@@ -84,3 +84,11 @@ def test_every_shipped_profile_loads():
     for path in [*REFERENCE.parent.glob("*.toml"), TINY]:
         tomllib.loads(path.read_text())
         profiles.load(str(path))
+
+
+def test_qualify_refuses_a_bad_profile_before_anything_runs(tmp_path, capsys):
+    from acceptance import cli
+
+    assert cli.main(["qualify", "--profile", "nosuch", "--reports-dir", str(tmp_path / "r")]) == 2
+    assert "unknown profile 'nosuch'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
