@@ -191,7 +191,7 @@ class Controller:
         home = self._instance_dir(record)
         env = (("PAIRPROOF_BROKER", f"http://127.0.0.1:{AGENT_PORT}"),) if self.platform else ()
         # The agent's own variables; "{broker}" in a value is where it finds its broker.
-        broker = f"http://127.0.0.1:{AGENT_PORT}" if self.platform else ""
+        broker = dict(env).get("PAIRPROOF_BROKER", "")
         env += tuple((key, value.replace("{broker}", broker)) for key, value in self.launch.env)
         return sandbox.SandboxSpec(
             instance_id=record.id, uid=record.uid, gid=record.uid, volume=home / "volume",

@@ -92,3 +92,11 @@ def test_qualify_refuses_a_bad_profile_before_anything_runs(tmp_path, capsys):
     assert cli.main(["qualify", "--profile", "nosuch", "--reports-dir", str(tmp_path / "r")]) == 2
     assert "unknown profile 'nosuch'" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_reference_profile_is_the_runtimes_own_launch():
+    """The profile, translated by the reference driver, is what a controller runs when told nothing."""
+    from acceptance.targets.reference.driver import launch_of
+    from runtime.agents import REFERENCE as RUNTIME_DEFAULT
+
+    assert launch_of(profiles.load()) == RUNTIME_DEFAULT
