@@ -1,8 +1,10 @@
 """The reference target: the suite's driver for pairproof's own runtime (``runtime/``).
 
-It is the worked example of the contract. Lifecycle goes through the controller; planting and reading
-back go through agent turns (the product's path), never through writes into a volume from outside;
-probes run through ``nsenter`` into the instance exactly as the agent's own commands would. A request id
+It is the worked example of the contract. The agent is the one ``options.profile`` describes, translated
+into the runtime's launch spec (``launch_of``). Lifecycle goes through the controller; a turn goes to the
+agent's own API through the instance's broker; planting is a turn with the profile's message, never a
+write into a volume from outside, and reading back reads the profile's state file inside the owner's own
+sandbox; probes run through ``nsenter`` into the instance exactly as the agent's own commands would. A request id
 a case gives an operation is bound for the runtime's call (``requestid.bound``) or sent as ``X-Request-Id``;
 the runtime logs it with its decision and sends it on with every call it makes for that request.
 
