@@ -330,7 +330,7 @@ def test_lf4_crash_mid_run(hank, target, refused_by_proxy):
     reported not found, and the crashed generation's capability buys no model call (whichever of
     generation or lease fences it)."""
     target.script_model(hank.principal, [{"reply": "too late", "delay": 5}])
-    status, started = target.runctl(hank, "POST", "/v1/runs", {"input": "remember: the crash marker"})
+    status, started = target.runctl(hank, "POST", "/v1/runs", {"input": "about the crash marker"})
     assert status == 202
     until(lambda: [r for r in target.provider_records() if r["user"] == "org3:hank" and r["purpose"] == "turn"],
           "the run's model call")
