@@ -472,12 +472,12 @@ class Controller:
         which sends the bound request id on), or, with no platform, straight into its network namespace."""
         proc = self.sandbox(instance_id)
         broker = self._brokers.get(instance_id)
-        if broker is not None:
-            return broker.forward_runctl(method, path, body)
         try:
+            if broker is not None:
+                return broker.forward_runctl(method, path, body)
             return agents.http_in(proc.host_pid, self.launch.turn.port, method, path, body, timeout=timeout,
                                   headers=requestid.headers())
-        except OSError as exc:
+        except OSError as exc:  # its namespace is gone (the sandbox died), or the agent did not answer
             raise SandboxError(f"agent of {instance_id} did not answer {method} {path}: {exc}") from exc
 
     def turn(self, instance_id: str, message: str, timeout: float = 30.0) -> str:
