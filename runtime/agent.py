@@ -407,18 +407,6 @@ def _converse(message: str) -> str:
     return "I stopped after too many tool calls."
 
 
-def read(what: str) -> str:
-    paths = {"memory": "memory.md", "transcript": "transcript.jsonl", "tasks": "tasks.json"}
-    if what.startswith("file:"):
-        name = what[len("file:"):]
-        if not SAFE_NAME.match(name):
-            raise ValueError(f"bad file name {name!r}")
-        return _read(os.path.join(DATA, "files", name))
-    if what in paths:
-        return _read(os.path.join(DATA, paths[what]))
-    raise ValueError(f"unknown state {what!r}: expected memory, transcript, tasks or file:NAME")
-
-
 # -- runs: the run-control API -------------------------------------------------------------------------
 
 RUNS: dict[str, dict] = {}
