@@ -71,9 +71,9 @@ class TurnApi:
     events_field: str = ""
     reply_type_field: str = ""
     reply_type: str = ""
-    # Where the agent learns its run-control key (an environment variable name), for a platform that
-    # gives each instance one; empty: the agent's API takes no key.
-    key_env: str = ""
+    # Where the agent reads its run-control key inside the sandbox (a file in the instance's run folder,
+    # /run/agent, which the platform writes each wake and the broker presents); empty: its API takes none.
+    key_file: str = ""
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:
@@ -84,6 +84,8 @@ class TurnApi:
             raise ConfigError(f"turn start {self.start!r} must be a POST")
         if not self.input_field or not self.reply_field:
             raise ConfigError("a turn API needs input_field and reply_field")
+        if self.key_file and not self.key_file.startswith("/run/agent/"):
+            raise ConfigError(f"key_file {self.key_file!r} must be in the instance's run folder, /run/agent/")
         if self.style == "runs":
             for name in ("run_id_field", "status", "status_field", "done", "events", "events_field"):
                 if not getattr(self, name):

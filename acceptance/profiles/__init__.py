@@ -16,8 +16,9 @@ fields (``reference.toml`` is the worked example):
     ``status_field`` is one of ``done`` (or ``failed``); the reply is ``reply_field`` of the last event in
     ``events_field`` of ``events`` whose ``reply_type_field`` is ``reply_type``) or ``sync`` (``start``
     answers ``reply_field``); ``port``; ``input_field``, the field of the message in the start body;
-    ``key_env``, where the agent reads its run-control key, if its API takes one. Routes are "METHOD /path",
-    ``{id}`` standing for the run's id.
+    ``key_file``, where in the sandbox the agent reads its run-control key, if its API takes one (the
+    platform writes it there; its broker presents it). Routes are "METHOD /path", ``{id}`` standing for the
+    run's id.
 ``[surface]`` (optional) ``route`` and ``field``: a GET of the agent's API answering the tools it would
     offer now, name -> route.
 ``[state]`` location -> the absolute path of the file that holds it inside the sandbox (one per location
@@ -168,7 +169,7 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
     turn_out: dict[str, object] = {"style": style, "port": port, "start": route(turn, "[turn]", "start", "POST"),
                                    "input_field": text(turn, "[turn]", "input_field"),
                                    "reply_field": text(turn, "[turn]", "reply_field"),
-                                   "key_env": text(turn, "[turn]", "key_env", "")}
+                                   "key_file": text(turn, "[turn]", "key_file", "")}
     if style == "runs":
         for key in ("run_id_field", "status_field", "events_field"):
             turn_out[key] = text(turn, "[turn]", key)
@@ -178,8 +179,10 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
         turn_out["failed"] = strings(turn, "[turn]", "failed") if "failed" in turn else ()
         turn_out["reply_type_field"] = text(turn, "[turn]", "reply_type_field", "")
         turn_out["reply_type"] = text(turn, "[turn]", "reply_type", "")
-    known_turn = {"style", "port", "start", "input_field", "reply_field", "key_env", "failed", "reply_type_field",
+    known_turn = {"style", "port", "start", "input_field", "reply_field", "key_file", "failed", "reply_type_field",
                   "reply_type", *RUNS_FIELDS}
+    if turn_out["key_file"] and not str(turn_out["key_file"]).startswith("/"):
+        raise bad("[turn].key_file", "must be an absolute path inside the sandbox")
     if set(turn) - known_turn:
         raise bad("[turn]", f"unknown keys {sorted(set(turn) - known_turn)}")
 

@@ -102,12 +102,13 @@ def test_exec_timeout_kills_the_command(controller):
     assert controller.exec(rec.id, ["echo", "still fine"]).stdout == b"still fine\n"
 
 
-def test_turns_go_to_the_agents_own_api_with_no_socket_of_the_platforms_inside(controller):
+def test_turns_go_to_the_agents_own_api_and_the_agent_serves_no_control_socket(controller):
     """No shim in the agent: a turn is a run of its run-control API, reached from the host in its network
-    namespace, and the agent serves nothing in the folder the platform binds at /run/agent."""
+    namespace, and the agent serves no unix socket (the control socket it once had) anywhere it can write."""
     rec = controller.provision("org1", "ana")
     controller.wake(rec.id)
     assert controller.turn(rec.id, "hello") == "Noted."  # no platform: the agent answers without a model
     status, raw = controller.agent_api(rec.id, "GET", "/v1/sessions")
     assert status == 200 and json.loads(raw)["items"]  # the run that turn was
-    assert controller.exec(rec.id, ["/bin/ls", "-A", "/run/agent"]).stdout == b""
+    sockets = controller.exec(rec.id, ["/usr/bin/find", "/run/agent", "/data", "/tmp", "-type", "s"])
+    assert (sockets.rc, sockets.stdout) == (0, b"")

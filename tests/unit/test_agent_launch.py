@@ -91,6 +91,8 @@ def test_a_run_id_cannot_steer_the_path():
     (lambda: TurnApi(style="sync", port=0, start="POST /x", input_field="a", reply_field="b"), "port"),
     (lambda: TurnApi(style="sync", port=1, start="GET /x", input_field="a", reply_field="b"), "must be a POST"),
     (lambda: TurnApi(style="runs", port=1, start="POST /x", input_field="a", reply_field="b"), "needs run_id_field"),
+    (lambda: TurnApi(style="sync", port=1, start="POST /x", input_field="a", reply_field="b", key_file="/etc/k"),
+     "run folder"),
     (lambda: Readiness("file"), "readiness"),
     (lambda: Readiness("http", "health"), "path"),
     (lambda: AgentLaunch(command=(), files=(), turn=SYNC), "command"),

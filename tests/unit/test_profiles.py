@@ -67,6 +67,7 @@ def test_a_tool_the_profile_does_not_name_is_a_setup_error_not_a_finding():
     ('command = ["/usr/bin/python3", "-I", "-S", "/opt/pairproof/agent.py"]', "command = []", r"\[start\]\.command"),
     ('shell = "shell"', "shell = 1", r"\[tools\]\.shell"),
     ("[surface]", "[surfaces]", "top level"),
+    ('reply_field = "content"', 'reply_field = "content"\nkey_file = "runctl.key"', r"\[turn\]\.key_file"),
 ])
 def test_bad_input_names_the_file_and_the_field(tmp_path, old, new, field):
     path = _edited(tmp_path, old, new)
