@@ -26,9 +26,11 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "support" / "tiny_agent.toml"
 # Cases whose refusals and controls need the core (provision, exec, identity, turn, plant, read back,
-# artifacts, platform secrets) and the broker (model path, capabilities) only, plus the broken arrangements
-# of their X controls that do not run the reference agent. (The catalogue's facets list replaces this at merge.)
-CORE_AND_BROKER = ("FS-1", "FS-2", "FS-3", "PR-1", "PR-2", "RS-1", "RS-2", "NT-1", "NT-2", "NT-3", "NT-4", "MD-1")
+# artifacts, platform secrets) and the broker (its endpoint, the MCP filter, the model path through it) only,
+# plus broken arrangements of their X controls that do not run the reference agent. (The catalogue's facets
+# list replaces this at merge.)
+CORE_AND_BROKER = ("FS-1", "FS-2", "FS-3", "PR-1", "PR-2", "RS-1", "RS-2", "NT-1", "NT-2", "NT-3", "NT-4", "TL-1",
+                   "TL-2", "MD-1")
 
 
 @pytest.fixture
