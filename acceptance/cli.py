@@ -1,6 +1,6 @@
 """``pairproof``: qualify a target, or clean what an interrupted run left.
 
-    pairproof qualify [--target reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
+    pairproof qualify [--target reference] [--profile reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
     pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
     pairproof gate [--results reports] [--mutants reports/mutants.json]
     pairproof check-driver TARGET [--state-dir DIR]     (TARGET: a registered name or module:factory)
@@ -48,6 +48,9 @@ def qualify(args: argparse.Namespace) -> int:
     from . import targets
 
     targets.load(args.target)  # unknown target: SetupError before anything is touched
+    from .profiles import load as load_profile
+
+    profile = load_profile(args.profile)  # a bad profile: SetupError naming the file and field, before anything runs
     problems = targets.preflight(args.target)
     if problems:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
@@ -59,6 +62,7 @@ def qualify(args: argparse.Namespace) -> int:
     pytest_args = [
         str(Path(cases.__file__).parent),
         "--target", args.target,
+        "--profile", str(profile.path),
         "--pairproof-state-dir", args.state_dir,
         "--pairproof-verdict", str(reports / "verdict.json"),
         "--alluredir", str(reports / "allure-results"), "--clean-alluredir",
@@ -204,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     q = sub.add_parser("qualify", help="run the suite on a target and write reports/")
     q.add_argument("--target", default="reference", help="target driver (default: reference)")
+    q.add_argument("--profile", default="reference", metavar="NAME|PATH",
+                   help="agent profile the target runs: a name in acceptance/profiles or a .toml file (default: reference)")
     q.add_argument("--reports-dir", default="reports", help="where to write allure-results/ and verdict.json")
     q.add_argument("--state-dir", default="/var/lib/pairproof", help="runtime state folder (reference target)")
     q.add_argument("-n", type=int, default=0, help="run the suite on N processes (pytest-xdist)")
