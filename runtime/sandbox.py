@@ -243,7 +243,8 @@ def enter_argv(host_pid: int, uid: int, gid: int, argv: Sequence[str]) -> list[s
     # Enter each namespace the sandbox has of its own; one it shares with the host (only a deliberately
     # broken arrangement does) cannot be entered by an unprivileged uid, and needs no entering.
     flags = ["--user", "--preserve-credentials"]
-    for ns, flag in (("mnt", "--mount"), ("pid", "--pid"), ("net", "--net"), ("ipc", "--ipc"), ("uts", "--uts")):
+    for ns, flag in (("mnt", "--mount"), ("pid", "--pid"), ("net", "--net"), ("ipc", "--ipc"), ("uts", "--uts"),
+                     ("cgroup", "--cgroup")):
         if os.readlink(f"/proc/{host_pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"):
             flags.append(flag)
     return [
