@@ -139,14 +139,16 @@ class NsBox:
         cgroups = self._make_cgroups(name, memory_mb, pids_max)
         # As root in the new mount namespace: /data and /tmp bound, the platform's folder hidden, then the
         # sandbox's init drops to the instance's uid with no capabilities.
-        script = (f"set -e; mount --make-rprivate /; mount -t tmpfs -o mode=755 nsbox /mnt; mkdir /mnt/data; "
-                  f"mount --bind '{volume}' /mnt/data; mount --bind '{tmp}' /tmp; "
-                  f"mount -t tmpfs -o mode=700 nsbox '{self.root}'; "
+        # (/tmp is moved into place last: the platform's folder may itself be under the host's /tmp.)
+        script = (f"set -e; mount --make-rprivate /; mount -t tmpfs -o mode=755 nsbox /mnt; mkdir /mnt/data /mnt/.tmp; "
+                  f"mount --bind '{volume}' /mnt/data; mount --bind '{tmp}' /mnt/.tmp; "
+                  f"mount -t tmpfs -o mode=700 nsbox '{self.root}'; mount --move /mnt/.tmp /tmp; rmdir /mnt/.tmp; "
                   f"exec setpriv --reuid={uid} --regid={uid} --clear-groups --inh-caps=-all --bounding-set=-all "
                   f"--no-new-privs sleep infinity")
-        flags = ["--net", "--mount", "--fork", "--kill-child"]
-        if not share_host_pids:
-            flags[:0] = ["--pid", "--mount-proc"]
+        # With a pid namespace, unshare forks the init (pid 1 inside) and stays outside it; sharing the host's,
+        # it execs the script itself, so no root process is left in the sandbox's mount and net namespaces.
+        flags = ["--net", "--mount"] if share_host_pids else ["--pid", "--mount-proc", "--net", "--mount", "--fork",
+                                                               "--kill-child"]
         outer = subprocess.Popen(["unshare", *flags, "sh", "-c", script], cwd="/", start_new_session=True,
                                  env={"PATH": PATH, **(env or {})}, preexec_fn=self._join(cgroups),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -155,7 +157,8 @@ class NsBox:
             if outer.poll() is not None:
                 self._remove_cgroups(cgroups)
                 raise NsBoxError(f"sandbox {name} did not start: {outer.stderr.read().decode(errors='replace')}")
-            children = Path(f"/proc/{outer.pid}/task/{outer.pid}/children").read_text().split()
+            children = ([str(outer.pid)] if share_host_pids else
+                        Path(f"/proc/{outer.pid}/task/{outer.pid}/children").read_text().split())
             if children:
                 init = int(children[0])
                 try:
