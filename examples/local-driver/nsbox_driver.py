@@ -1,34 +1,54 @@
 """A pairproof driver for nsbox (``nsbox.py``), written by following docs/writing-a-driver.md.
 
-    PYTHONPATH=examples/local-driver pairproof check-driver nsbox_driver:create
-    PYTHONPATH=examples/local-driver pairproof qualify --target nsbox_driver:create --reports-dir reports-nsbox
+    export PYTHONPATH=examples/local-driver
+    pairproof check-driver nsbox_driver:create --profile examples/local-driver/nsbox-agent.toml
+    pairproof qualify --target nsbox_driver:create --profile examples/local-driver/nsbox-agent.toml \
+        --reports-dir reports-nsbox
 
 It implements the core and the broken arrangements nsbox can really build (a shared volume, a shared /tmp,
 the host's pid namespace, the owner's uid, a host account's uid): the filesystem, process, identity and
 resource cases run. nsbox has no broker, model path, product server, snapshots, credentials, lifecycle
-API or tool surface, so the driver offers none of those facets, and the cases that need them are reported
-"not covered: target lacks <facet>".
+API, tool surface or platform log a probe could confirm against, so the driver offers none of those
+facets, and the cases that need them are reported "not covered: target lacks <facet>".
+
+The agent each sandbox runs is the run's profile (``options.profile``): nsbox starts its command, copies its
+files to /opt/pairproof and delivers turns to its API the way the profile says; it can deliver only
+``sync`` turns and has no broker to give the agent, so a profile that needs either is refused up front.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
 from acceptance.contract import Artifacts, ExecResult, Identity, InstanceRef
-from acceptance.errors import TargetError
+from acceptance.errors import SetupError, TargetError
 
-from nsbox import NsBox, NsBoxError
+from nsbox import Agent, NsBox, NsBoxError
 
 NAMESPACES = ("user", "pid", "mnt", "net", "uts", "ipc", "cgroup")
-ASK = {"memory": "remember: my locker code is {}", "transcript": "the code on my badge reads {}",
-       "task": "task: renew the parking permit, reference {}", "volume": "save notes.txt: {}"}
+HERE = Path(__file__).resolve().parent
 
 
 def create(options):
     return NsBoxDriver(options)
+
+
+def agent_of(profile) -> Agent:
+    """nsbox's launch spec for the profile's agent; SetupError (exit 2, one line) for what nsbox cannot run."""
+    fix = f"use a sync profile without a broker, e.g. --profile {HERE / 'nsbox-agent.toml'}"
+    if profile.turn["style"] != "sync":
+        raise SetupError(f"nsbox delivers only sync turns; profile {profile.name!r} is {profile.turn['style']!r}: {fix}")
+    if profile.turn.get("key_file"):
+        raise SetupError(f"nsbox has no broker to present profile {profile.name!r}'s run-control key: {fix}")
+    if any("{broker}" in value for value in profile.env.values()):
+        raise SetupError(f"nsbox has no broker for profile {profile.name!r}'s environment: {fix}")
+    return Agent(command=tuple(profile.command), files=tuple(profile.files), env=dict(profile.env),
+                 port=int(profile.turn["port"]), start_route=str(profile.turn["start"]),
+                 input_field=str(profile.turn["input_field"]), reply_field=str(profile.turn["reply_field"]))
 
 
 class NsBoxDriver:
@@ -36,6 +56,8 @@ class NsBoxDriver:
 
     def __init__(self, options) -> None:
         self.options = options
+        self.profile = options.profile
+        self.agent = agent_of(options.profile)
         # everything this run makes lives under one folder named by the run, so two runs never meet
         self.box = NsBox(Path(options.state_dir) / f"nsbox-{options.run}")
         self._uids: dict[str, int] = {}  # one host uid per (org, user), kept across its sandboxes
@@ -43,8 +65,8 @@ class NsBoxDriver:
     def _guard(self, what, *args, **kwargs):
         try:
             return what(*args, **kwargs)
-        except (NsBoxError, OSError) as exc:  # every platform failure is the contract's error, never an assert
-            raise TargetError(f"nsbox: {exc}") from exc
+        except (NsBoxError, OSError, KeyError) as exc:  # a platform failure is the contract's error, never an assert
+            raise TargetError(f"nsbox: {type(exc).__name__}: {exc}") from exc
 
     def _key(self, principal, suffix=""):
         return f"{principal.org}-{principal.user}{suffix}"
@@ -55,30 +77,31 @@ class NsBoxDriver:
             self._uids[pair] = self.box.new_uid()
         return self._uids[pair]
 
+    def _start(self, key, uid, volume=None, **start):
+        volume = volume or self._guard(self.box.volume_for, key, uid)
+        self._guard(self.box.start, key, uid=uid, volume=volume, agent=self.agent, **start)
+        return key
+
     # -- the core --
 
     def provision(self, principal, *, memory_limit_mb=None, request_id=""):
         key = self._key(principal)
-        uid = self._uid(principal)
         self.box.record(f"provision {key} request_id={request_id or '-'}")
-        self._guard(self.box.start, key, uid=uid, volume=self._guard(self.box.volume_for, key, uid),
-                    memory_mb=memory_limit_mb or 256)
+        self._start(key, self._uid(principal), memory_mb=memory_limit_mb or 256)
         return InstanceRef(principal, key)
 
     def destroy(self, ref):
         self._guard(self.box.stop, ref.key)
         volume = self.box.root / "volumes" / ref.key
         if volume.exists() and not any(b.volume == volume for b in self.box.sandboxes.values()):
-            self._guard(_rmtree, volume)
+            self._guard(shutil.rmtree, volume)
 
     def exec(self, ref, argv, *, stdin=None, timeout=60.0):
         done = self._guard(self.box.exec, ref.key, list(argv), stdin=stdin, timeout=timeout)
         return ExecResult(done.returncode, done.stdout, done.stderr)
 
     def identity(self, ref):
-        box = self.box.sandboxes.get(ref.key)
-        if box is None:
-            raise TargetError(f"nsbox: no running sandbox {ref.key}")
+        box = self._guard(self.box.sandboxes.__getitem__, ref.key)
         pid = box.init_pid
         try:
             return Identity(host_pid=pid, uid=box.uid, gid=box.gid,
@@ -91,12 +114,14 @@ class NsBoxDriver:
         return self._guard(self.box.agent_turn, ref.key, message, request_id)
 
     def plant(self, ref, location, token):
-        if location not in ASK:
-            raise TargetError(f"nsbox: no such location {location!r}")
-        self.turn(ref, ASK[location].format(token))  # through the agent, as a user would ask
+        self.turn(ref, self.profile.plant_message(location, token))  # through the agent, as a user would ask
 
     def read_back(self, ref, location):
-        return self.turn(ref, f"show {location}")
+        """The owner's view: the file the agent keeps ``location`` in, read inside the owner's own sandbox."""
+        done = self.exec(ref, ["cat", self.profile.state[location]], timeout=30)
+        if done.rc != 0 and b"No such file" not in done.stderr:
+            raise TargetError(f"nsbox: reading back {location} in {ref.key}: {done.stderr.decode(errors='replace')}")
+        return done.stdout.decode(errors="replace")
 
     def platform_secrets(self):
         return dict(self.options.secrets)  # nsbox is given none of them: no sandbox ever holds one
@@ -111,66 +136,48 @@ class NsBoxDriver:
     # -- broken arrangements (X controls): each builds the arrangement, yields it, undoes it on exit --
 
     @contextmanager
-    def _broken(self, name, **start):
-        self._guard(self.box.start, name, **start)
+    def _broken(self, principal, key, uid, **start):
+        made = self.box.root / "volumes" / key
+        self._start(key, uid, **start)
         try:
-            yield name
+            yield InstanceRef(principal, key)
         finally:
-            self._guard(self.box.stop, name)
+            self._guard(self.box.stop, key)
+            if made.exists():
+                self._guard(shutil.rmtree, made)
 
     @contextmanager
     def broken_shared_volume(self, owner, intruder):
-        owner_box = self.box.sandboxes[owner.key]
-        with self._broken(self._key(intruder, "-x-shared-volume"), uid=owner_box.uid, volume=owner_box.volume) as k:
-            yield InstanceRef(intruder, k)
+        box = self._guard(self.box.sandboxes.__getitem__, owner.key)
+        with self._broken(intruder, self._key(intruder, "-x-shared-volume"), box.uid, volume=box.volume) as ref:
+            yield ref
 
     @contextmanager
     def broken_shared_tmp(self, owner, intruder):
         tmp = self.box.root / "tmp" / "x-shared"
         tmp.mkdir(parents=True, exist_ok=True)
         os.chmod(tmp, 0o1777)
-        refs = []
         try:
-            for who in (owner, intruder):
-                key = self._key(who, "-x-shared-tmp")
-                uid = self._uid(who)
-                with_volume = self._guard(self.box.volume_for, key, uid)
-                self._guard(self.box.start, key, uid=uid, volume=with_volume, tmp=tmp)
-                refs.append(InstanceRef(who, key))
-            yield refs[0], refs[1]
+            with self._broken(owner, self._key(owner, "-x-shared-tmp"), self._uid(owner), tmp=tmp) as first, \
+                 self._broken(intruder, self._key(intruder, "-x-shared-tmp"), self._uid(intruder), tmp=tmp) as second:
+                yield first, second
         finally:
-            for ref in refs:
-                self.destroy(ref)
-            self._guard(_rmtree, tmp)
+            self._guard(shutil.rmtree, tmp)
 
     @contextmanager
     def broken_shared_pid_ns(self, intruder):
-        key = self._key(intruder, "-x-host-pids")
-        uid = self._uid(intruder)
-        volume = self._guard(self.box.volume_for, key, uid)
-        with self._broken(key, uid=uid, volume=volume, share_host_pids=True) as k:
-            yield InstanceRef(intruder, k)
-        self._guard(_rmtree, volume)
+        with self._broken(intruder, self._key(intruder, "-x-host-pids"), self._uid(intruder),
+                          share_host_pids=True) as ref:
+            yield ref
 
     @contextmanager
     def broken_same_uid(self, owner, intruder):
-        owner_uid = self.box.sandboxes[owner.key].uid
-        key = self._key(intruder, "-x-same-uid")
-        volume = self._guard(self.box.volume_for, key, owner_uid)
-        with self._broken(key, uid=owner_uid, volume=volume) as k:
-            yield InstanceRef(intruder, k)
-        self._guard(_rmtree, volume)
+        box = self._guard(self.box.sandboxes.__getitem__, owner.key)
+        with self._broken(intruder, self._key(intruder, "-x-same-uid"), box.uid) as ref:
+            yield ref
 
     @contextmanager
     def broken_host_account_uid(self, intruder, account="nobody"):
-        uid = pwd.getpwnam(account).pw_uid
-        key = self._key(intruder, "-x-host-account")
-        volume = self._guard(self.box.volume_for, key, uid)
-        with self._broken(key, uid=uid, volume=volume) as k:
-            yield InstanceRef(intruder, k)
-        self._guard(_rmtree, volume)
-
-
-def _rmtree(path):
-    import shutil
-    shutil.rmtree(path)
+        uid = self._guard(lambda: pwd.getpwnam(account).pw_uid)
+        with self._broken(intruder, self._key(intruder, "-x-host-account"), uid) as ref:
+            yield ref
