@@ -79,7 +79,7 @@ class Sandbox:
     outer: subprocess.Popen
     init_pid: int
     cgroups: list[Path]
-    agent: "Agent"
+    agent: Agent
     share_host_pids: bool
 
 

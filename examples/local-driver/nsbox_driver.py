@@ -24,10 +24,10 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
+from nsbox import Agent, NsBox, NsBoxError
+
 from acceptance.contract import Artifacts, ExecResult, Identity, InstanceRef
 from acceptance.errors import SetupError, TargetError
-
-from nsbox import Agent, NsBox, NsBoxError
 
 NAMESPACES = ("user", "pid", "mnt", "net", "uts", "ipc", "cgroup")
 HERE = Path(__file__).resolve().parent
