@@ -3,7 +3,7 @@
     pairproof qualify [--target reference] [--profile reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
     pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
     pairproof gate [--results reports] [--mutants reports/mutants.json]
-    pairproof check-driver TARGET [--state-dir DIR]     (TARGET: a registered name or module:factory)
+    pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR]     (TARGET: a registered name or module:factory)
     pairproof clean [--target reference] [--all]
 
 Bad input (an unknown target, not root, a missing kernel feature, an unwritable reports folder) gets
@@ -160,6 +160,7 @@ def check_driver(args: argparse.Namespace) -> int:
 
     from . import conformance, targets
     from .fixtures import PLATFORM_SECRETS
+    from .profiles import load as load_profile
 
     factory = targets.load(args.target)  # unknown name, or a module that does not import: SetupError (exit 2)
     if not callable(factory):
@@ -168,14 +169,17 @@ def check_driver(args: argparse.Namespace) -> int:
     problems = targets.preflight(args.target)
     if problems:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
+    profile = load_profile(args.profile)  # a bad profile: SetupError naming the file and field
     run = f"check{token_source.token_hex(3)}"
-    options = targets.TargetOptions(run=run, state_dir=Path(args.state_dir),
+    options = targets.TargetOptions(run=run, state_dir=Path(args.state_dir), profile=profile,
                                     secrets={env: f"pp-check-{code}-{token_source.token_hex(8)}"
                                              for env, code in PLATFORM_SECRETS.items()})
     start = time.monotonic()
     print(f"pairproof check-driver {args.target} (run {run})")
     try:
         driver = factory(options)
+    except SetupError:  # the driver refuses this machine or profile: one line naming the fix, exit 2
+        raise
     except Exception as exc:
         print(f"  {'core':32} FAILS    building the driver: {type(exc).__name__}: {exc}")
         print("check-driver: FAILED (the driver could not be built)")
@@ -239,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("check-driver", help="conformance run of a driver (seconds, not the suite): the core and each "
                                             "facet it claims, one real round trip each; says what works, is missing, fails")
     d.add_argument("target", help="a registered target name (e.g. reference) or module:factory")
-    d.add_argument("--state-dir", default="/var/lib/pairproof", help="runtime state folder (reference target)")
+    d.add_argument("--profile", default="reference", metavar="NAME|PATH",
+                   help="agent profile the driver runs, as `qualify --profile` gives it (default: reference)")
+    d.add_argument("--state-dir", default="/var/lib/pairproof", help="state folder handed to the driver (options.state_dir)")
     d.set_defaults(func=check_driver)
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")
     c.add_argument("--target", default="reference", help="whose leftovers (its driver's clean hook; default: reference)")
