@@ -1,9 +1,9 @@
 """``pairproof``: qualify a target, or clean what an interrupted run left.
 
-    pairproof qualify [--target reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
+    pairproof qualify [--target reference] [--profile reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
     pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
     pairproof gate [--results reports] [--mutants reports/mutants.json]
-    pairproof check-driver TARGET [--state-dir DIR]     (TARGET: a registered name or module:factory)
+    pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR]     (TARGET: a registered name or module:factory)
     pairproof clean [--target reference] [--all]
 
 Bad input (an unknown target, not root, a missing kernel feature, an unwritable reports folder) gets
@@ -48,6 +48,9 @@ def qualify(args: argparse.Namespace) -> int:
     from . import targets
 
     targets.load(args.target)  # unknown target: SetupError before anything is touched
+    from .profiles import load as load_profile
+
+    profile = load_profile(args.profile)  # a bad profile: SetupError naming the file and field, before anything runs
     problems = targets.preflight(args.target)
     if problems:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
@@ -59,6 +62,7 @@ def qualify(args: argparse.Namespace) -> int:
     pytest_args = [
         str(Path(cases.__file__).parent),
         "--target", args.target,
+        "--profile", str(profile.path),
         "--pairproof-state-dir", args.state_dir,
         "--pairproof-verdict", str(reports / "verdict.json"),
         "--alluredir", str(reports / "allure-results"), "--clean-alluredir",
@@ -156,6 +160,7 @@ def check_driver(args: argparse.Namespace) -> int:
 
     from . import conformance, targets
     from .fixtures import PLATFORM_SECRETS
+    from .profiles import load as load_profile
 
     factory = targets.load(args.target)  # unknown name, or a module that does not import: SetupError (exit 2)
     if not callable(factory):
@@ -164,14 +169,17 @@ def check_driver(args: argparse.Namespace) -> int:
     problems = targets.preflight(args.target)
     if problems:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
+    profile = load_profile(args.profile)  # a bad profile: SetupError naming the file and field
     run = f"check{token_source.token_hex(3)}"
-    options = targets.TargetOptions(run=run, state_dir=Path(args.state_dir),
+    options = targets.TargetOptions(run=run, state_dir=Path(args.state_dir), profile=profile,
                                     secrets={env: f"pp-check-{code}-{token_source.token_hex(8)}"
                                              for env, code in PLATFORM_SECRETS.items()})
     start = time.monotonic()
     print(f"pairproof check-driver {args.target} (run {run})")
     try:
         driver = factory(options)
+    except SetupError:  # the driver refuses this machine or profile: one line naming the fix, exit 2
+        raise
     except Exception as exc:
         print(f"  {'core':32} FAILS    building the driver: {type(exc).__name__}: {exc}")
         print("check-driver: FAILED (the driver could not be built)")
@@ -204,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     q = sub.add_parser("qualify", help="run the suite on a target and write reports/")
     q.add_argument("--target", default="reference", help="target driver (default: reference)")
+    q.add_argument("--profile", default="reference", metavar="NAME|PATH",
+                   help="agent profile the target runs: a name in acceptance/profiles or a .toml file (default: reference)")
     q.add_argument("--reports-dir", default="reports", help="where to write allure-results/ and verdict.json")
     q.add_argument("--state-dir", default="/var/lib/pairproof", help="runtime state folder (reference target)")
     q.add_argument("-n", type=int, default=0, help="run the suite on N processes (pytest-xdist)")
@@ -233,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("check-driver", help="conformance run of a driver (seconds, not the suite): the core and each "
                                             "facet it claims, one real round trip each; says what works, is missing, fails")
     d.add_argument("target", help="a registered target name (e.g. reference) or module:factory")
-    d.add_argument("--state-dir", default="/var/lib/pairproof", help="runtime state folder (reference target)")
+    d.add_argument("--profile", default="reference", metavar="NAME|PATH",
+                   help="agent profile the driver runs, as `qualify --profile` gives it (default: reference)")
+    d.add_argument("--state-dir", default="/var/lib/pairproof", help="state folder handed to the driver (options.state_dir)")
     d.set_defaults(func=check_driver)
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")
     c.add_argument("--target", default="reference", help="whose leftovers (its driver's clean hook; default: reference)")

@@ -28,6 +28,8 @@ from .contract import (FACETS, LOCATIONS, InstanceRef, ModelPath, PlatformLog, P
                        UndeclaredFacetError)
 from .errors import ProofError, TargetError
 from .keys import EVIDENCE_KEY, LACKS_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION, TARGET_VIEW
+from .profiles import AgentProfile
+from .profiles import load as load_profile
 from .targets import TargetOptions, load
 
 PRINCIPALS = {
@@ -77,15 +79,21 @@ def platform_secrets(pairproof_run: Run) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def pairproof_target(request: pytest.FixtureRequest, pairproof_run: Run, platform_secrets: dict[str, str]
-                     ) -> Iterator[Target]:
+def agent_profile(request: pytest.FixtureRequest) -> AgentProfile:
+    """The agent the target runs (``--profile``): cases name tools through it (``agent_profile.tool(...)``)."""
+    return load_profile(request.config.getoption("pairproof_profile"))
+
+
+@pytest.fixture(scope="session")
+def pairproof_target(request: pytest.FixtureRequest, pairproof_run: Run, platform_secrets: dict[str, str],
+                     agent_profile: AgentProfile) -> Iterator[Target]:
     """The driver itself, whole: for the harness (provisioning, planting, the host cross-check), which uses
     the core alone. A case's tests get ``target``, which shows them only what their case declared."""
     name = request.config.getoption("pairproof_target") or "reference"
     factory = load(name)
     options = TargetOptions(run=f"{pairproof_run.id}-{pairproof_run.worker}",
                             state_dir=Path(request.config.getoption("pairproof_state_dir")),
-                            secrets=platform_secrets)
+                            secrets=platform_secrets, profile=agent_profile)
     t = factory(options)
     try:
         yield t

@@ -160,6 +160,19 @@ def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case],
             status = "broken"  # controls alone prove nothing about the boundary
         else:
             status = "passed"
+        if status in ("failed", "broken") and not reason:
+            # The first test that made it so, and why: the case's line then says what to look at.
+            # (a refusal is broken when a control is: the control's own reason comes first then)
+            own = [(r["test"], r["status"], r["reason"]) for r in refusals if r["status"] != "passed"]
+            of_controls = [(t["test"], t["status"], t["reason"]) for c in controls.values() for t in c["tests"]
+                           if t["status"] != "passed"]
+            worst = (own + of_controls if status == "failed" else of_controls + own) + \
+                    [(f"{role} control", "not run", "no test of it ran") for role, c in controls.items()
+                     if c["status"] == "not run" and ran]
+            if worst:
+                test, why, message = next((w for w in worst if w[1] == status), worst[0])
+                first_line = message.strip().splitlines()[0] if message and message.strip() else "no message"
+                reason = f"{test.rsplit('::', 1)[-1]} {why}: {first_line}"[:300]
         cases.append({"id": case_id, "boundary": case.boundary, "channel": case.channel,
                       "refusal": case.refusal, "severity": case.severity, "status": status, "reason": reason,
                       "facets": list(case.facets), "lacks": lacks,

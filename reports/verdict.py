@@ -60,6 +60,9 @@ def table(verdict: dict, *, include_uncovered: bool = False) -> str:
     lacking = [c for c in verdict["cases"] if c.get("lacks")]
     uncovered = verdict["counts"].get("not covered", 0) - len(lacking)
     facets = sorted({f for c in lacking for f in c["lacks"]})
+    for c in verdict["cases"]:
+        if c["status"] in ("failed", "broken") and c.get("reason"):
+            lines.append(f"{c['id']} {c['status']}: {c['reason']}")
     lines.append(f"verdict: {verdict['status'].upper()}  "
                  + ", ".join(f"{n} {s}" for s, n in sorted(verdict["counts"].items()) if s != "not covered")
                  + (f"; {len(lacking)} not covered: target lacks {', '.join(facets)}" if lacking else "")

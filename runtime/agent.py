@@ -9,12 +9,13 @@ ends with the model's reply; the first turn also asks for a title and every turn
 background model calls metered like any other. The agent holds no credential: its model adapter sends a
 placeholder ``x-api-key`` that the broker replaces.
 
-Two interfaces: the controller's JSON-lines control socket (``/run/agent/agent.sock``: ping, turn, read)
-and a run-control HTTP API on 127.0.0.1:8642 inside the sandbox (start a run, read it, its events, stop
-it) which only the broker can reach, and which answers only a request with the instance's run-control key
-(``Authorization: Bearer <key>``; the key is in ``/run/agent/runctl.key``, readable by the agent's uid
-alone, fresh each wake; without it, 401). The agent also serves routes a real gateway has (jobs, sessions,
-platform events) so that the broker's route set is tested against something real.
+One interface: a run-control HTTP API on 127.0.0.1:8642 inside the sandbox (start a run, read it, its
+events, stop it; and the tool surface it would offer) which only the platform reaches, through the
+instance's broker: the platform delivers every turn as a run. It answers only a request with the
+instance's run-control key (``Authorization: Bearer <key>``; the key is in ``/run/agent/runctl.key``,
+readable by the agent's uid alone, fresh each wake; without it, 401). The agent also serves routes a real
+gateway has (jobs, sessions, platform events) so that the broker's route set is tested against something
+real.
 
 Its tool surface comes from the operator's managed configuration (``/etc/pairproof/managed.json``,
 read-only) through two loaders: tools the agent implements itself (``toolsets.builtin``) and the tools of
@@ -38,10 +39,10 @@ import threading
 import time
 
 # http.client and http.server are imported where used: start to ready is the agent's Python start-up,
-# and those two (with what they pull in) would add about half to it.
+# and those two (with what they pull in) would add about half to it. The run-control port listens (and
+# the platform counts the agent ready) before http.server is imported; connections wait in its backlog.
 
 DATA = os.environ.get("PAIRPROOF_DATA", "/data")
-SOCKET = os.environ.get("PAIRPROOF_CONTROL", "/run/agent/agent.sock")
 BROKER = os.environ.get("PAIRPROOF_BROKER", "")
 MANAGED = os.environ.get("PAIRPROOF_MANAGED", "/etc/pairproof/managed.json")
 # Seconds between model-catalog refreshes (a DNS lookup and a connection to the catalog host); 0, the
@@ -485,18 +486,6 @@ def _converse(message: str) -> str:
     return "I stopped after too many tool calls."
 
 
-def read(what: str) -> str:
-    paths = {"memory": "memory.md", "transcript": "transcript.jsonl", "tasks": "tasks.json"}
-    if what.startswith("file:"):
-        name = what[len("file:"):]
-        if not SAFE_NAME.match(name):
-            raise ValueError(f"bad file name {name!r}")
-        return _read(os.path.join(DATA, "files", name))
-    if what in paths:
-        return _read(os.path.join(DATA, paths[what]))
-    raise ValueError(f"unknown state {what!r}: expected memory, transcript, tasks or file:NAME")
-
-
 # -- runs: the run-control API -------------------------------------------------------------------------
 
 RUNS: dict[str, dict] = {}
@@ -525,7 +514,14 @@ def _runctl_key() -> bytes:
         return b""
 
 
-def _run_control_server():
+def surface_view() -> dict:
+    """The tools this agent would offer the model now (name -> route), and the settings it runs under."""
+    config = effective()
+    return {"tools": {name: t["route"] for name, t in surface(config).items()},
+            "settings": config["settings"], "refused_settings": config["refused_settings"]}
+
+
+def _run_control_server(listening: socket.socket) -> None:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     expected = b"Bearer " + _runctl_key()
@@ -596,6 +592,8 @@ def _run_control_server():
                 run = self._run(parts[2])
                 if run:
                     self._send(200, {"events": run["events"]})
+            elif parts == ["v1", "surface"]:
+                self._send(200, surface_view())
             elif parts in (["v1", "jobs"], ["v1", "sessions"]):
                 # Routes a real gateway serves (cron jobs, every session of the instance): not for the platform.
                 self._send(200, {"items": list(RUNS) if parts[1] == "sessions" else []})
@@ -605,50 +603,13 @@ def _run_control_server():
     class Server(ThreadingHTTPServer):
         daemon_threads = True
 
-        def server_bind(self):
-            # HTTPServer's own server_bind does a reverse DNS lookup (getfqdn) of its address: egress for
-            # nothing, which NT-5 would rightly catch.
-            import socketserver
-
-            socketserver.TCPServer.server_bind(self)
-            self.server_name, self.server_port = "127.0.0.1", RUNCTL_PORT
-
-    Server(("127.0.0.1", RUNCTL_PORT), RunControl).serve_forever()
-
-
-# -- the controller's control socket -------------------------------------------------------------------
-
-def handle(request: dict) -> dict:
-    op = request.get("op")
-    _bind_request(request.get("request_id"))
-    if op == "ping":
-        return {"ok": True, "pid": os.getpid(), "uid": os.getuid(), "instance": os.environ.get("PAIRPROOF_INSTANCE", "")}
-    if op == "turn":
-        return {"ok": True, "reply": turn(str(request["message"]))}
-    if op == "read":
-        return {"ok": True, "content": read(str(request["what"]))}
-    if op == "surface":
-        config = effective()
-        return {"ok": True, "tools": {name: t["route"] for name, t in surface(config).items()},
-                "settings": config["settings"], "refused_settings": config["refused_settings"]}
-    return {"ok": False, "error": f"unknown op {op!r}"}
-
-
-def _serve_control(server: socket.socket) -> None:
-    while True:
-        conn, _ = server.accept()
-        threading.Thread(target=_answer, args=(conn,), daemon=True).start()
-
-
-def _answer(conn: socket.socket) -> None:
-    with conn, conn.makefile("rwb") as stream:
-        line = stream.readline()
-        try:
-            response = handle(json.loads(line))
-        except Exception as exc:  # one bad request must not take the agent down
-            response = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        stream.write(json.dumps(response).encode() + b"\n")
-        stream.flush()
+    # The socket is bound and listening already. (HTTPServer's own server_bind, not called here, would do a
+    # reverse DNS lookup of its address: egress for nothing, which NT-5 would rightly catch.)
+    server = Server(("127.0.0.1", RUNCTL_PORT), RunControl, bind_and_activate=False)
+    server.socket.close()
+    server.socket = listening
+    server.server_name, server.server_port = "127.0.0.1", RUNCTL_PORT
+    server.serve_forever()
 
 
 def _refresh_catalog() -> None:
@@ -673,18 +634,12 @@ def serve() -> int:
         _load_tool_servers(deadline=time.monotonic() + 5)
     if CATALOG_REFRESH > 0:
         threading.Thread(target=_refresh_catalog, daemon=True).start()
-    try:
-        os.unlink(SOCKET)
-    except FileNotFoundError:
-        pass
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(SOCKET + ".new")
-    server.listen(16)
-    os.chmod(SOCKET + ".new", 0o600)
-    os.replace(SOCKET + ".new", SOCKET)  # appears only once it listens: readiness is "socket exists"
-    # The run-control API comes up just after readiness; the broker answers agent_unreachable meanwhile.
-    threading.Thread(target=_run_control_server, daemon=True).start()
-    _serve_control(server)
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listening.bind(("127.0.0.1", RUNCTL_PORT))
+    listening.listen(64)  # from here the platform counts the agent ready: what connects waits to be served
+    _run_control_server(listening)
+    return 0
 
 
 if __name__ == "__main__":

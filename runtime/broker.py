@@ -38,7 +38,7 @@ from .netns import socket_in
 
 log = logging.getLogger("pairproof.broker")
 AGENT_PORT = 8765  # where the agent finds its broker, inside its own network namespace
-RUNCTL_PORT = 8642  # where the agent serves its run-control API, inside its namespace
+RUNCTL_PORT = 8642  # where the reference agent serves its run-control API, inside its namespace
 RUNCTL_STARTUP = 5.0  # how long a just-woken agent may take to open it
 MODEL_ROUTES = ("/v1/chat/completions", "/v1/messages")
 RUN_ID = r"[A-Za-z0-9_-]{1,64}"
@@ -56,8 +56,9 @@ RUNCTL_ROUTES = (
 class Broker:
     def __init__(self, *, instance: str, sandbox_pid: int, grant: str, model_capability: str, product_url: str,
                  proxy_url: str, mcp_filter: McpFilter, journal: Journal | None = None,
-                 generation: int = 0, runctl_key: str = "") -> None:
+                 generation: int = 0, runctl_key: str = "", agent_port: int = RUNCTL_PORT) -> None:
         self.instance, self.sandbox_pid = instance, sandbox_pid
+        self.agent_port = agent_port  # where the agent serves its own API (its turn API), in its namespace
         self._grant, self._model = grant, model_capability
         self._runctl_key = runctl_key  # this instance's only: never logged, never handed out
         self.product_url, self.proxy_url = product_url.rstrip("/"), proxy_url.rstrip("/")
@@ -185,7 +186,7 @@ class Broker:
             sock = socket_in(self.sandbox_pid)
             sock.settimeout(120)
             try:
-                sock.connect(("127.0.0.1", RUNCTL_PORT))
+                sock.connect(("127.0.0.1", self.agent_port))
                 break
             except ConnectionRefusedError as exc:
                 sock.close()
@@ -193,7 +194,7 @@ class Broker:
                 if time.monotonic() > deadline:
                     return 502, json.dumps({"error": {"reason": "agent_unreachable", "message": str(exc)}}).encode()
                 time.sleep(0.02)
-        conn = http.client.HTTPConnection("127.0.0.1", RUNCTL_PORT, timeout=120)
+        conn = http.client.HTTPConnection("127.0.0.1", self.agent_port, timeout=120)
         conn.sock = sock
         try:
             headers = {"Content-Type": "application/json", **requestid.headers()}

@@ -2,8 +2,12 @@
 
 It owns provision, wake, sleep, recreate and destroy; the instance's host uid and generation; its
 private volume; and the running sandbox. State lives under ``<root>/runs/<run>/`` (the registry, the
-agent image, each instance's volume, control socket folder and synthetic /etc) so a controller created
-again on the same folder finds its instances, and ``cleanup`` can find what a killed run left.
+agent image, each instance's volume, run folder and synthetic /etc) so a controller created again on the
+same folder finds its instances, and ``cleanup`` can find what a killed run left.
+
+Which agent runs, how it is known ready and how a turn reaches it is the controller's ``AgentLaunch``
+(``agents.py``; the runtime's own agent unless given): a turn goes to the agent's own API inside its
+sandbox, from the host, through the instance's broker.
 
 Sandboxes die with the controller that started them (``bwrap --die-with-parent``): a restarted
 controller finds its instances asleep, with their volumes and generations intact, and wakes them anew.
@@ -18,19 +22,20 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import capacity, cgroups, managed, requestid, sandbox, uids
+from . import agents, capacity, cgroups, managed, requestid, sandbox, uids
+from .agents import AgentLaunch
 from .broker import AGENT_PORT, Broker, dispatch_effect
 from .cgroups import Limits
 from .cleanup import process_start_time, remove_run
 from .errors import CapacityRefused, ConfigError, InstanceError, SandboxError
 from .journal import Journal
 from .mcp_filter import McpFilter
+from .netns import socket_in
 from .platform import LEASE_TTL, MODEL_TTL, Platform
 from .registry import InstanceRecord, Registry
 from .snapshots import SnapshotStore
@@ -39,7 +44,6 @@ DEFAULT_ROOT = Path("/var/lib/pairproof")
 DEFAULT_LIMITS = Limits(memory_bytes=256 << 20, pids_max=64)
 NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,31}$")
 RUN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
-AGENT_COMMAND = ("/usr/bin/python3", "-I", "-S", "/opt/pairproof/agent.py")
 # The agent's run-control key, fresh each wake: in the instance's control folder (its /run/agent), readable by
 # its uid alone; the broker holds the same key and presents it on the platform side (``forward_runctl``).
 RUNCTL_KEY_FILE = "runctl.key"
@@ -87,11 +91,13 @@ class Controller:
     def __init__(self, root: Path = DEFAULT_ROOT, run: str = "default", *, limits: Limits = DEFAULT_LIMITS,
                  hierarchy: cgroups.Hierarchy | None = None, ready_deadline: float = 10.0,
                  platform: Platform | None = None, budget: capacity.Budget = capacity.REFERENCE_BUDGET,
-                 host: capacity.Host | None = None, managed_sha256: str = managed.PINNED_SHA256) -> None:
+                 host: capacity.Host | None = None, managed_sha256: str = managed.PINNED_SHA256,
+                 agent: AgentLaunch = agents.REFERENCE) -> None:
         if not RUN.match(run):
             raise ConfigError(f"run name {run!r} is invalid: use 1-48 of a-z, 0-9, '_' and '-', starting alphanumeric")
         self.root, self.run, self.limits, self.ready_deadline = Path(root), run, limits, ready_deadline
         self.managed_sha256 = managed_sha256
+        self.launch = agent
         self.state = self.root / "runs" / run
         self.state.mkdir(parents=True, exist_ok=True)
         _traversable(self.root)
@@ -112,6 +118,7 @@ class Controller:
         # Without a platform an instance has no broker and no way out at all (the sandbox tests use that).
         self.platform = platform
         self._brokers: dict[str, Broker] = {}
+        self._runctl_keys: dict[str, str] = {}  # each running instance's run-control key (for the no-broker path)
         self._journals: dict[str, Journal] = {}
         for record in self.registry.all():
             if record.state == "running":  # its sandbox died with the controller that started it
@@ -126,12 +133,16 @@ class Controller:
         tmp.replace(self.state / "owner.json")
 
     def _build_image(self) -> Path:
-        """The read-only folder every sandbox sees at /opt/pairproof: the agent and nothing else."""
+        """The read-only folder every sandbox sees at /opt/pairproof: the agent's files and nothing else."""
         image = self.state / "image"
         image.mkdir(exist_ok=True)
         os.chmod(image, 0o755)
-        shutil.copyfile(Path(__file__).with_name("agent.py"), image / "agent.py")
-        os.chmod(image / "agent.py", 0o644)
+        for source in self.launch.files:
+            try:
+                shutil.copyfile(source, image / source.name)
+            except OSError as exc:
+                raise ConfigError(f"agent image file {source}: {exc.strerror}") from exc
+            os.chmod(image / source.name, 0o644)
         return image
 
     def _instance_dir(self, record: InstanceRecord) -> Path:
@@ -176,6 +187,9 @@ class Controller:
     def spec(self, record: InstanceRecord) -> sandbox.SandboxSpec:
         home = self._instance_dir(record)
         env = (("PAIRPROOF_BROKER", f"http://127.0.0.1:{AGENT_PORT}"),) if self.platform else ()
+        # The agent's own variables; "{broker}" in a value is where it finds its broker.
+        broker = dict(env).get("PAIRPROOF_BROKER", "")
+        env += tuple((key, value.replace("{broker}", broker)) for key, value in self.launch.env)
         return sandbox.SandboxSpec(
             instance_id=record.id, uid=record.uid, gid=record.uid, volume=home / "volume",
             control_dir=home / "control", etc_dir=home / "etc", image_dir=self.image, hostname="agent", env=env,
@@ -193,13 +207,12 @@ class Controller:
         self._check_managed((self._instance_dir(record) / "managed.json").read_bytes(),
                             f"managed config of instance {record.id} ({record.org}/{record.user})")
         self._admit(f"wake of {instance_id}", resident=1, active=1)
-        runctl_key = self._issue_runctl_key(record) if self.platform is not None else ""
+        runctl_key = self._issue_runctl_key(record)
+        self._runctl_keys[instance_id] = runctl_key
         limits = Limits(record.memory_bytes, record.pids_max)
         cg = self.hierarchy.create(self.run, f"{record.id}-g{record.generation}", limits)
-        socket_path = self._instance_dir(record) / "control" / "agent.sock"
-        socket_path.unlink(missing_ok=True)
         try:
-            proc = sandbox.start(self.spec(record), cg, AGENT_COMMAND, deadline=self.ready_deadline)
+            proc = sandbox.start(self.spec(record), cg, self.launch.command, deadline=self.ready_deadline)
         except BaseException:
             cg.remove()
             raise
@@ -207,7 +220,7 @@ class Controller:
         try:
             if self.platform is not None:
                 self._start_broker(record, proc, runctl_key)
-            self._wait_ready(proc, socket_path)
+            self._wait_ready(proc)
         except BaseException:
             self._stop(instance_id)
             raise
@@ -266,7 +279,9 @@ class Controller:
         left in its own control folder) and renamed into place."""
         key = secrets.token_urlsafe(32)
         control = self._instance_dir(record) / "control"
-        tmp = control / (RUNCTL_KEY_FILE + ".new")
+        # Where the agent's profile says it reads it (under /run/agent, the instance's control folder).
+        name = self.launch.turn.key_file.removeprefix("/run/agent/") or RUNCTL_KEY_FILE
+        tmp = control / (name + ".new")
         tmp.unlink(missing_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
         try:
@@ -275,7 +290,7 @@ class Controller:
             os.write(fd, key.encode())
         finally:
             os.close(fd)
-        os.replace(tmp, control / RUNCTL_KEY_FILE)
+        os.replace(tmp, control / name)
         return key
 
     def _start_broker(self, record: InstanceRecord, proc: sandbox.SandboxProcess, runctl_key: str = "") -> None:
@@ -289,7 +304,7 @@ class Controller:
                         model_capability=self.platform.models.issue(*claims, ttl=MODEL_TTL),
                         product_url=self.platform.product.url, proxy_url=self.platform.proxy.url,
                         mcp_filter=self.platform.mcp_filter, journal=self.journal(record.id), generation=record.generation,
-                        runctl_key=runctl_key)
+                        runctl_key=runctl_key, agent_port=self.launch.turn.port)
         self._brokers[record.id] = broker.start()
 
     def pin_tool(self, instance_id: str, name: str, schema: dict) -> None:
@@ -386,18 +401,26 @@ class Controller:
             raise InstanceError(f"instance {instance_id} has no broker (not running, or no platform)")
         return broker
 
-    def _wait_ready(self, proc: sandbox.SandboxProcess, socket_path: Path) -> None:
+    def _wait_ready(self, proc: sandbox.SandboxProcess) -> None:
+        """Until the launch's readiness rule holds, checked from the host inside the sandbox's network
+        namespace: the agent's API port accepts a connection (``listening``), or a GET on it answers 2xx
+        (``http``)."""
+        ready, port = self.launch.ready, self.launch.turn.port
         end = time.monotonic() + self.ready_deadline
         while time.monotonic() < end:
             if not proc.alive():
                 err = proc.popen.stderr.read().decode(errors="replace").strip() if proc.popen.stderr else ""
                 raise SandboxError(f"agent of {proc.spec.instance_id} exited with {proc.popen.returncode} before ready: {err}")
-            if socket_path.exists():
-                try:
-                    if self._call(socket_path, {"op": "ping"}, timeout=1.0).get("ok"):
-                        return
-                except OSError:
-                    pass
+            try:
+                if ready.kind == "listening":
+                    with socket_in(proc.host_pid) as probe:
+                        probe.settimeout(1.0)
+                        probe.connect(("127.0.0.1", port))
+                    return
+                if 200 <= agents.http_in(proc.host_pid, port, "GET", ready.path, None, timeout=1.0)[0] < 300:
+                    return
+            except (OSError, SandboxError):
+                pass  # not listening yet, or not answering yet
             time.sleep(0.002)
         raise SandboxError(f"agent of {proc.spec.instance_id} not ready within {self.ready_deadline}s")
 
@@ -430,6 +453,7 @@ class Controller:
         proc.popen.wait()
 
     def _stop(self, instance_id: str) -> None:
+        self._runctl_keys.pop(instance_id, None)
         broker = self._brokers.pop(instance_id, None)
         if broker is not None:
             broker.stop()
@@ -462,46 +486,37 @@ class Controller:
         """Run ``argv`` inside the instance, as its uid, in its namespaces and cgroup."""
         return sandbox.run_inside(self.sandbox(instance_id), argv, stdin=stdin, timeout=timeout)
 
-    def agent(self, instance_id: str, request: dict, timeout: float = 30.0) -> dict:
-        """One request to the instance's agent over its control socket (with the bound request id, which the
-        agent sends on with every call it makes for it)."""
-        self.sandbox(instance_id)
-        if requestid.current():
-            request = {**request, "request_id": requestid.current()}
-        record = self.registry.get(instance_id)
-        path = self._instance_dir(record) / "control" / "agent.sock"
+    def agent_api(self, instance_id: str, method: str, path: str, body: bytes | None = None, *,
+                  timeout: float = 120.0) -> tuple[int, bytes]:
+        """One request to the agent's own API, from the host: through the instance's broker (platform side,
+        which sends the bound request id on), or, with no platform, straight into its network namespace."""
+        proc = self.sandbox(instance_id)
+        broker = self._brokers.get(instance_id)
         try:
-            response = self._call_counted(instance_id, path, request, timeout)
-        except OSError as exc:
-            raise SandboxError(f"agent of {instance_id} did not answer {request.get('op')!r}: {exc}") from exc
-        if not response.get("ok"):
-            raise SandboxError(f"agent of {instance_id} refused {request.get('op')!r}: {response.get('error')}")
-        return response
+            if broker is not None:
+                return broker.forward_runctl(method, path, body)
+            # No broker to present the instance's key: the controller, which issued it, does.
+            key = {"Authorization": f"Bearer {self._runctl_keys[instance_id]}"} if instance_id in self._runctl_keys else {}
+            return agents.http_in(proc.host_pid, self.launch.turn.port, method, path, body, timeout=timeout,
+                                  headers={**requestid.headers(), **key})
+        except OSError as exc:  # its namespace is gone (the sandbox died), or the agent did not answer
+            raise SandboxError(f"agent of {instance_id} did not answer {method} {path}: {exc}") from exc
 
-    def _call_counted(self, instance_id: str, path: Path, request: dict, timeout: float) -> dict:
-        """``_call``, counting the instance as active (for admission) while a turn is in progress."""
-        if request.get("op") != "turn":
-            return self._call(path, request, timeout)
+    def turn(self, instance_id: str, message: str, timeout: float = 30.0) -> str:
+        """One turn through the agent's own turn API (with the bound request id, which the agent sends on
+        with every call it makes for it); its reply. The instance counts as active while it lasts."""
+        self.sandbox(instance_id)
         with self._turns_lock:
             self._turns[instance_id] = self._turns.get(instance_id, 0) + 1
         try:
-            return self._call(path, request, timeout)
+            return agents.deliver(self.launch.turn,
+                                  lambda method, path, body: self.agent_api(instance_id, method, path, body),
+                                  message, timeout=timeout)
+        except SandboxError as exc:
+            raise SandboxError(f"agent of {instance_id}: {exc}") from exc
         finally:
             with self._turns_lock:
                 self._turns[instance_id] -= 1
-
-    @staticmethod
-    def _call(path: Path, request: dict, timeout: float) -> dict:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(str(path))
-            with s.makefile("rwb") as stream:
-                stream.write(json.dumps(request).encode() + b"\n")
-                stream.flush()
-                line = stream.readline()
-        if not line:
-            raise ConnectionResetError("agent closed the connection without an answer")
-        return json.loads(line)
 
     def volume_path(self, instance_id: str) -> Path:
         """The host folder that is the instance's /data."""

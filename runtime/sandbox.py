@@ -7,7 +7,7 @@ Built with the tools made for it rather than raw syscalls:
   own (host ``/proc/<pid>/uid_map`` reads ``U U 1``).
 - ``bwrap`` unshares user, mount, pid, ipc, uts, network and cgroup namespaces and builds the root from a
   tmpfs: the system folders bound read-only, a synthetic ``/etc/passwd``, a private ``/tmp``, the private
-  volume at ``/data`` and the agent's control socket folder at ``/run/agent``. No ``--dev``: a devpts mount
+  volume at ``/data`` and the instance's run folder at ``/run/agent``. No ``--dev``: a devpts mount
   would make bwrap nest a second user namespace, which ``nsenter`` could not enter; the few device nodes
   an agent needs are bound one by one.
 - the process is placed in its cgroup *before* it runs anything: ``spawn_gated`` starts a shell that waits
@@ -243,7 +243,8 @@ def enter_argv(host_pid: int, uid: int, gid: int, argv: Sequence[str]) -> list[s
     # Enter each namespace the sandbox has of its own; one it shares with the host (only a deliberately
     # broken arrangement does) cannot be entered by an unprivileged uid, and needs no entering.
     flags = ["--user", "--preserve-credentials"]
-    for ns, flag in (("mnt", "--mount"), ("pid", "--pid"), ("net", "--net"), ("ipc", "--ipc"), ("uts", "--uts")):
+    for ns, flag in (("mnt", "--mount"), ("pid", "--pid"), ("net", "--net"), ("ipc", "--ipc"), ("uts", "--uts"),
+                     ("cgroup", "--cgroup")):
         if os.readlink(f"/proc/{host_pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"):
             flags.append(flag)
     return [

@@ -4,10 +4,12 @@ the refusal reason of an answer. Shared by the product cases and TL-5 (whose ref
 from __future__ import annotations
 
 
-def drive(target, principal, ref, calls: list[tuple[str, dict]], reply: str = "done", request_id: str = "") -> str:
-    """One agent turn in which the model makes ``calls`` (tool, arguments) and then replies; the turn's
-    ``request_id`` goes with each of its calls, and the product logs its decisions under it."""
-    target.script_model(principal, [{"tool": t, "arguments": a} for t, a in calls] + [{"reply": reply}])
+def drive(target, profile, principal, ref, calls: list[tuple[str, dict]], reply: str = "done",
+          request_id: str = "") -> str:
+    """One agent turn in which the model makes ``calls`` (the product's tool, arguments), each by the name
+    the agent (``profile``) gives that tool, and then replies; the turn's ``request_id`` goes with each of
+    its calls, and the product logs its decisions under it."""
+    target.script_model(principal, [{"tool": profile.tool(t), "arguments": a} for t, a in calls] + [{"reply": reply}])
     return target.turn(ref, "please do it", request_id=request_id)
 
 

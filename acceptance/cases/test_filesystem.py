@@ -52,7 +52,7 @@ def test_fs1_whole_visible_fs_scan_finds_none_of_a(intruder, instances, planted,
 
 
 @pytest.mark.parametrize("intruder", _intruders("FS-1"))
-def test_fs1_a_volume_not_reachable_by_path(intruder, instances, planted, target, sandbox_host):
+def test_fs1_a_volume_not_reachable_by_path(agent_profile, intruder, instances, planted, target, sandbox_host):
     """Neither A's host volume path nor /proc/<pid>/root/data of any pid leads the intruder to A's files.
 
     Every pid the intruder's /proc lists, and every number any of A's processes has on the host or in A's
@@ -63,7 +63,9 @@ def test_fs1_a_volume_not_reachable_by_path(intruder, instances, planted, target
     host = sandbox_host(instances[intruder])
     a_volume = target.artifacts().volumes[instances["A"].key]
     assert not host.file(str(a_volume)).exists
-    assert not host.file(f"{a_volume}/memory.md").exists
+    for path in agent_profile.state.values():  # A's files where its agent keeps them, at the volume's host path
+        if path.startswith("/data/"):
+            assert not host.file(f"{a_volume}/{path[len('/data/'):]}").exists
     a_pid = target.identity(instances["A"]).host_pid
     numbers = {str(a_pid), *(_ns_pids(a_pid))}
     quoted = " ".join(host.backend.quote("%s", a) for a in ["/data", *sorted(numbers)])

@@ -30,7 +30,7 @@ PEOPLE = {"I": Principal("I", "org4", "ivy"), "J": Principal("J", "org5", "jay")
 BODY = {"model": "reference-main", "messages": [{"role": "user", "content": "hi"}], "metadata": {"purpose": "turn"}}
 
 
-def build_machine(target, scan_visible, sandbox_host, mint, counter):
+def build_machine(target, scan_visible, sandbox_host, mint, counter, profile):
     class Interleavings(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
@@ -65,7 +65,8 @@ def build_machine(target, scan_visible, sandbox_host, mint, counter):
         @rule(who=st.sampled_from(sorted(PEOPLE)))
         def turn_with_effect(self, who):
             marker = f"lf6-{who}-{len(self.markers)}"
-            target.script_model(self.people[who], [{"tool": "notes_create", "arguments": {"body": marker}}, {"reply": "ok"}])
+            target.script_model(self.people[who], [{"tool": profile.tool("notes_create"), "arguments": {"body": marker}},
+                                                        {"reply": "ok"}])
             target.turn(self.refs[who], "note it")
             self.markers.append((who, marker, 0 if self.revoked[who] else 1))
 
@@ -146,8 +147,10 @@ def build_machine(target, scan_visible, sandbox_host, mint, counter):
 
 
 @pytest.mark.case("LF-6", "refusal", pair="I,J")
-def test_lf6_random_interleavings_keep_every_invariant(request, target, scan_visible, sandbox_host, pairproof_run):
+def test_lf6_random_interleavings_keep_every_invariant(request, target, scan_visible, sandbox_host, pairproof_run,
+                                                     agent_profile):
     examples = request.config.getoption("pairproof_lf6_examples")
-    machine = build_machine(target, scan_visible, sandbox_host, pairproof_run.mint, itertools.count())
+    machine = build_machine(target, scan_visible, sandbox_host, pairproof_run.mint, itertools.count(),
+                            agent_profile)
     run_state_machine_as_test(machine, settings=settings(max_examples=examples, stateful_step_count=6, deadline=None,
                                                          derandomize=True, database=None))

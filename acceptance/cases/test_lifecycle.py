@@ -376,7 +376,7 @@ def test_lf4_crash_mid_run(hank, target, refused_by_proxy):
     reported not found, and the crashed generation's capability buys no model call (whichever of
     generation or lease fences it)."""
     target.script_model(hank.principal, [{"reply": "too late", "delay": 5}])
-    status, started = target.runctl(hank, "POST", "/v1/runs", {"input": "remember: the crash marker"})
+    status, started = target.runctl(hank, "POST", "/v1/runs", {"input": "about the crash marker"})
     assert status == 202
     until(lambda: [r for r in target.provider_records() if r["user"] == "org3:hank" and r["purpose"] == "turn"],
           "the run's model call")
@@ -403,11 +403,12 @@ def _notes_with(target, principal, body: str) -> int:
 
 
 @pytest.mark.case("LF-5", "refusal", pair="H->product")
-def test_lf5_unknown_effect_is_reconciled_not_repeated(hank, target, probe_log):
+def test_lf5_unknown_effect_is_reconciled_not_repeated(agent_profile, hank, target, probe_log):
     """A note whose creation reached the product but whose answer was lost is 'unknown'; recovery asks the
     product, marks it completed and does not send it again: exactly one note."""
     marker = "effect-with-lost-answer"
-    target.script_model(hank.principal, [{"tool": "notes_create", "arguments": {"body": marker}}, {"reply": "done"}])
+    target.script_model(hank.principal, [{"tool": agent_profile.tool("notes_create"), "arguments": {"body": marker}},
+                                         {"reply": "done"}])
     with target.broken_lossy_product_link(ref=hank):
         target.turn(hank, "make the note")
     [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
@@ -421,9 +422,10 @@ def test_lf5_unknown_effect_is_reconciled_not_repeated(hank, target, probe_log):
 
 
 @pytest.mark.case("LF-5", "P", pair="H->product")
-def test_lf5_not_dispatched_effect_is_retried_once(hank, target):
+def test_lf5_not_dispatched_effect_is_retried_once(agent_profile, hank, target):
     marker = "effect-never-sent"
-    target.script_model(hank.principal, [{"tool": "notes_create", "arguments": {"body": marker}}, {"reply": "done"}])
+    target.script_model(hank.principal, [{"tool": agent_profile.tool("notes_create"), "arguments": {"body": marker}},
+                                         {"reply": "done"}])
     with target.broken_unreachable_product(ref=hank):
         target.turn(hank, "make the note")
     [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
@@ -446,11 +448,12 @@ KILL_POINTS = {
 
 @pytest.mark.case("LF-5", "refusal", pair="H->product")
 @pytest.mark.parametrize("point", sorted(KILL_POINTS))
-def test_lf5_one_effect_per_operation_whatever_the_kill_point(point, hank, target, probe_log):
+def test_lf5_one_effect_per_operation_whatever_the_kill_point(agent_profile, point, hank, target, probe_log):
     """The agent is SIGKILLed with one effect before dispatch, sent but unanswered, or answered; after
     recovery the product holds exactly one effect of that operation."""
     marker = f"kill-point-{point}"
-    target.script_model(hank.principal, [{"tool": "notes_create", "arguments": {"body": marker}}, {"reply": "done"}])
+    target.script_model(hank.principal, [{"tool": agent_profile.tool("notes_create"), "arguments": {"body": marker}},
+                                         {"reply": "done"}])
     fault = KILL_POINTS[point]
     if fault is None:
         target.turn(hank, "make the note")

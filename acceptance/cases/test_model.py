@@ -15,7 +15,7 @@ from canaries.known import find_known
 
 from ..errors import ProofError
 from .detectors import tokens_in
-from .evidence import attach, replay
+from .evidence import attach, calls_of, replay
 
 pytestmark = pytest.mark.usefixtures("planted")
 BODY = {"model": "reference-main", "messages": [{"role": "user", "content": "hi"}], "metadata": {"purpose": "turn"}}
@@ -60,8 +60,8 @@ def test_md1_no_provider_key_in_the_sandbox_and_the_adapter_header_is_replaced(
 
 
 @pytest.mark.case("MD-1", "P", pair="A->provider")
-def test_md1_turn_succeeds(instances, principals, target):
-    target.script_model(principals["A"], [{"tool": "notes_list", "arguments": {}}, {"reply": "listed"}])
+def test_md1_turn_succeeds(agent_profile, instances, principals, target):
+    target.script_model(principals["A"], [{"tool": agent_profile.tool("notes_list"), "arguments": {}}, {"reply": "listed"}])
     assert target.turn(instances["A"], "what notes do I have?") == "listed"
 
 
@@ -154,8 +154,15 @@ def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy,
     same user would start afresh)."""
     ref = dedicated("F", "frank")
     target.set_spend_cap(ref.principal, 0.0005)
-    replies = [target.turn(ref, f"message {i}") for i in range(12)]
-    assert "model unavailable: spend_exhausted" in replies
+    # A turn the cap stops reaches the provider with no call at all, whatever the agent then says (its reply
+    # text is the agent's own; the reason is checked at the proxy below).
+    reached = []
+    for i in range(12):
+        before = calls_of(target, ref.principal)
+        target.turn(ref, f"message {i}")
+        reached.append(calls_of(target, ref.principal) - before)
+    attach("MD-3 provider calls per turn", {"calls": reached})
+    assert 0 in reached, f"every one of 12 turns reached the provider ({reached}): the cap stopped none"
     ledger = {p: v["calls"] for (o, u, p), v in target.ledger_usage().items() if (o, u) == ("org3", "frank")}
     assert ledger.get("title", 0) >= 1 and ledger.get("memory_review", 0) >= 1
     status, reason = refused_by_proxy(ref, target.capabilities(ref)["model"],
@@ -235,7 +242,7 @@ def _show(table: dict) -> dict:
 
 
 @pytest.mark.case("MD-4", "refusal", pair="A,B,C->proxy")
-def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, principals, target, probe_log):
+def test_md4_ledger_equals_provider_count_per_org_user_purpose(agent_profile, instances, principals, target, probe_log):
     """After a turn with a tool call by each of A, B and C, the proxy's ledger and the provider's own record
     agree exactly per org, user and purpose, in calls and in input and output tokens, in total and in what
     the turns added; and what they added is
@@ -254,7 +261,7 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(instances, princi
     nonces = {}
     for name, ref in instances.items():
         nonces[name] = probe_log.platform_probe(ref, "a turn with a tool call, metered and recorded by the provider")
-        target.script_model(principals[name], [{"tool": "notes_list", "arguments": {}}, {"reply": "done"}])
+        target.script_model(principals[name], [{"tool": agent_profile.tool("notes_list"), "arguments": {}}, {"reply": "done"}])
         target.turn(ref, "list my notes", request_id=nonces[name])
     ledger, provider = metered_tables(target, users)
     added_ledger, added_provider = _delta(ledger, ledger_before), _delta(provider, provider_before)

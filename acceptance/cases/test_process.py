@@ -125,11 +125,12 @@ def test_pr1_cannot_see_signal_or_ptrace_a(intruder, instances, target, sandbox_
 
 
 @pytest.mark.case("PR-1", "P", pair="A->A")
-def test_pr1_owner_sees_and_signals_its_agent(instances, target, sandbox_host):
+def test_pr1_owner_sees_and_signals_its_agent(agent_profile, instances, target, sandbox_host):
     """The same probe from A sees every process of A's pid namespace (number and start time), its agent among
-    them, and both signals and traces each one."""
+    them (the profile's command), and both signals and traces each one."""
     own = [p for p in instance_processes(target, instances["A"]) if len(p.nspids) > 1]
-    if not [p for p in own if "agent.py" in p.cmdline and not p.cmdline.startswith("bwrap")]:
+    command = " ".join(agent_profile.command)
+    if not [p for p in own if command in p.cmdline and not p.cmdline.startswith("bwrap")]:
         raise ProofError(f"the host found no agent process in A's pid namespace: {[p.cmdline[:60] for p in own]}")
     report = probe_processes(sandbox_host(instances["A"]), {p.nspids[-1] for p in own})
     attach("PR-1 A->A", {"A's processes in its namespace": [vars(p) for p in own], "report": report})

@@ -104,27 +104,27 @@ def test_ts1_offered_tools_are_the_intended_set(dedicated, target, probe_log, br
 
 
 @pytest.mark.case("TS-1", "refusal", pair="T->sandbox")
-def test_ts1_a_tool_not_offered_cannot_be_called_by_name(dedicated, target, sandbox_host):
+def test_ts1_a_tool_not_offered_cannot_be_called_by_name(agent_profile, dedicated, target, sandbox_host):
     """A model that names a tool it was not offered (the agent's own shell) gets a refusal as the tool's
     result, and nothing runs: the file the call would have written does not exist."""
     ref = dedicated("T", "tess")
     marker = f"/data/ts1-{secrets.token_hex(4)}"
-    target.script_model(ref.principal, [{"tool": "shell", "arguments": {"argv": ["/usr/bin/touch", marker]}},
+    target.script_model(ref.principal, [{"tool": agent_profile.tool("shell"), "arguments": {"argv": ["/usr/bin/touch", marker]}},
                                         {"reply": "done"}])
     assert target.turn(ref, "run it") == "done"
-    assert "shell" not in last_turn(target, ref.principal)["tools"]
+    assert agent_profile.tool("shell") not in last_turn(target, ref.principal)["tools"]
     result = sandbox_host(ref).run("test -e %s", marker)
     assert result.rc == 1, f"{marker} exists: the un-offered tool ran"
 
 
 @pytest.mark.case("TS-1", "P", pair="T->provider")
-def test_ts1_intended_tools_of_both_loaders_are_used(dedicated, target):
+def test_ts1_intended_tools_of_both_loaders_are_used(agent_profile, dedicated, target):
     """One intended tool of each loader, called by the model, does its work: the agent's own memory_note
     writes the memory; the product's notes_create (through the broker) stores a note the owner can list."""
     ref = dedicated("T", "tess")
     memo, note = f"memo-{secrets.token_hex(4)}", f"note-{secrets.token_hex(4)}"
-    target.script_model(ref.principal, [{"tool": "memory_note", "arguments": {"text": memo}},
-                                        {"tool": "notes_create", "arguments": {"body": note}},
+    target.script_model(ref.principal, [{"tool": agent_profile.tool("memory"), "arguments": {"text": memo}},
+                                        {"tool": agent_profile.tool("notes_create"), "arguments": {"body": note}},
                                         {"reply": "both done"}])
     assert target.turn(ref, "note these") == "both done"
     assert memo in target.read_back(ref, "memory")

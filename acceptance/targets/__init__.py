@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 
 from ..contract import Target
 from ..errors import SetupError
+from ..profiles import AgentProfile
+from ..profiles import load as load_profile
 
 BUILTIN = {"reference": "acceptance.targets.reference:create"}
 
@@ -24,6 +26,9 @@ class TargetOptions:
     run: str
     state_dir: Path
     secrets: dict[str, str]
+    # The agent the target runs (``--profile``; the reference agent by default): the driver starts it, plants
+    # and reads back through it, and delivers turns to its own API as the profile says.
+    profile: AgentProfile = field(default_factory=load_profile)
 
 
 def names() -> list[str]:

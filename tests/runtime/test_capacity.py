@@ -134,15 +134,15 @@ def test_a_turn_in_progress_counts_as_active(roomy):
     a = roomy.provision("org1", "alice")
     roomy.wake(a.id)
     seen = []
-    real = roomy._call
+    real = roomy.agent_api
 
-    def spying(path, request, timeout):
-        if request.get("op") == "turn":
+    def spying(instance_id, method, path, body=None, **options):
+        if method == "POST":  # the turn's start
             seen.append(roomy.fleet().active)
-        return real(path, request, timeout)
+        return real(instance_id, method, path, body, **options)
 
-    roomy._call = spying
-    roomy.agent(a.id, {"op": "turn", "message": "hello"})
+    roomy.agent_api = spying
+    roomy.turn(a.id, "hello")
     assert seen == [1]
     assert roomy.fleet().active == 0
 

@@ -36,7 +36,7 @@ FIRST_LIFE = textwrap.dedent("""
     rec = controller.provision("org1", "kim")
     controller.wake(rec.id)
     provider.script("org1:kim", [{"tool": "notes_create", "arguments": {"body": "written once"}}, {"reply": "ok"}])
-    controller.agent(rec.id, {"op": "turn", "message": "note it"})
+    controller.turn(rec.id, "note it")
     journal = controller.journal(rec.id)
     [op] = journal.ops()
     # The crash lands after the request reached the product and before the broker recorded the answer.

@@ -49,7 +49,7 @@ def test_a_turns_id_reaches_the_providers_record(platform_controller):
     platform_controller.wake(record.id)
     provider_url = platform_controller.platform.proxy.provider_url
     with requestid.bound("pp-turn-7"):
-        platform_controller.agent(record.id, {"op": "turn", "message": "hello"})
+        platform_controller.turn(record.id, "hello")
     with urllib.request.urlopen(provider_url + "/_control/records", timeout=30) as response:
         records = json.loads(response.read())["records"]
     assert {r["purpose"] for r in records if r["request_id"] == "pp-turn-7"} == {"turn", "title", "memory_review"}

@@ -78,7 +78,7 @@ def test_a_streamed_turn_with_a_tool_call_is_metered_exactly(stack):
     c, provider = stack
     record = c.wake(c.provision("org1", "alice").id)
     provider.script("org1:alice", [{"tool": "notes_list", "arguments": {}}, {"reply": "you have no notes, streamed"}])
-    reply = c.agent(record.id, {"op": "turn", "message": "list my notes"})["reply"]
+    reply = c.turn(record.id, "list my notes")
     assert reply == "you have no notes, streamed"
     calls = provider.records()
     assert [(r["purpose"], r["stream"]) for r in calls] == [("turn", True), ("turn", True), ("title", False),

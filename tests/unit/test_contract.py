@@ -136,3 +136,15 @@ def test_the_gate_takes_lacks_on_the_verdicts_word_even_if_the_status_was_edited
              "expected_refusals": [], "controls": {"P": {"description": "", "tests": [], "status": "passed"}}}
     state, why = gate._judge_case(entry, sn2)
     assert state == "not covered" and "target lacks snapshots" in why[0]
+
+
+def test_a_broken_or_failed_case_says_which_test_made_it_so_and_why():
+    sn2 = catalogue.load()["SN-2"]
+    refusal = pairing.Outcome(pairing.Declared("t::test_refusal", "SN-2", "refusal"), outcome="passed", proofs=1)
+    control = pairing.Outcome(pairing.Declared("t::test_p", "SN-2", "P"), outcome="error", proofs=1,
+                              message="TargetError: the restore timed out\nmore detail")
+    verdict = pairing.judge([refusal, control], {"SN-2": sn2}, {"SN-2": ["t::test_refusal"]})
+    [case] = verdict["cases"]
+    assert case["status"] == "broken"
+    assert case["reason"] == "test_p broken: TargetError: the restore timed out"
+    assert "SN-2 broken: test_p broken: TargetError: the restore timed out" in verdict_report.table(verdict)

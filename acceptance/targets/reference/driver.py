@@ -1,8 +1,10 @@
 """The reference target: the suite's driver for pairproof's own runtime (``runtime/``).
 
-It is the worked example of the contract. Lifecycle goes through the controller; planting and reading
-back go through agent turns (the product's path), never through writes into a volume from outside;
-probes run through ``nsenter`` into the instance exactly as the agent's own commands would. A request id
+It is the worked example of the contract. The agent is the one ``options.profile`` describes, translated
+into the runtime's launch spec (``launch_of``). Lifecycle goes through the controller; a turn goes to the
+agent's own API through the instance's broker; planting is a turn with the profile's message, never a
+write into a volume from outside, and reading back reads the profile's state file inside the owner's own
+sandbox; probes run through ``nsenter`` into the instance exactly as the agent's own commands would. A request id
 a case gives an operation is bound for the runtime's call (``requestid.bound``) or sent as ``X-Request-Id``;
 the runtime logs it with its decision and sends it on with every call it makes for that request.
 
@@ -19,29 +21,24 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from runtime import capacity, managed, requestid, sandbox
+from runtime import agents, capacity, managed, requestid, sandbox
 from runtime import cleanup as runtime_cleanup
 from runtime import preflight as runtime_preflight
 from runtime.broker import AGENT_PORT
 from runtime.cgroups import Limits
 from runtime.controller import Controller
+from runtime.errors import RuntimeFault
 from runtime.platform import Platform, PlatformConfig
 from runtime.provider import ProviderMock
 
 from ...contract import Artifacts, ExecResult, Identity, InstanceRef, Principal
 from ...errors import TargetError
+from ...profiles import AgentProfile
 from .. import TargetOptions
 from .breakers import Breakers
 from .helpers import (ProductHttpClient, contract_errors, http_json, reports_contract_errors, request_header,
                       sse_data)
 
-PLANT_MESSAGES = {
-    "memory": "remember: my locker code is {token}",
-    "transcript": "by the way, the code on my badge reads {token}",
-    "task": "task: renew the parking permit, reference {token}",
-    "volume": "save notes.txt: {token}",
-}
-READ_BACK = {"memory": "memory", "transcript": "transcript", "task": "tasks", "volume": "file:notes.txt"}
 # The tool surface signed off for the reference agent (TS-1), declared here and not read from the runtime's
 # managed file: two tools of the agent's own, and the product's tools through the broker.
 PRODUCT_TOOLS = ("notes_create", "notes_get", "notes_list", "issues_list", "issue_get", "issue_comment", "task_create",
@@ -51,6 +48,18 @@ INTENDED_TOOLS = {"memory_note": "builtin", "task_add": "builtin", **{name: "mcp
 
 def create(options: TargetOptions) -> ReferenceTarget:
     return ReferenceTarget(options)
+
+
+def launch_of(profile: AgentProfile) -> agents.AgentLaunch:
+    """The runtime's launch spec for the agent ``profile`` describes (TargetError if the runtime refuses it)."""
+    turn = dict(profile.turn)
+    for key in ("done", "failed"):
+        turn[key] = tuple(turn.get(key, ()))
+    try:
+        return agents.AgentLaunch(command=tuple(profile.command), files=tuple(profile.files), env=tuple(profile.env.items()),
+                                  ready=agents.Readiness(**profile.ready), turn=agents.TurnApi(**turn))
+    except RuntimeFault as exc:
+        raise TargetError(f"profile {profile.path}: the runtime cannot run it: {exc}") from exc
 
 
 def preflight() -> list[str]:
@@ -81,6 +90,8 @@ class ReferenceTarget(Breakers):
 
     def __init__(self, options: TargetOptions) -> None:
         self._secrets = dict(options.secrets)
+        self.profile = options.profile
+        launch = launch_of(self.profile)
         provider_key = self._secrets.get("PAIRPROOF_PROVIDER_KEY") or secrets.token_hex(16)
         self._provider_key = provider_key
         # The upstream provider of the lab: the one fake, a real HTTP service driven by scripts.
@@ -94,7 +105,8 @@ class ReferenceTarget(Breakers):
                 # puts them there.
                 config = PlatformConfig(self.provider.url, provider_key, environment=self._secrets)
                 self.platform = Platform(state, config).start()
-                self.controller = Controller(options.state_dir, options.run, platform=self.platform)
+                self.controller = Controller(options.state_dir, options.run, platform=self.platform,
+                                             agent=launch)
         except BaseException:
             if self.platform is not None:
                 self.platform.stop()
@@ -175,16 +187,27 @@ class ReferenceTarget(Breakers):
     # -- the product's paths -------------------------------------------------------------------------
 
     def turn(self, ref: InstanceRef, message: str, *, request_id: str = "") -> str:
-        with requestid.bound(request_id):
-            return self.controller.agent(ref.key, {"op": "turn", "message": message})["reply"]
+        """Through the agent's own turn API (the profile's), from the host, through the instance's broker."""
+        with requestid.bound(request_id), contract_errors():
+            return self.controller.turn(ref.key, message)
 
     def plant(self, ref: InstanceRef, location: str, token: str) -> None:
-        if location not in PLANT_MESSAGES:
-            raise TargetError(f"unknown canary location {location!r}: expected one of {', '.join(PLANT_MESSAGES)}")
-        self.turn(ref, PLANT_MESSAGES[location].format(token=token))
+        """One turn with the profile's message for ``location``: the agent keeps it by its own rules."""
+        if location not in self.profile.plant:
+            raise TargetError(f"unknown canary location {location!r}: expected one of {', '.join(self.profile.plant)}")
+        self.turn(ref, self.profile.plant_message(location, token))
 
     def read_back(self, ref: InstanceRef, location: str) -> str:
-        return self.controller.agent(ref.key, {"op": "read", "what": READ_BACK[location]})["content"]
+        """The file the profile says holds ``location``, read inside the owner's own sandbox as the owner
+        (empty while the agent has written none)."""
+        if location not in self.profile.state:
+            raise TargetError(f"unknown canary location {location!r}: expected one of {', '.join(self.profile.state)}")
+        path = self.profile.state[location]
+        result = self.exec(ref, ["/bin/sh", "-c", 'if [ -e "$1" ]; then exec /bin/cat -- "$1"; fi', "read-back", path])
+        if result.rc != 0:
+            raise TargetError(f"reading {location} ({path}) in {ref.key} failed with {result.rc}: "
+                              f"{result.stderr.decode(errors='replace')[:300]}")
+        return result.stdout.decode(errors="replace")
 
     def platform_secrets(self) -> Mapping[str, str]:
         return dict(self._secrets)
@@ -279,7 +302,20 @@ class ReferenceTarget(Breakers):
         return dict(INTENDED_TOOLS)
 
     def tool_surface(self, ref: InstanceRef) -> Mapping[str, str]:
-        return self.controller.agent(ref.key, {"op": "surface"})["tools"]
+        """The agent's own word (the profile's surface route on its API, through the broker's platform side)."""
+        if not self.profile.surface:
+            raise TargetError(f"profile {self.profile.path} names no [surface] route: this agent does not say "
+                              "which tools it offers")
+        _, path = self.profile.surface["route"].split(" ", 1)
+        with contract_errors():
+            status, raw = self.controller.agent_api(ref.key, "GET", path)
+        try:
+            tools = json.loads(raw)[self.profile.surface["field"]] if status == 200 else None
+        except (ValueError, KeyError, TypeError):
+            tools = None
+        if not isinstance(tools, dict):
+            raise TargetError(f"agent of {ref.key} answered its surface route with {status}: {raw[:300]!r}")
+        return tools
 
     def configure(self, ref: InstanceRef, settings: object) -> None:
         self.turn(ref, "settings: " + json.dumps(settings))

@@ -1,0 +1,211 @@
+"""Agent profiles: the agent a target runs, as data (``<name>.toml`` here, or any file given by path).
+
+A profile says how the agent is started, how it is known ready, how a turn reaches it and how its reply is
+read, where its private state lives, what it calls its tools and how a canary is planted in each location.
+The suite plants and probes through it; a driver translates it into its platform's own launch spec. The
+fields (``reference.toml`` is the worked example):
+
+``name``
+    the profile's name (reports, errors).
+``[start]`` ``command`` (argv), ``files`` (paths relative to the profile, copied into the image the
+    sandbox sees read-only at /opt/pairproof), ``env`` (table of strings; ``{broker}`` in a value is the
+    URL of the instance's broker, where the agent calls the model and the tools).
+``[ready]`` ``kind``: ``listening`` (the turn API's port accepts connections inside the sandbox's network
+    namespace) or ``http`` (a GET of ``path`` on it answers 2xx).
+``[turn]`` ``style``: ``runs`` (``start`` answers ``run_id_field``; ``status`` is polled until
+    ``status_field`` is one of ``done`` (or ``failed``); the reply is ``reply_field`` of the last event in
+    ``events_field`` of ``events`` whose ``reply_type_field`` is ``reply_type``) or ``sync`` (``start``
+    answers ``reply_field``); ``port``; ``input_field``, the field of the message in the start body;
+    ``key_file``, where in the sandbox the agent reads its run-control key, if its API takes one (the
+    platform writes it there; its broker presents it). Routes are "METHOD /path", ``{id}`` standing for the
+    run's id.
+``[surface]`` (optional) ``route`` and ``field``: a GET of the agent's API answering the tools it would
+    offer now, name -> route.
+``[state]`` location -> the absolute path of the file that holds it inside the sandbox (one per location
+    of the contract: memory, transcript, task, volume).
+``[plant]`` location -> the message that puts ``{token}`` there in one turn.
+``[tools]`` the suite's name for a tool -> the agent's own name for it: the product's tools by their
+    product names, and ``shell`` and ``memory`` for the agent's own command and memory tools.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..contract import LOCATIONS
+from ..errors import SetupError
+
+HERE = Path(__file__).resolve().parent
+DEFAULT = "reference"
+READY_KINDS = ("listening", "http")
+STYLES = ("runs", "sync")
+RUNS_FIELDS = ("run_id_field", "status", "status_field", "done", "events", "events_field")
+
+
+class ProfileError(SetupError):
+    """A profile file that cannot be used: names the file and the field."""
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    name: str
+    path: Path
+    command: tuple[str, ...]
+    files: tuple[Path, ...]
+    env: Mapping[str, str]
+    ready: Mapping[str, str]
+    turn: Mapping[str, object]
+    state: Mapping[str, str]
+    plant: Mapping[str, str]
+    tools: Mapping[str, str]
+    surface: Mapping[str, str] = field(default_factory=dict)
+
+    def tool(self, name: str) -> str:
+        """The agent's own name for the suite's tool ``name`` (a product tool, ``shell`` or ``memory``).
+        A profile that names no such tool cannot run a case that needs it: SetupError (the case is broken,
+        never failed)."""
+        try:
+            return self.tools[name]
+        except KeyError:
+            raise ProfileError(f"profile {self.path}: [tools] has no {name!r}: this agent offers no such tool, "
+                               f"or the profile does not say what it calls it") from None
+
+    def plant_message(self, location: str, token: str) -> str:
+        return self.plant[location].replace("{token}", token)
+
+
+def resolve(name_or_path: str | Path | None) -> Path:
+    """``reference`` -> this folder's reference.toml; anything with a ``/`` or ending ``.toml``, a file."""
+    text = str(name_or_path or DEFAULT)
+    if "/" in text or text.endswith(".toml"):
+        return Path(text).resolve()
+    path = HERE / f"{text}.toml"
+    if not path.exists():
+        known = sorted(p.stem for p in HERE.glob("*.toml"))
+        raise ProfileError(f"unknown profile {text!r}: choose one of {', '.join(known)} or give a .toml file's path")
+    return path
+
+
+def load(name_or_path: str | Path | None = None) -> AgentProfile:
+    """The profile, checked; ProfileError naming the file and the field on bad input."""
+    path = resolve(name_or_path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ProfileError(f"profile {path}: cannot read it: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"profile {path}: not TOML: {exc}") from exc
+    return _parse(path, raw)
+
+
+def _parse(path: Path, raw: dict) -> AgentProfile:
+    def bad(where: str, problem: str) -> ProfileError:
+        return ProfileError(f"profile {path}: {where}: {problem}")
+
+    def table(key: str, optional: bool = False) -> dict:
+        value = raw.get(key, {} if optional else None)
+        if not isinstance(value, dict):
+            raise bad(f"[{key}]", "missing" if value is None else "must be a table")
+        return value
+
+    def text(section: dict, where: str, key: str, default: str | None = None) -> str:
+        value = section.get(key, default)
+        if not isinstance(value, str) or (default is None and not value):
+            raise bad(f"{where}.{key}", "a non-empty string is required" if value is None or value == ""
+                      else f"must be a string, not {type(value).__name__}")
+        return value
+
+    def strings(section: dict, where: str, key: str) -> tuple[str, ...]:
+        value = section.get(key)
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise bad(f"{where}.{key}", "a non-empty list of non-empty strings is required")
+        return tuple(value)
+
+    def route(section: dict, where: str, key: str, method: str) -> str:
+        value = text(section, where, key)
+        verb, _, target = value.partition(" ")
+        if verb != method or not target.startswith("/") or " " in target:
+            raise bad(f"{where}.{key}", f"{value!r} is not '{method} /path'")
+        return value
+
+    unknown = set(raw) - {"name", "start", "ready", "turn", "surface", "state", "plant", "tools"}
+    if unknown:
+        raise bad("top level", f"unknown keys {sorted(unknown)}")
+    name = text(raw, "top level", "name")
+    start = table("start")
+    command = strings(start, "[start]", "command")
+    files = []
+    for item in start.get("files", []):
+        if not isinstance(item, str) or not item:
+            raise bad("[start].files", "each entry must be a path (a non-empty string)")
+        source = (path.parent / item).resolve()
+        if not source.is_file():
+            raise bad("[start].files", f"{item!r} ({source}) is not a file")
+        files.append(source)
+    env = start.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise bad("[start].env", "must be a table of strings")
+
+    ready = table("ready")
+    kind = text(ready, "[ready]", "kind")
+    if kind not in READY_KINDS:
+        raise bad("[ready].kind", f"{kind!r} is not one of {', '.join(READY_KINDS)}")
+    ready_out = {"kind": kind}
+    if kind == "http":
+        ready_out["path"] = text(ready, "[ready]", "path")
+        if not ready_out["path"].startswith("/"):
+            raise bad("[ready].path", "must start with '/'")
+
+    turn = table("turn")
+    style = text(turn, "[turn]", "style")
+    if style not in STYLES:
+        raise bad("[turn].style", f"{style!r} is not one of {', '.join(STYLES)}")
+    port = turn.get("port")
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise bad("[turn].port", "a TCP port number is required")
+    turn_out: dict[str, object] = {"style": style, "port": port, "start": route(turn, "[turn]", "start", "POST"),
+                                   "input_field": text(turn, "[turn]", "input_field"),
+                                   "reply_field": text(turn, "[turn]", "reply_field"),
+                                   "key_file": text(turn, "[turn]", "key_file", "")}
+    if style == "runs":
+        for key in ("run_id_field", "status_field", "events_field"):
+            turn_out[key] = text(turn, "[turn]", key)
+        turn_out["status"] = route(turn, "[turn]", "status", "GET")
+        turn_out["events"] = route(turn, "[turn]", "events", "GET")
+        turn_out["done"] = strings(turn, "[turn]", "done")
+        turn_out["failed"] = strings(turn, "[turn]", "failed") if "failed" in turn else ()
+        turn_out["reply_type_field"] = text(turn, "[turn]", "reply_type_field", "")
+        turn_out["reply_type"] = text(turn, "[turn]", "reply_type", "")
+    known_turn = {"style", "port", "start", "input_field", "reply_field", "key_file", "failed", "reply_type_field",
+                  "reply_type", *RUNS_FIELDS}
+    if turn_out["key_file"] and not str(turn_out["key_file"]).startswith("/"):
+        raise bad("[turn].key_file", "must be an absolute path inside the sandbox")
+    if set(turn) - known_turn:
+        raise bad("[turn]", f"unknown keys {sorted(set(turn) - known_turn)}")
+
+    surface: dict[str, str] = {}
+    if "surface" in raw:
+        section = table("surface")
+        surface = {"route": route(section, "[surface]", "route", "GET"), "field": text(section, "[surface]", "field")}
+
+    state, plant = table("state"), table("plant")
+    for section, where in ((state, "[state]"), (plant, "[plant]")):
+        for location in LOCATIONS:
+            text(section, where, location)
+        if set(section) - set(LOCATIONS):
+            raise bad(where, f"unknown locations {sorted(set(section) - set(LOCATIONS))}: use {', '.join(LOCATIONS)}")
+    for location, where in state.items():
+        if not where.startswith("/"):
+            raise bad(f"[state].{location}", f"{where!r} must be an absolute path inside the sandbox")
+    for location, message in plant.items():
+        if "{token}" not in message:
+            raise bad(f"[plant].{location}", "the message must hold {token}")
+    tools = table("tools")
+    for key, value in tools.items():
+        if not isinstance(value, str) or not value:
+            raise bad(f"[tools].{key}", "the agent's name for the tool must be a non-empty string")
+    return AgentProfile(name=name, path=path, command=command, files=tuple(files), env=dict(env), ready=ready_out,
+                        turn=turn_out, state=dict(state), plant=dict(plant), tools=dict(tools), surface=surface)

@@ -1,0 +1,103 @@
+"""Agent profiles as data: the reference profile loads; bad input gets one error naming the file and field."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from acceptance import profiles
+from acceptance.profiles import ProfileError
+from acceptance.targets import TargetOptions
+
+REFERENCE = Path(profiles.__file__).with_name("reference.toml")
+TINY = Path(__file__).resolve().parents[1] / "support" / "tiny_agent.toml"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "agent.toml"
+    path.write_text(text)
+    (tmp_path / "agent.py").write_text("")
+    return path
+
+
+def _edited(tmp_path: Path, old: str, new: str) -> Path:
+    text = REFERENCE.read_text().replace('files = ["../../runtime/agent.py"]', 'files = ["agent.py"]')
+    assert text.count(old) == 1, old
+    return _write(tmp_path, text.replace(old, new))
+
+
+def test_the_reference_profile_is_the_default_and_names_its_tools():
+    profile = profiles.load()
+    assert profile.name == "reference" and profile.path == REFERENCE
+    assert profile.tool("notes_create") == "notes_create" and profile.tool("memory") == "memory_note"
+    assert set(profile.plant) == set(profile.state) == {"memory", "transcript", "task", "volume"}
+    assert profile.plant_message("memory", "TOKEN").endswith("TOKEN")
+    assert [f.name for f in profile.files] == ["agent.py"] and all(f.is_file() for f in profile.files)
+    assert TargetOptions("r", Path("/tmp"), {}).profile == profile
+
+
+def test_a_profile_is_found_by_name_or_path():
+    assert profiles.load("reference").path == REFERENCE
+    tiny = profiles.load(str(TINY))
+    assert (tiny.name, tiny.turn["style"], tiny.turn["port"]) == ("tiny", "sync", 8700)
+    assert tiny.tool("notes_create") != "notes_create"
+
+
+def test_an_unknown_name_lists_the_known_ones():
+    with pytest.raises(ProfileError, match="unknown profile 'nosuch'.*reference"):
+        profiles.load("nosuch")
+
+
+def test_a_tool_the_profile_does_not_name_is_a_setup_error_not_a_finding():
+    with pytest.raises(ProfileError, match=r"\[tools\] has no 'shell'"):
+        profiles.load(str(TINY)).tool("shell")
+
+
+@pytest.mark.parametrize("old,new,field", [
+    ('style = "runs"', 'style = "stream"', r"\[turn\]\.style"),
+    ("port = 8642", 'port = "8642"', r"\[turn\]\.port"),
+    ('status = "GET /v1/runs/{id}"', 'status = "/v1/runs/{id}"', r"\[turn\]\.status"),
+    ('kind = "listening"', 'kind = "file"', r"\[ready\]\.kind"),
+    ('memory = "/data/memory.md"', 'memory = "data/memory.md"', r"\[state\]\.memory"),
+    ('volume = "save notes.txt: {token}"', 'volume = "save notes.txt"', r"\[plant\]\.volume"),
+    ('task = "task: renew the parking permit, reference {token}"\n', "", r"\[plant\]\.task"),
+    ('files = ["agent.py"]', 'files = ["missing.py"]', r"\[start\]\.files"),
+    ('command = ["/usr/bin/python3", "-I", "-S", "/opt/pairproof/agent.py"]', "command = []", r"\[start\]\.command"),
+    ('shell = "shell"', "shell = 1", r"\[tools\]\.shell"),
+    ("[surface]", "[surfaces]", "top level"),
+    ('key_file = "/run/agent/runctl.key"', 'key_file = "runctl.key"', r"\[turn\]\.key_file"),
+])
+def test_bad_input_names_the_file_and_the_field(tmp_path, old, new, field):
+    path = _edited(tmp_path, old, new)
+    with pytest.raises(ProfileError, match=rf"profile {path}: {field}"):
+        profiles.load(str(path))
+
+
+def test_not_toml_names_the_file(tmp_path):
+    path = _write(tmp_path, "name = \n")
+    with pytest.raises(ProfileError, match=rf"profile {path}: not TOML"):
+        profiles.load(str(path))
+
+
+def test_every_shipped_profile_loads():
+    for path in [*REFERENCE.parent.glob("*.toml"), TINY]:
+        tomllib.loads(path.read_text())
+        profiles.load(str(path))
+
+
+def test_qualify_refuses_a_bad_profile_before_anything_runs(tmp_path, capsys):
+    from acceptance import cli
+
+    assert cli.main(["qualify", "--profile", "nosuch", "--reports-dir", str(tmp_path / "r")]) == 2
+    assert "unknown profile 'nosuch'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_reference_profile_is_the_runtimes_own_launch():
+    """The profile, translated by the reference driver, is what a controller runs when told nothing."""
+    from acceptance.targets.reference.driver import launch_of
+    from runtime.agents import REFERENCE as RUNTIME_DEFAULT
+
+    assert launch_of(profiles.load()) == RUNTIME_DEFAULT
