@@ -24,8 +24,7 @@ import pytest
 from canaries import Mint
 
 from . import catalogue, observe, probe
-from .contract import (FACETS, LOCATIONS, InstanceRef, ModelPath, PlatformLog, Principal, Target, TargetView,
-                       UndeclaredFacetError)
+from .contract import FACETS, LOCATIONS, InstanceRef, ModelPath, PlatformLog, Principal, Target, TargetView, UndeclaredFacetError
 from .errors import ProofError, TargetError
 from .keys import EVIDENCE_KEY, LACKS_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION, TARGET_VIEW
 from .profiles import AgentProfile

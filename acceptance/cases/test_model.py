@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections import Counter
 
 import pytest
 
@@ -254,8 +253,8 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(agent_profile, in
 
     Ways it could fail that the probe looks for: background calls (title, memory review) unmetered; tool
     rounds unmetered; a call metered at other tokens than the provider billed (a streamed call metered at
-    zero, or from an estimate although the provider reported its usage); calls metered under another purpose, user or organization; a call metered that the
-    provider never answered."""
+    zero, or from an estimate although the provider reported its usage); calls metered under another
+    purpose, user or organization; a call metered that the provider never answered."""
     users = {(p.org, p.user) for p in principals.values()}
     ledger_before, provider_before = metered_tables(target, users)
     nonces = {}

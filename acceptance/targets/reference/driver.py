@@ -36,8 +36,7 @@ from ...errors import TargetError
 from ...profiles import AgentProfile
 from .. import TargetOptions
 from .breakers import Breakers
-from .helpers import (ProductHttpClient, contract_errors, http_json, reports_contract_errors, request_header,
-                      sse_data)
+from .helpers import ProductHttpClient, contract_errors, http_json, reports_contract_errors, request_header, sse_data
 
 # The tool surface signed off for the reference agent (TS-1), declared here and not read from the runtime's
 # managed file: two tools of the agent's own, and the product's tools through the broker.
