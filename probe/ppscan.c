@@ -1,0 +1,735 @@
+/* ppscan: the static canary probe, a drop-in for canaries/detect.py.
+ *
+ * Same CLI (ROOT... [--max-file-bytes N] [--skip PATH]), same walk, same windows (1 MiB chunks,
+ * 512-byte overlap, 16-byte backup), same hits (raw any case; standard and url-safe base64 at every
+ * alignment, also across line breaks; hex in either case), same JSON lines and summary record.
+ * Hyperscan finds the literal anchors (every encoding of "ppcanary-"); each candidate is then
+ * verified and decoded exactly as detect.py does. It never follows a symlink, opens a fifo or a
+ * device, writes a file, or enters /sys; of /proc it reads only <pid>/environ and cmdline.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hs/hs.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_TOKEN_CHARS 63
+#define BASE64_WINDOW (4 * ((2 + MAX_TOKEN_CHARS + 1 + 2) / 3))
+#define HEX_WINDOW (2 * (MAX_TOKEN_CHARS + 1))
+#define OVERLAP 512
+#define BACKUP 16
+#define CHUNK_SIZE (1 << 20)
+#define SUMMARY_PROBLEMS 200
+#define DEFAULT_MAX_FILE_BYTES (8 << 20)
+
+static const char PREFIX[] = "ppcanary-";
+enum { ENC_BASE64, ENC_BASE64URL, ENC_HEX, ENC_RAW };
+static const char *ENC_NAMES[] = {"base64", "base64url", "hex", "raw"};
+
+typedef struct { char token[MAX_TOKEN_CHARS + 1]; int enc; uint64_t offset; } Hit;
+typedef struct { Hit *v; size_t n, cap; } Hits;
+
+static void hits_push(Hits *h, const uint8_t *tok, size_t len, int enc, uint64_t off) {
+    if (h->n == h->cap) {
+        h->cap = h->cap ? h->cap * 2 : 16;
+        h->v = realloc(h->v, h->cap * sizeof(Hit));
+        if (!h->v) { perror("ppscan"); exit(70); }
+    }
+    Hit *x = &h->v[h->n++];
+    for (size_t i = 0; i < len; i++) x->token[i] = (char)((tok[i] >= 'A' && tok[i] <= 'Z') ? tok[i] + 32 : tok[i]);
+    x->token[len] = 0;
+    x->enc = enc;
+    x->offset = off;
+}
+
+static int hit_cmp(const void *a, const void *b) {
+    const Hit *x = a, *y = b;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    if (x->enc != y->enc) return x->enc < y->enc ? -1 : 1;
+    return strcmp(x->token, y->token);
+}
+
+/* ---- the token shape (RAW_PATTERN), ASCII case-insensitive ---- */
+static inline int lc(int c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+static inline int is_hex(int c) { c = lc(c); return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+static inline int is_alnum_lc(int c) { c = lc(c); return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'); }
+
+/* Length of the token matching at p (n bytes available), or 0. */
+static size_t match_token(const uint8_t *p, size_t n) {
+    size_t i = 0;
+    if (n < 9) return 0;
+    for (; i < 9; i++) if (lc(p[i]) != PREFIX[i]) return 0;
+    for (int k = 0; k < 8; k++, i++) if (i >= n || !is_hex(p[i])) return 0;
+    if (i >= n || p[i] != '-') return 0;
+    i++;
+    for (int part = 0; part < 2; part++) {
+        size_t s = i;
+        while (i < n && i - s < 6 && is_alnum_lc(p[i])) i++;
+        if (i == s || i >= n || p[i] != '-') return 0;
+        i++;
+    }
+    for (int k = 0; k < 16; k++, i++) if (i >= n || !is_hex(p[i])) return 0;
+    if (i < n && is_hex(p[i])) return 0;
+    return i;
+}
+
+/* ---- anchors ---- */
+enum { KIND_RAW, KIND_B64, KIND_HEX };
+typedef struct { char lit[32]; unsigned len; int kind, alignment, lead; } Anchor;
+static Anchor anchors[64];
+static unsigned n_anchors;
+static hs_database_t *db;
+static hs_scratch_t *scratch;
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static int8_t B64_VAL[256];
+
+static void add_anchor(const char *lit, unsigned len, int kind, int alignment, int lead) {
+    for (unsigned i = 0; i < n_anchors; i++)
+        if (anchors[i].len == len && !memcmp(anchors[i].lit, lit, len) && anchors[i].kind == kind &&
+            anchors[i].alignment == alignment && anchors[i].lead == lead) return;
+    Anchor *a = &anchors[n_anchors++];
+    memcpy(a->lit, lit, len);
+    a->lit[len] = 0;
+    a->len = len; a->kind = kind; a->alignment = alignment; a->lead = lead;
+}
+
+static void build_anchors(void) {
+    memset(B64_VAL, -1, sizeof B64_VAL);
+    for (int i = 0; i < 64; i++) B64_VAL[(uint8_t)B64[i]] = (int8_t)i;
+    B64_VAL['-'] = 62; B64_VAL['_'] = 63;
+    add_anchor(PREFIX, 9, KIND_RAW, 0, 0);
+    for (int up = 0; up < 2; up++) {
+        char prefix[10];
+        for (int i = 0; i < 9; i++) prefix[i] = up && PREFIX[i] >= 'a' ? PREFIX[i] - 32 : PREFIX[i];
+        for (int alignment = 0; alignment < 3; alignment++) {
+            uint8_t plain[16] = {0};
+            size_t plen = alignment + 9 + 2;
+            memcpy(plain + alignment, prefix, 9);
+            char enc[32];
+            size_t e = 0;
+            for (size_t i = 0; i < plen; i += 3) {
+                uint32_t v = plain[i] << 16 | (i + 1 < plen ? plain[i + 1] : 0) << 8 | (i + 2 < plen ? plain[i + 2] : 0);
+                enc[e++] = B64[v >> 18 & 63]; enc[e++] = B64[v >> 12 & 63];
+                enc[e++] = i + 1 < plen ? B64[v >> 6 & 63] : '=';
+                enc[e++] = i + 2 < plen ? B64[v & 63] : '=';
+            }
+            int lead = (8 * alignment + 5) / 6;
+            int end = 8 * (alignment + 9) / 6;
+            char std[32], url[32];
+            unsigned len = (unsigned)(end - lead);
+            memcpy(std, enc + lead, len);
+            memcpy(url, std, len);
+            for (unsigned i = 0; i < len; i++) url[i] = url[i] == '+' ? '-' : url[i] == '/' ? '_' : url[i];
+            add_anchor(std, len, KIND_B64, alignment, lead);
+            add_anchor(url, len, KIND_B64, alignment, lead);
+        }
+        for (int hexup = 0; hexup < 2; hexup++) {
+            char hex[19];
+            const char *digits = hexup ? "0123456789ABCDEF" : "0123456789abcdef";
+            for (int i = 0; i < 9; i++) { hex[2 * i] = digits[(uint8_t)prefix[i] >> 4]; hex[2 * i + 1] = digits[prefix[i] & 15]; }
+            add_anchor(hex, 18, KIND_HEX, 0, 0);
+        }
+    }
+    const char *exprs[64];
+    unsigned flags[64], ids[64];
+    size_t lens[64];
+    for (unsigned i = 0; i < n_anchors; i++) {
+        exprs[i] = anchors[i].lit; lens[i] = anchors[i].len; ids[i] = i;
+        flags[i] = anchors[i].kind == KIND_RAW ? HS_FLAG_CASELESS : 0;
+    }
+    hs_compile_error_t *err = NULL;
+    if (hs_compile_lit_multi(exprs, flags, ids, lens, n_anchors, HS_MODE_BLOCK, NULL, &db, &err) != HS_SUCCESS) {
+        fprintf(stderr, "ppscan: hyperscan compile failed: %s\n", err ? err->message : "?");
+        exit(70);
+    }
+    if (hs_alloc_scratch(db, &scratch) != HS_SUCCESS) { fprintf(stderr, "ppscan: hyperscan scratch failed\n"); exit(70); }
+}
+
+/* ---- verification of candidates ---- */
+static int is_b64_char(uint8_t c) { return B64_VAL[c] >= 0; }
+
+static void verify_b64(const uint8_t *data, size_t n, size_t start, int alignment, Hits *out, size_t *joinmap, size_t nbreaks) {
+    size_t stop = start + BASE64_WINDOW < n ? start + BASE64_WINDOW : n;
+    size_t end = start;
+    int url = 0;
+    while (end < stop && is_b64_char(data[end])) { if (data[end] == '-' || data[end] == '_') url = 1; end++; }
+    size_t len = end - start;
+    size_t whole = len - len % 4, tail = len % 4;
+    uint8_t plain[BASE64_WINDOW];
+    size_t pn = 0;
+    const uint8_t *c = data + start;
+    for (size_t i = 0; i < whole; i += 4) {
+        uint32_t v = B64_VAL[c[i]] << 18 | B64_VAL[c[i + 1]] << 12 | B64_VAL[c[i + 2]] << 6 | B64_VAL[c[i + 3]];
+        plain[pn++] = v >> 16; plain[pn++] = v >> 8 & 255; plain[pn++] = v & 255;
+    }
+    if (tail >= 2) {
+        uint32_t v = B64_VAL[c[whole]] << 18 | B64_VAL[c[whole + 1]] << 12 | (tail == 3 ? B64_VAL[c[whole + 2]] << 6 : 0);
+        plain[pn++] = v >> 16;
+        if (tail == 3) plain[pn++] = v >> 8 & 255;
+    }
+    if ((size_t)alignment > pn) return;
+    size_t m = match_token(plain + alignment, pn - alignment);
+    if (!m) return;
+    size_t off = start + alignment;
+    if (joinmap) {
+        /* detect.py's _unjoin: walk the break positions of the original data. */
+        for (size_t b = 0; b < nbreaks; b++) { if (joinmap[b] > off) break; off++; }
+    }
+    hits_push(out, plain + alignment, m, url ? ENC_BASE64URL : ENC_BASE64, off);
+}
+
+static int hexval(int c) { return c <= '9' ? c - '0' : lc(c) - 'a' + 10; }
+
+static void verify_hex(const uint8_t *data, size_t n, size_t at, Hits *out) {
+    size_t stop = at + HEX_WINDOW < n ? at + HEX_WINDOW : n, end = at;
+    while (end < stop && is_hex(data[end])) end++;
+    size_t digits = (end - at) / 2 * 2;
+    uint8_t plain[HEX_WINDOW / 2];
+    for (size_t i = 0; i < digits; i += 2) plain[i / 2] = (uint8_t)(hexval(data[at + i]) << 4 | hexval(data[at + i + 1]));
+    size_t m = match_token(plain, digits / 2);
+    if (m) hits_push(out, plain, m, ENC_HEX, at);
+}
+
+typedef struct { const uint8_t *data; size_t n; Hits *out; int b64_only; size_t *joinmap; size_t nbreaks; } ScanCtx;
+
+static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *vctx) {
+    (void)from; (void)flags;
+    ScanCtx *ctx = vctx;
+    const Anchor *a = &anchors[id];
+    size_t at = (size_t)to - a->len;
+    if (a->kind == KIND_B64) {
+        if (at >= (size_t)a->lead) verify_b64(ctx->data, ctx->n, at - a->lead, a->alignment, ctx->out, ctx->joinmap, ctx->nbreaks);
+    } else if (ctx->b64_only) {
+        return 0;
+    } else if (a->kind == KIND_RAW) {
+        size_t m = match_token(ctx->data + at, ctx->n - at);
+        if (m) hits_push(ctx->out, ctx->data + at, m, ENC_RAW, at);
+    } else {
+        verify_hex(ctx->data, ctx->n, at, ctx->out);
+    }
+    return 0;
+}
+
+static uint8_t *joinbuf;
+static size_t joincap, *breaks, breakcap;
+
+static void hs_run(const uint8_t *data, size_t n, ScanCtx *ctx) {
+    /* hs_scan takes an unsigned int length; windows are far smaller, but stay correct anyway. */
+    if (n > UINT_MAX) { fprintf(stderr, "ppscan: window too large\n"); exit(70); }
+    if (hs_scan(db, (const char *)data, (unsigned)n, 0, scratch, on_match, ctx) != HS_SUCCESS) {
+        fprintf(stderr, "ppscan: hyperscan scan failed\n");
+        exit(70);
+    }
+}
+
+/* detect.find: every hit in data, sorted by (offset, encoding, token), duplicates dropped. */
+static void find(const uint8_t *data, size_t n, Hits *out) {
+    out->n = 0;
+    ScanCtx ctx = {data, n, out, 0, NULL, 0};
+    hs_run(data, n, &ctx);
+    const uint8_t *nl = memchr(data, '\n', n), *cr = memchr(data, '\r', n);
+    if (nl || cr) {
+        if (joincap < n) { joincap = n; joinbuf = realloc(joinbuf, joincap); }
+        size_t jn = 0, nb = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint8_t c = data[i];
+            if (c == '\n' || c == '\r') {
+                if (nb == breakcap) { breakcap = breakcap ? breakcap * 2 : 1024; breaks = realloc(breaks, breakcap * sizeof *breaks); }
+                breaks[nb++] = i;
+            } else joinbuf[jn++] = c;
+        }
+        if (!joinbuf || !breaks) { perror("ppscan"); exit(70); }
+        ScanCtx j = {joinbuf, jn, out, 1, breaks, nb};
+        hs_run(joinbuf, jn, &j);
+    }
+    if (out->n > 1) {
+        qsort(out->v, out->n, sizeof(Hit), hit_cmp);
+        size_t k = 1;
+        for (size_t i = 1; i < out->n; i++)
+            if (hit_cmp(&out->v[i], &out->v[k - 1])) out->v[k++] = out->v[i];
+        out->n = k;
+    }
+}
+
+/* ---- output ---- */
+static char *outbuf;
+static size_t outlen, outcap;
+
+static void put(const char *s, size_t n) {
+    if (outlen + n > outcap) {
+        outcap = (outlen + n) * 2 + 4096;
+        outbuf = realloc(outbuf, outcap);
+        if (!outbuf) { perror("ppscan"); exit(70); }
+    }
+    memcpy(outbuf + outlen, s, n);
+    outlen += n;
+}
+static void puts_(const char *s) { put(s, strlen(s)); }
+static void flush_out(void) {
+    size_t done = 0;
+    while (done < outlen) {
+        ssize_t w = write(1, outbuf + done, outlen - done);
+        if (w < 0) { if (errno == EINTR) continue; exit(74); }
+        done += (size_t)w;
+    }
+    outlen = 0;
+}
+
+/* JSON string as Python's json.dumps (ensure_ascii) writes a str decoded with surrogateescape. */
+static void put_u(unsigned u) { char b[8]; snprintf(b, sizeof b, "\\u%04x", u); put(b, 6); }
+static void put_json_str(const char *s, size_t n) {
+    const uint8_t *p = (const uint8_t *)s;
+    put("\"", 1);
+    for (size_t i = 0; i < n;) {
+        uint8_t c = p[i];
+        if (c < 0x80) {
+            switch (c) {
+            case '"': put("\\\"", 2); break;
+            case '\\': put("\\\\", 2); break;
+            case '\n': put("\\n", 2); break;
+            case '\r': put("\\r", 2); break;
+            case '\t': put("\\t", 2); break;
+            case '\b': put("\\b", 2); break;
+            case '\f': put("\\f", 2); break;
+            default: if (c < 0x20 || c == 0x7f) put_u(c); else put((const char *)&c, 1);
+            }
+            i++;
+            continue;
+        }
+        unsigned cp = 0, need = 0, min = 0;
+        if (c >= 0xc2 && c <= 0xdf) { cp = c & 0x1f; need = 1; min = 0x80; }
+        else if (c >= 0xe0 && c <= 0xef) { cp = c & 0x0f; need = 2; min = 0x800; }
+        else if (c >= 0xf0 && c <= 0xf4) { cp = c & 0x07; need = 3; min = 0x10000; }
+        int ok = need > 0 && i + need < n + 1 && i + need <= n - 0;
+        if (ok && i + need >= n + 1) ok = 0;
+        for (unsigned k = 1; ok && k <= need; k++) {
+            if (i + k >= n || (p[i + k] & 0xc0) != 0x80) ok = 0; else cp = cp << 6 | (p[i + k] & 0x3f);
+        }
+        if (ok && (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))) ok = 0;
+        if (!ok) { put_u(0xdc00 + c); i++; continue; }
+        if (cp >= 0x10000) { cp -= 0x10000; put_u(0xd800 + (cp >> 10)); put_u(0xdc00 + (cp & 0x3ff)); }
+        else put_u(cp);
+        i += need + 1;
+    }
+    put("\"", 1);
+}
+
+/* ---- completeness ---- */
+static uint64_t n_files, n_bytes, n_truncated;
+static char **problems;
+static size_t n_problems, cap_problems;
+static uint64_t max_file_bytes = DEFAULT_MAX_FILE_BYTES;
+
+static void note(const char *path, const char *reason) {
+    size_t len = strlen(path) + 2 + strlen(reason) + 1;
+    char *s = malloc(len);
+    if (!s) { perror("ppscan"); exit(70); }
+    snprintf(s, len, "%s: %s", path, reason);
+    if (n_problems == cap_problems) { cap_problems = cap_problems ? cap_problems * 2 : 64; problems = realloc(problems, cap_problems * sizeof *problems); }
+    problems[n_problems++] = s;
+}
+
+static const struct { int code; const char *name; } ERRNAMES[] = {
+    {EPERM, "EPERM"}, {ENOENT, "ENOENT"}, {ESRCH, "ESRCH"}, {EINTR, "EINTR"}, {EIO, "EIO"}, {ENXIO, "ENXIO"},
+    {E2BIG, "E2BIG"}, {EBADF, "EBADF"}, {EAGAIN, "EAGAIN"}, {ENOMEM, "ENOMEM"}, {EACCES, "EACCES"}, {EFAULT, "EFAULT"},
+    {EBUSY, "EBUSY"}, {EEXIST, "EEXIST"}, {EXDEV, "EXDEV"}, {ENODEV, "ENODEV"}, {ENOTDIR, "ENOTDIR"}, {EISDIR, "EISDIR"},
+    {EINVAL, "EINVAL"}, {ENFILE, "ENFILE"}, {EMFILE, "EMFILE"}, {ETXTBSY, "ETXTBSY"}, {EFBIG, "EFBIG"},
+    {ENOSPC, "ENOSPC"}, {ESPIPE, "ESPIPE"}, {EROFS, "EROFS"}, {ENAMETOOLONG, "ENAMETOOLONG"}, {ELOOP, "ELOOP"},
+    {EOVERFLOW, "EOVERFLOW"}, {ENOTSUP, "ENOTSUP"}, {ESTALE, "ESTALE"}, {ENOTCONN, "ENOTCONN"}, {ENOLINK, "ENOLINK"},
+    {ENOMEDIUM, "ENOMEDIUM"}, {EOPNOTSUPP == ENOTSUP ? -1 : EOPNOTSUPP, "EOPNOTSUPP"},
+};
+
+static void note_errno(const char *path, int err) {
+    const char *code = NULL;
+    for (size_t i = 0; i < sizeof ERRNAMES / sizeof *ERRNAMES; i++) if (ERRNAMES[i].code == err) { code = ERRNAMES[i].name; break; }
+    const char *text = err == ENOENT ? "vanished before it could be read"
+                     : err == ESRCH ? "the process exited before it could be read"
+                     : (err == EACCES || err == EPERM) ? "permission denied" : strerror(err);
+    char buf[512];
+    if (code) snprintf(buf, sizeof buf, "%s [%s]", text, code); else snprintf(buf, sizeof buf, "%s", text);
+    note(path, buf);
+}
+
+/* ---- hits of the whole scan ---- */
+typedef struct { Hit hit; char *where; } Found;
+static Found *found;
+static size_t n_found, cap_found;
+static void found_push(const Hit *h, const char *where, const char *suffix) {
+    if (n_found == cap_found) { cap_found = cap_found ? cap_found * 2 : 64; found = realloc(found, cap_found * sizeof *found); if (!found) exit(70); }
+    size_t len = strlen(where) + (suffix ? strlen(suffix) : 0) + 1;
+    char *w = malloc(len);
+    snprintf(w, len, "%s%s", where, suffix ? suffix : "");
+    found[n_found].hit = *h;
+    found[n_found].where = w;
+    n_found++;
+}
+
+static Hits window_hits;
+
+static void scan_bytes_named(const uint8_t *data, size_t n, const char *where, const char *suffix) {
+    find(data, n, &window_hits);
+    for (size_t i = 0; i < window_hits.n; i++) found_push(&window_hits.v[i], where, suffix);
+}
+
+/* detect._scan_reader over a descriptor; returns 0, or the errno that stopped it. */
+static int scan_fd(int fd, const char *path, int *truncated) {
+    static uint8_t *buf;
+    static size_t cap;
+    size_t carry = 0;
+    uint64_t base = 0, reported_to = 0, total = 0;
+    size_t first_new = n_found;
+    *truncated = 0;
+    for (;;) {
+        size_t want;
+        ssize_t got;
+        if (total >= max_file_bytes) {
+            uint8_t one;
+            do got = read(fd, &one, 1); while (got < 0 && errno == EINTR);
+            if (got < 0) { int e = errno; n_found = first_new; return e; }
+            n_bytes += (uint64_t)got;
+            *truncated = got > 0;
+            got = 0;
+        } else {
+            want = CHUNK_SIZE;
+            if (max_file_bytes - total < want) want = (size_t)(max_file_bytes - total);
+            if (cap < carry + want) { cap = carry + want; buf = realloc(buf, cap); if (!buf) exit(70); }
+            do got = read(fd, buf + carry, want); while (got < 0 && errno == EINTR);
+            if (got < 0) { int e = errno; n_found = first_new; return e; }
+            n_bytes += (uint64_t)got;
+        }
+        total += (uint64_t)got;
+        int at_end = got == 0;
+        size_t wlen = carry + (size_t)got;
+        uint64_t end = base + wlen;
+        uint64_t horizon = at_end ? end : (end >= OVERLAP ? end - OVERLAP : 0);
+        if (horizon > reported_to || (at_end && 0)) {
+            find(buf, wlen, &window_hits);
+            for (size_t i = 0; i < window_hits.n; i++) {
+                uint64_t off = base + window_hits.v[i].offset;
+                if (reported_to <= off && off < horizon) {
+                    Hit h = window_hits.v[i];
+                    h.offset = off;
+                    found_push(&h, path, NULL);
+                }
+            }
+            reported_to = horizon;
+        }
+        if (at_end) return 0;
+        uint64_t keep_from = reported_to >= BACKUP && reported_to - BACKUP > base ? reported_to - BACKUP : base;
+        size_t drop = (size_t)(keep_from - base);
+        memmove(buf, buf + drop, wlen - drop);
+        carry = wlen - drop;
+        base = keep_from;
+    }
+}
+
+/* ---- the walk ---- */
+static char **skips;
+static size_t n_skips;
+static int proc_done;
+static dev_t proc_dev, sys_dev;
+static int have_proc_dev, have_sys_dev;
+typedef struct { dev_t dev; ino_t ino; } DirKey;
+static DirKey *dirs_seen;
+static size_t n_seen, cap_seen;
+
+static int seen_add(dev_t dev, ino_t ino) {
+    for (size_t i = 0; i < n_seen; i++) if (dirs_seen[i].dev == dev && dirs_seen[i].ino == ino) return 0;
+    if (n_seen == cap_seen) { cap_seen = cap_seen ? cap_seen * 2 : 256; dirs_seen = realloc(dirs_seen, cap_seen * sizeof *dirs_seen); }
+    dirs_seen[n_seen].dev = dev; dirs_seen[n_seen].ino = ino; n_seen++;
+    return 1;
+}
+
+static int within(const char *path, const char *top) {
+    size_t t = strlen(top);
+    while (t > 0 && top[t - 1] == '/') t--;
+    if (!strcmp(path, top)) return 1;
+    return !strncmp(path, top, t) && path[t] == '/';
+}
+static int skipped(const char *path) { for (size_t i = 0; i < n_skips; i++) if (within(path, skips[i])) return 1; return 0; }
+
+static int all_digits(const char *s) { if (!*s) return 0; for (; *s; s++) if (*s < '0' || *s > '9') return 0; return 1; }
+
+static char *join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *s = malloc(a + b + 2);
+    memcpy(s, dir, a);
+    size_t k = a;
+    if (!(a > 0 && dir[a - 1] == '/')) s[k++] = '/';
+    memcpy(s + k, name, b + 1);
+    return s;
+}
+
+static void read_file(const char *path) {
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) { note_errno(path, errno); return; }
+    struct stat st;
+    if (fstat(fd, &st) < 0) { int e = errno; close(fd); note_errno(path, e); return; }
+    if (!S_ISREG(st.st_mode)) { close(fd); note(path, "not scanned: it stopped being a regular file before it was opened"); return; }
+    int truncated;
+    int err = scan_fd(fd, path, &truncated);
+    close(fd);
+    if (err) { note_errno(path, err); return; }
+    n_files++;
+    if (truncated) {
+        n_truncated++;
+        char buf[160];
+        snprintf(buf, sizeof buf, "only the first %llu bytes were scanned (the file is larger than max_file_bytes)", (unsigned long long)max_file_bytes);
+        note(path, buf);
+    }
+}
+
+static void scan_name(const char *path, const char *name) { scan_bytes_named((const uint8_t *)name, strlen(name), path, " (name)"); }
+
+static void scan_link(const char *path) {
+    char target[PATH_MAX + 1];
+    ssize_t n = readlink(path, target, sizeof target);
+    if (n < 0) { note_errno(path, errno); return; }
+    scan_bytes_named((const uint8_t *)target, (size_t)n, path, " (link target)");
+}
+
+static int cmp_pid(const void *a, const void *b) {
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    while (*x == '0' && x[1]) x++;
+    while (*y == '0' && y[1]) y++;
+    size_t lx = strlen(x), ly = strlen(y);
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return strcmp(x, y);
+}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void process(const char *pid) {
+    static const char *leaves[] = {"environ", "cmdline"};
+    for (int i = 0; i < 2; i++) {
+        char path[64 + NAME_MAX];
+        snprintf(path, sizeof path, "/proc/%s/%s", pid, leaves[i]);
+        if (!skipped(path)) read_file(path);
+    }
+}
+
+static void proc(void) {
+    if (proc_done) return;
+    proc_done = 1;
+    DIR *d = opendir("/proc");
+    if (!d) { note_errno("/proc", errno); return; }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!all_digits(e->d_name)) continue;
+        if (n == cap) { cap = cap ? cap * 2 : 256; names = realloc(names, cap * sizeof *names); }
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_pid);
+    for (size_t i = 0; i < n; i++) { process(names[i]); free(names[i]); }
+    free(names);
+}
+
+static int enter(const char *path, const char *name) {
+    scan_name(path, name);
+    if (skipped(path)) return 0;
+    struct stat st;
+    if (lstat(path, &st) < 0) { note_errno(path, errno); return 0; }
+    if (S_ISLNK(st.st_mode)) { scan_link(path); return 0; }
+    if (!S_ISDIR(st.st_mode)) return 0;
+    if (!strcmp(path, "/proc") || (have_proc_dev && st.st_dev == proc_dev)) { proc(); return 0; }
+    if (!strcmp(path, "/sys") || (have_sys_dev && st.st_dev == sys_dev)) return 0;
+    return seen_add(st.st_dev, st.st_ino);
+}
+
+static void entry(const char *path, const char *name) {
+    scan_name(path, name);
+    if (skipped(path)) return;
+    struct stat st;
+    if (lstat(path, &st) < 0) { note_errno(path, errno); return; }
+    if (S_ISLNK(st.st_mode)) scan_link(path);
+    else if (S_ISREG(st.st_mode)) read_file(path);
+}
+
+/* os.walk(top, onerror=...) with the dirnames pruned by enter(), files by entry(). */
+static void walk(const char *top) {
+    DIR *d = opendir(top);
+    if (!d) { note_errno(top, errno); return; }
+    char **dirs = NULL, **files = NULL;
+    size_t nd = 0, nf = 0, cd = 0, cf = 0;
+    struct dirent *e;
+    int dfd = dirfd(d);
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        int is_dir;
+        if (e->d_type == DT_DIR) is_dir = 1;
+        else if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
+            /* os.scandir's is_dir() follows links (stat, never open); a broken link is not a dir. */
+            struct stat st;
+            is_dir = fstatat(dfd, e->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+        } else is_dir = 0;
+        if (is_dir) { if (nd == cd) { cd = cd ? cd * 2 : 32; dirs = realloc(dirs, cd * sizeof *dirs); } dirs[nd++] = strdup(e->d_name); }
+        else { if (nf == cf) { cf = cf ? cf * 2 : 32; files = realloc(files, cf * sizeof *files); } files[nf++] = strdup(e->d_name); }
+    }
+    closedir(d);
+    if (nd) qsort(dirs, nd, sizeof *dirs, cmp_str);
+    if (nf) qsort(files, nf, sizeof *files, cmp_str);
+    char **keep = nd ? malloc(nd * sizeof *keep) : NULL;
+    size_t nk = 0;
+    for (size_t i = 0; i < nd; i++) {
+        char *p = join(top, dirs[i]);
+        if (enter(p, dirs[i])) keep[nk++] = p; else free(p);
+        free(dirs[i]);
+    }
+    for (size_t i = 0; i < nf; i++) { char *p = join(top, files[i]); entry(p, files[i]); free(p); free(files[i]); }
+    free(dirs); free(files);
+    for (size_t i = 0; i < nk; i++) { walk(keep[i]); free(keep[i]); }
+    free(keep);
+}
+
+static void proc_path(const char *path) {
+    /* path.split("/")[2:] of "/proc/..." */
+    const char *rest = path + 6;
+    char a[PATH_MAX], b[PATH_MAX];
+    const char *slash = strchr(rest, '/');
+    if (!slash) {
+        if (all_digits(rest)) { process(rest); return; }
+    } else if (!strchr(slash + 1, '/')) {
+        snprintf(a, sizeof a, "%.*s", (int)(slash - rest), rest);
+        snprintf(b, sizeof b, "%s", slash + 1);
+        if (all_digits(a) && (!strcmp(b, "environ") || !strcmp(b, "cmdline"))) { read_file(path); return; }
+    }
+    note(path, "not scanned: of /proc only /proc/<pid>/environ and cmdline are read");
+}
+
+/* os.path.abspath */
+static char *abspath(const char *p) {
+    char cwd[PATH_MAX];
+    char *full;
+    if (p[0] == '/') full = strdup(p);
+    else { if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "/"); full = join(cwd, p); }
+    size_t n = strlen(full);
+    char **parts = malloc((n + 1) * sizeof *parts);
+    size_t np = 0;
+    int initial = full[0] == '/' ? (full[1] == '/' && full[2] != '/' ? 2 : 1) : 0;
+    for (char *tok = strtok(full, "/"); tok; tok = strtok(NULL, "/")) {
+        if (!strcmp(tok, ".")) continue;
+        if (!strcmp(tok, "..")) { if (np) np--; continue; }
+        parts[np++] = tok;
+    }
+    char *out = malloc(n + 3);
+    size_t k = 0;
+    for (int i = 0; i < initial; i++) out[k++] = '/';
+    for (size_t i = 0; i < np; i++) { if (i) out[k++] = '/'; size_t l = strlen(parts[i]); memcpy(out + k, parts[i], l); k += l; }
+    if (!k) out[k++] = '.';
+    out[k] = 0;
+    free(parts); free(full);
+    return out;
+}
+
+static void root(const char *given) {
+    char *path = abspath(given);
+    if (within(path, "/sys")) note(path, "not scanned: /sys is never entered (kernel-made; some reads block)");
+    else if (!strcmp(path, "/proc")) proc();
+    else if (within(path, "/proc")) proc_path(path);
+    else if (skipped(path)) note(path, "not scanned: it is in the skip list");
+    else {
+        struct stat st;
+        if (lstat(path, &st) < 0) note_errno(path, errno);
+        else if (S_ISLNK(st.st_mode)) { scan_link(path); note(path, "not scanned: it is a symbolic link and links are not followed"); }
+        else if (S_ISDIR(st.st_mode)) { seen_add(st.st_dev, st.st_ino); walk(path); }
+        else if (S_ISREG(st.st_mode)) read_file(path);
+        else note(path, "not scanned: not a regular file or directory");
+    }
+    free(path);
+}
+
+static void mount_device(const char *path, dev_t *dev, int *have) {
+    struct stat a, b;
+    *have = stat(path, &a) == 0 && stat("/", &b) == 0 && a.st_dev != b.st_dev;
+    if (*have) *dev = a.st_dev;
+}
+
+static void usage_error(const char *msg) {
+    fprintf(stderr, "usage: detect.py [-h] [--max-file-bytes MAX_FILE_BYTES] [--skip PATH] ROOT [ROOT ...]\ndetect.py: error: %s\n", msg);
+    exit(2);
+}
+
+static int parse_int(const char *s, long long *v) {
+    char *end;
+    errno = 0;
+    while (*s == ' ') s++;
+    *v = strtoll(s, &end, 10);
+    return !errno && end != s && *end == 0;
+}
+
+int main(int argc, char **argv) {
+    char **roots = malloc((size_t)argc * sizeof *roots);
+    size_t n_roots = 0;
+    skips = malloc(((size_t)argc + 2) * sizeof *skips);
+    skips[n_skips++] = abspath("/proc/kcore");
+    skips[n_skips++] = abspath("/sys");
+    int only_positional = 0;
+    long long mfb = DEFAULT_MAX_FILE_BYTES;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!only_positional && !strcmp(a, "--")) { only_positional = 1; continue; }
+        if (!only_positional && (!strcmp(a, "-h") || !strcmp(a, "--help"))) {
+            printf("usage: ppscan [-h] [--max-file-bytes MAX_FILE_BYTES] [--skip PATH] ROOT [ROOT ...]\n"
+                   "Report every canary-shaped token under the given roots (detect.py's output format).\n");
+            return 0;
+        }
+        if (!only_positional && !strncmp(a, "--max-file-bytes", 16) && (a[16] == 0 || a[16] == '=')) {
+            const char *v = a[16] ? a + 17 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v) usage_error("argument --max-file-bytes: expected one argument");
+            if (!parse_int(v, &mfb)) usage_error("argument --max-file-bytes: invalid int value");
+            continue;
+        }
+        if (!only_positional && !strncmp(a, "--skip", 6) && (a[6] == 0 || a[6] == '=')) {
+            const char *v = a[6] ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v) usage_error("argument --skip: expected one argument");
+            skips[n_skips++] = abspath(v);
+            continue;
+        }
+        if (!only_positional && a[0] == '-' && a[1]) { char m[300]; snprintf(m, sizeof m, "unrecognized arguments: %.200s", a); usage_error(m); }
+        roots[n_roots++] = argv[i];
+    }
+    if (!n_roots) usage_error("the following arguments are required: ROOT");
+    if (mfb < 1) { char m[100]; snprintf(m, sizeof m, "--max-file-bytes must be at least 1, got %lld", mfb); usage_error(m); }
+    max_file_bytes = (uint64_t)mfb;
+    build_anchors();
+    mount_device("/proc", &proc_dev, &have_proc_dev);
+    mount_device("/sys", &sys_dev, &have_sys_dev);
+    for (size_t i = 0; i < n_roots; i++) root(roots[i]);
+    char num[64];
+    for (size_t i = 0; i < n_found; i++) {
+        const Hit *h = &found[i].hit;
+        puts_("{\"token\": ");
+        put_json_str(h->token, strlen(h->token));
+        puts_(", \"encoding\": \"");
+        puts_(ENC_NAMES[h->enc]);
+        snprintf(num, sizeof num, "\", \"offset\": %llu, \"where\": ", (unsigned long long)h->offset);
+        puts_(num);
+        put_json_str(found[i].where, strlen(found[i].where));
+        puts_("}\n");
+        if (outlen > (1 << 16)) flush_out();
+    }
+    flush_out();
+    for (size_t i = 0; i < n_problems; i++) { fputs(problems[i], stderr); fputc('\n', stderr); }
+    fflush(stderr);
+    snprintf(num, sizeof num, "{\"scanned_files\": %llu, \"errors\": %zu, ", (unsigned long long)n_files, n_problems);
+    puts_(num);
+    snprintf(num, sizeof num, "\"bytes\": %llu, \"truncated\": %llu, \"problems\": [", (unsigned long long)n_bytes, (unsigned long long)n_truncated);
+    puts_(num);
+    for (size_t i = 0; i < n_problems && i < SUMMARY_PROBLEMS; i++) {
+        if (i) puts_(", ");
+        put_json_str(problems[i], strlen(problems[i]));
+    }
+    puts_("], \"end\": \"pairproof-scan-end\"}\n");
+    flush_out();
+    return 0;
+}
