@@ -1,0 +1,122 @@
+"""Parity: the static probe (probe/ppscan.c, built by tools/build-probe) against canaries/detect.py.
+
+Both run on the same trees built from tests/vectors/canaries.bin (every encoding detect.py knows,
+boundaries, near misses), placed so tokens cross the 1 MiB read chunks and the max-file-bytes cut,
+plus names, link targets, fifos, missing paths and skip lists. stdout and stderr must be the same
+bytes. Each case also checks the reference finds what it should, so two blind scanners cannot agree
+their way to a pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import pathlib
+import random
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DETECT_PY = REPO / "canaries" / "detect.py"
+VECTORS = REPO / "tests" / "vectors" / "canaries.bin"
+CHUNK = 1 << 20
+TOKEN = b"ppcanary-0123abcd-b-mem-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def probe() -> pathlib.Path:
+    binary = pathlib.Path(os.environ.get("PAIRPROOF_PROBE", REPO / "build" / "probe" / "ppscan"))
+    source = REPO / "probe" / "ppscan.c"
+    if not binary.exists() or binary.stat().st_mtime < source.stat().st_mtime:
+        built = subprocess.run([str(REPO / "tools" / "build-probe"), str(binary)], capture_output=True, text=True)
+        if built.returncode != 0:
+            raise RuntimeError(f"tools/build-probe failed: {built.stderr.strip()}")
+    return binary
+
+
+def run_both(probe: pathlib.Path, *args: str) -> tuple[list[dict], str]:
+    reference = subprocess.run([sys.executable, "-I", str(DETECT_PY), *args], capture_output=True, timeout=600)
+    static = subprocess.run([str(probe), *args], capture_output=True, timeout=600)
+    assert static.returncode == reference.returncode == 0, static.stderr.decode(errors="replace")
+    assert static.stdout == reference.stdout, _first_difference(reference.stdout, static.stdout)
+    assert static.stderr == reference.stderr
+    lines = reference.stdout.decode().splitlines()
+    summary = json.loads(lines[-1])
+    assert summary["end"] == "pairproof-scan-end"
+    return [json.loads(line) for line in lines[:-1]], reference.stderr.decode()
+
+
+def _first_difference(want: bytes, got: bytes) -> str:
+    for number, (a, b) in enumerate(zip(want.splitlines(), got.splitlines())):
+        if a != b:
+            return f"line {number}: detect.py {a!r} != ppscan {b!r}"
+    return f"detect.py has {len(want.splitlines())} lines, ppscan {len(got.splitlines())}"
+
+
+def test_vectors_file_same_hits(probe, tmp_path):
+    (tmp_path / "canaries.bin").write_bytes(VECTORS.read_bytes())
+    hits, _ = run_both(probe, str(tmp_path))
+    encodings = {hit["encoding"] for hit in hits}
+    assert encodings == {"raw", "base64", "base64url", "hex"}
+    assert len(hits) >= 45  # what the vectors plant; near misses add none
+    assert not any(hit["token"].endswith("g") for hit in hits)
+
+
+def test_tokens_crossing_read_chunks(probe, tmp_path):
+    data = VECTORS.read_bytes()
+    # The vector block slides across the first chunk boundary a byte at a time near tokens' lengths.
+    for shift in [*range(0, 140, 7), 255, 511, 512, 513, 527, 528, 529, 1000, 4000, len(data)]:
+        (tmp_path / f"at-{shift:05d}").write_bytes(b"x" * (CHUNK - shift) + data + b"y" * 3)
+    hits, _ = run_both(probe, str(tmp_path))
+    assert len({hit["where"] for hit in hits}) == 30  # every placement is found
+
+
+def test_max_file_bytes_cut(probe, tmp_path):
+    data = VECTORS.read_bytes()
+    (tmp_path / "big").write_bytes(data * 3)
+    (tmp_path / "exact").write_bytes(data[:1000])
+    for limit in ("1", "999", "1000", "4096", str(len(data) + 17)):
+        _, problems = run_both(probe, "--max-file-bytes", limit, str(tmp_path))
+        assert "only the first" in problems
+
+
+def test_tree_names_links_and_what_is_not_read(probe, tmp_path):
+    root = tmp_path / "root"
+    (root / "d" / TOKEN.decode()).mkdir(parents=True)
+    (root / "d" / TOKEN.decode() / "f").write_bytes(base64.b64encode(b"." + TOKEN))
+    (root / "link").symlink_to(TOKEN.decode())
+    (root / "dirlink").symlink_to("d")
+    (root / "skipme").mkdir()
+    (root / "skipme" / "f").write_bytes(TOKEN)
+    os.mkfifo(root / "fifo")
+    (root / "\u00fcnic\u00f8de-x").write_bytes(binascii.hexlify(TOKEN).upper())
+    (root / "e").write_bytes(b"")
+    hits, problems = run_both(
+        probe, "--skip", str(root / "skipme"), str(root), str(root / "link"), str(tmp_path / "missing"),
+        "/sys/kernel", "/proc/self/status", str(root / "skipme"), str(root / "fifo"),
+    )
+    wheres = {hit["where"] for hit in hits}
+    assert f"{root}/link (link target)" in wheres and f"{root}/d/{TOKEN.decode()} (name)" in wheres
+    assert not any("skipme" in where for where in wheres)
+    for reason in ("vanished", "/sys is never entered", "of /proc only", "skip list", "not a regular file", "symbolic link"):
+        assert reason in problems
+
+
+def test_random_alphabet_soup(probe, tmp_path):
+    """Dense base64/hex-alphabet noise with tokens in every encoding at random places."""
+    rng = random.Random(1414)
+    for number in range(4):
+        parts = []
+        for _ in range(400):
+            noise = bytes(rng.choice(b"ABCDEFabcdef0123456789+/-_=\n\r pP") for _ in range(rng.randrange(0, 300)))
+            body = bytes(rng.randrange(256) for _ in range(rng.randrange(3))) + TOKEN
+            form = rng.choice([lambda b: b, base64.b64encode, base64.urlsafe_b64encode, binascii.hexlify,
+                               lambda b: binascii.hexlify(b).upper(), lambda b: b.upper()])
+            parts.append(noise + form(body))
+        (tmp_path / f"soup-{number}").write_bytes(b"".join(parts) * 2)
+    hits, _ = run_both(probe, str(tmp_path))
+    assert len(hits) > 1000
