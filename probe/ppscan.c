@@ -138,15 +138,23 @@ static void build_anchors(void) {
             add_anchor(hex, 18, KIND_HEX, 0, 0);
         }
     }
+    static char patterns[64][32 * 8];
     const char *exprs[64];
     unsigned flags[64], ids[64];
-    size_t lens[64];
     for (unsigned i = 0; i < n_anchors; i++) {
-        exprs[i] = anchors[i].lit; lens[i] = anchors[i].len; ids[i] = i;
+        char *q = patterns[i];
+        for (unsigned k = 0; k < anchors[i].len; k++) {
+            char c = anchors[i].lit[k];
+            if (anchors[i].kind == KIND_B64 && k) q += sprintf(q, "[\\r\\n]*");
+            if (c == '+' || c == '/' || c == '-') *q++ = '\\';
+            *q++ = c;
+        }
+        *q = 0;
+        exprs[i] = patterns[i]; ids[i] = i;
         flags[i] = anchors[i].kind == KIND_RAW ? HS_FLAG_CASELESS : 0;
     }
     hs_compile_error_t *err = NULL;
-    if (hs_compile_lit_multi(exprs, flags, ids, lens, n_anchors, HS_MODE_BLOCK, NULL, &db, &err) != HS_SUCCESS) {
+    if (hs_compile_multi(exprs, flags, ids, n_anchors, HS_MODE_BLOCK, NULL, &db, &err) != HS_SUCCESS) {
         fprintf(stderr, "ppscan: hyperscan compile failed: %s\n", err ? err->message : "?");
         exit(70);
     }
@@ -156,16 +164,26 @@ static void build_anchors(void) {
 /* ---- verification of candidates ---- */
 static int is_b64_char(uint8_t c) { return B64_VAL[c] >= 0; }
 
-static void verify_b64(const uint8_t *data, size_t n, size_t start, int alignment, Hits *out, size_t *joinmap, size_t nbreaks) {
-    size_t stop = start + BASE64_WINDOW < n ? start + BASE64_WINDOW : n;
-    size_t end = start;
+/* detect._decode_base64_at on the run starting at data[start]. With `joined`, line breaks inside the
+ * run are skipped, as detect.py's second pass sees the window with its breaks taken out; the offset
+ * is then the original position of the run's alignment-th character (detect._unjoin). */
+static void verify_b64(const uint8_t *data, size_t n, size_t start, int alignment, Hits *out, int joined) {
+    uint8_t chars[BASE64_WINDOW];
+    size_t pos[BASE64_WINDOW];
+    size_t len = 0;
     int url = 0;
-    while (end < stop && is_b64_char(data[end])) { if (data[end] == '-' || data[end] == '_') url = 1; end++; }
-    size_t len = end - start;
+    for (size_t i = start; i < n && len < BASE64_WINDOW; i++) {
+        uint8_t c = data[i];
+        if (joined && (c == '\n' || c == '\r')) continue;
+        if (!is_b64_char(c)) break;
+        if (c == '-' || c == '_') url = 1;
+        pos[len] = i;
+        chars[len++] = c;
+    }
     size_t whole = len - len % 4, tail = len % 4;
     uint8_t plain[BASE64_WINDOW];
     size_t pn = 0;
-    const uint8_t *c = data + start;
+    const uint8_t *c = chars;
     for (size_t i = 0; i < whole; i += 4) {
         uint32_t v = B64_VAL[c[i]] << 18 | B64_VAL[c[i + 1]] << 12 | B64_VAL[c[i + 2]] << 6 | B64_VAL[c[i + 3]];
         plain[pn++] = v >> 16; plain[pn++] = v >> 8 & 255; plain[pn++] = v & 255;
@@ -175,15 +193,10 @@ static void verify_b64(const uint8_t *data, size_t n, size_t start, int alignmen
         plain[pn++] = v >> 16;
         if (tail == 3) plain[pn++] = v >> 8 & 255;
     }
-    if ((size_t)alignment > pn) return;
+    if ((size_t)alignment >= pn) return;
     size_t m = match_token(plain + alignment, pn - alignment);
     if (!m) return;
-    size_t off = start + alignment;
-    if (joinmap) {
-        /* detect.py's _unjoin: walk the break positions of the original data. */
-        for (size_t b = 0; b < nbreaks; b++) { if (joinmap[b] > off) break; off++; }
-    }
-    hits_push(out, plain + alignment, m, url ? ENC_BASE64URL : ENC_BASE64, off);
+    hits_push(out, plain + alignment, m, url ? ENC_BASE64URL : ENC_BASE64, pos[alignment]);
 }
 
 static int hexval(int c) { return c <= '9' ? c - '0' : lc(c) - 'a' + 10; }
@@ -198,57 +211,50 @@ static void verify_hex(const uint8_t *data, size_t n, size_t at, Hits *out) {
     if (m) hits_push(out, plain, m, ENC_HEX, at);
 }
 
-typedef struct { const uint8_t *data; size_t n; Hits *out; int b64_only; size_t *joinmap; size_t nbreaks; } ScanCtx;
+typedef struct { const uint8_t *data; size_t n; Hits *out; int has_breaks; } ScanCtx;
+
+static inline int is_break(uint8_t c) { return c == '\n' || c == '\r'; }
 
 static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *vctx) {
     (void)from; (void)flags;
     ScanCtx *ctx = vctx;
     const Anchor *a = &anchors[id];
-    size_t at = (size_t)to - a->len;
+    const uint8_t *data = ctx->data;
     if (a->kind == KIND_B64) {
-        if (at >= (size_t)a->lead) verify_b64(ctx->data, ctx->n, at - a->lead, a->alignment, ctx->out, ctx->joinmap, ctx->nbreaks);
-    } else if (ctx->b64_only) {
+        /* The pattern allows line breaks between the anchor's characters: walk back over it. */
+        size_t at = (size_t)to, k = 0;
+        while (k < a->len) { at--; if (!is_break(data[at])) k++; }
+        if ((size_t)to - at == a->len && at >= (size_t)a->lead)
+            verify_b64(data, ctx->n, at - a->lead, a->alignment, ctx->out, 0);
+        if (ctx->has_breaks) {
+            size_t start = at;
+            for (k = 0; k < (size_t)a->lead;) {
+                if (start == 0) return 0;
+                start--;
+                if (!is_break(data[start])) k++;
+            }
+            verify_b64(data, ctx->n, start, a->alignment, ctx->out, 1);
+        }
         return 0;
-    } else if (a->kind == KIND_RAW) {
-        size_t m = match_token(ctx->data + at, ctx->n - at);
-        if (m) hits_push(ctx->out, ctx->data + at, m, ENC_RAW, at);
+    }
+    size_t at = (size_t)to - a->len;
+    if (a->kind == KIND_RAW) {
+        size_t m = match_token(data + at, ctx->n - at);
+        if (m) hits_push(ctx->out, data + at, m, ENC_RAW, at);
     } else {
-        verify_hex(ctx->data, ctx->n, at, ctx->out);
+        verify_hex(data, ctx->n, at, ctx->out);
     }
     return 0;
-}
-
-static uint8_t *joinbuf;
-static size_t joincap, *breaks, breakcap;
-
-static void hs_run(const uint8_t *data, size_t n, ScanCtx *ctx) {
-    /* hs_scan takes an unsigned int length; windows are far smaller, but stay correct anyway. */
-    if (n > UINT_MAX) { fprintf(stderr, "ppscan: window too large\n"); exit(70); }
-    if (hs_scan(db, (const char *)data, (unsigned)n, 0, scratch, on_match, ctx) != HS_SUCCESS) {
-        fprintf(stderr, "ppscan: hyperscan scan failed\n");
-        exit(70);
-    }
 }
 
 /* detect.find: every hit in data, sorted by (offset, encoding, token), duplicates dropped. */
 static void find(const uint8_t *data, size_t n, Hits *out) {
     out->n = 0;
-    ScanCtx ctx = {data, n, out, 0, NULL, 0};
-    hs_run(data, n, &ctx);
-    const uint8_t *nl = memchr(data, '\n', n), *cr = memchr(data, '\r', n);
-    if (nl || cr) {
-        if (joincap < n) { joincap = n; joinbuf = realloc(joinbuf, joincap); }
-        size_t jn = 0, nb = 0;
-        for (size_t i = 0; i < n; i++) {
-            uint8_t c = data[i];
-            if (c == '\n' || c == '\r') {
-                if (nb == breakcap) { breakcap = breakcap ? breakcap * 2 : 1024; breaks = realloc(breaks, breakcap * sizeof *breaks); }
-                breaks[nb++] = i;
-            } else joinbuf[jn++] = c;
-        }
-        if (!joinbuf || !breaks) { perror("ppscan"); exit(70); }
-        ScanCtx j = {joinbuf, jn, out, 1, breaks, nb};
-        hs_run(joinbuf, jn, &j);
+    ScanCtx ctx = {data, n, out, memchr(data, '\n', n) || memchr(data, '\r', n)};
+    if (n > UINT_MAX) { fprintf(stderr, "ppscan: window too large\n"); exit(70); }
+    if (hs_scan(db, (const char *)data, (unsigned)n, 0, scratch, on_match, &ctx) != HS_SUCCESS) {
+        fprintf(stderr, "ppscan: hyperscan scan failed\n");
+        exit(70);
     }
     if (out->n > 1) {
         qsort(out->v, out->n, sizeof(Hit), hit_cmp);

@@ -1,0 +1,134 @@
+"""Benchmark: the static probe (build/probe/ppscan) against ``rg -i -F ppcanary`` on one ~1 GiB corpus.
+
+The corpus (under /var/tmp, removed afterwards) is 256 files of 4 MiB of line-broken text with
+canaries planted in every encoding the probe decodes: raw in mixed case, standard and url-safe
+base64 at each alignment, base64 wrapped at 76 columns, hex in both cases. Both tools scan it the
+same number of times in this run, alternating, after one warm-up each (so both read from the page
+cache); medians, throughputs and the ratio are printed and kept in extra_info. The probe must also
+find every planted token (ripgrep finds only the raw ones). Goal: the probe at >= 0.5 of ripgrep's
+throughput (PAIRPROOF_BENCH_MIN_RATIO sets the bar the test enforces; 0 to only report).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import pathlib
+import random
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+FILES = int(os.environ.get("PAIRPROOF_BENCH_FILES", "256"))
+FILE_BYTES = 4 << 20
+ROUNDS = int(os.environ.get("PAIRPROOF_BENCH_ROUNDS", "5"))
+MIN_RATIO = float(os.environ.get("PAIRPROOF_BENCH_MIN_RATIO", "0.5"))
+WORDS = b"the of agent memory transcript volume request response token model user org task note file data".split()
+
+
+def _token(rng: random.Random) -> bytes:
+    hexd = "0123456789abcdef"
+    run = "".join(rng.choice(hexd) for _ in range(8))
+    entropy = "".join(rng.choice(hexd) for _ in range(16))
+    return f"ppcanary-{run}-b-mem-{entropy}".encode()
+
+
+def _plant(rng: random.Random, token: bytes, form: int) -> bytes:
+    lead = bytes(rng.randrange(1, 256) for _ in range(rng.randrange(3)))
+    if form == 0:
+        return token.upper() if rng.random() < 0.5 else token
+    if form == 1:
+        return base64.b64encode(lead + token)
+    if form == 2:
+        return base64.urlsafe_b64encode(lead + token + b"\xfb\xff")
+    if form == 3:
+        blob = base64.b64encode(b"x" * 40 + lead + token)
+        return b"\n".join(blob[i : i + 76] for i in range(0, len(blob), 76))
+    return binascii.hexlify(token).upper() if rng.random() < 0.5 else binascii.hexlify(token)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    rng = random.Random(14)
+    root = pathlib.Path(tempfile.mkdtemp(prefix="pairproof-probe-bench-", dir="/var/tmp"))
+    try:
+        line_words = [b" ".join(rng.choice(WORDS) for _ in range(rng.randrange(4, 16))) for _ in range(4096)]
+        text = bytearray()
+        while len(text) < FILE_BYTES:
+            text += rng.choice(line_words) + b"\n"
+        base = bytes(text[:FILE_BYTES])
+        planted = []
+        for number in range(FILES):
+            data = bytearray(base)
+            for form in range(5):
+                token = _token(rng)
+                at = rng.randrange(FILE_BYTES - 400)
+                at = data.rfind(b"\n", 0, at) + 1
+                data[at:at] = b" " + _plant(rng, token, form) + b" "
+                planted.append(token.decode())
+            (root / f"f{number:04d}.txt").write_bytes(bytes(data[:FILE_BYTES]) if len(data) > (8 << 20) else bytes(data))
+        yield root, planted
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def probe() -> pathlib.Path:
+    binary = REPO / "build" / "probe" / "ppscan"
+    built = subprocess.run([str(REPO / "tools" / "build-probe"), str(binary)], capture_output=True, text=True)
+    if built.returncode != 0:
+        raise RuntimeError(f"tools/build-probe failed: {built.stderr.strip()}")
+    return binary
+
+
+def _timed(argv: list[str]) -> tuple[float, bytes]:
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, timeout=600)
+    elapsed = time.perf_counter() - start
+    if done.returncode not in (0, 1):  # rg exits 1 when nothing matched
+        raise RuntimeError(f"{argv[0]} exited {done.returncode}: {done.stderr[:500]!r}")
+    return elapsed, done.stdout
+
+
+def test_probe_vs_ripgrep(benchmark, corpus, probe):
+    root, planted = corpus
+    rg = shutil.which("rg")
+    if rg is None:
+        raise RuntimeError("rg (ripgrep) is not installed: tools/setup-machine installs it")
+    size = sum(path.stat().st_size for path in root.iterdir())
+    probe_argv = [str(probe), str(root)]
+    rg_argv = [rg, "-i", "-F", "-c", "ppcanary", str(root)]
+    _, out = _timed(probe_argv)
+    _timed(rg_argv)
+    lines = out.decode().splitlines()
+    summary = json.loads(lines[-1])
+    assert summary["end"] == "pairproof-scan-end" and summary["bytes"] == size and summary["errors"] == 0
+    found = {json.loads(line)["token"] for line in lines[:-1]}
+    missing = set(planted) - found
+    assert not missing, f"the probe missed {len(missing)} of {len(planted)} planted tokens, e.g. {sorted(missing)[:3]}"
+    probe_times, rg_times = [], []
+    for _ in range(ROUNDS):
+        probe_times.append(_timed(probe_argv)[0])
+        rg_times.append(_timed(rg_argv)[0])
+    probe_median, rg_median = statistics.median(probe_times), statistics.median(rg_times)
+    ratio = rg_median / probe_median
+    report = {
+        "corpus_bytes": size,
+        "planted": len(planted),
+        "probe_median_s": round(probe_median, 4),
+        "rg_median_s": round(rg_median, 4),
+        "probe_MBps": round(size / probe_median / 1e6, 1),
+        "rg_MBps": round(size / rg_median / 1e6, 1),
+        "probe_over_rg_throughput": round(ratio, 3),
+    }
+    benchmark.extra_info.update(report)
+    print("\nprobe vs ripgrep:", json.dumps(report))
+    benchmark.pedantic(lambda: _timed(probe_argv), rounds=1, iterations=1)
+    assert ratio >= MIN_RATIO, f"the probe ran at {ratio:.2f} of ripgrep's throughput (goal {MIN_RATIO})"
