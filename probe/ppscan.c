@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <hs/hs.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,11 +249,11 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
 }
 
 /* detect.find: every hit in data, sorted by (offset, encoding, token), duplicates dropped. */
-static void find(const uint8_t *data, size_t n, Hits *out) {
+static void find(const uint8_t *data, size_t n, Hits *out, hs_scratch_t *scr) {
     out->n = 0;
     ScanCtx ctx = {data, n, out, memchr(data, '\n', n) || memchr(data, '\r', n)};
     if (n > UINT_MAX) { fprintf(stderr, "ppscan: window too large\n"); exit(70); }
-    if (hs_scan(db, (const char *)data, (unsigned)n, 0, scratch, on_match, &ctx) != HS_SUCCESS) {
+    if (hs_scan(db, (const char *)data, (unsigned)n, 0, scr, on_match, &ctx) != HS_SUCCESS) {
         fprintf(stderr, "ppscan: hyperscan scan failed\n");
         exit(70);
     }
@@ -329,19 +330,53 @@ static void put_json_str(const char *s, size_t n) {
 }
 
 /* ---- completeness ---- */
+/* The walk records, in order, what it found in names and link targets, what it noted, and which
+ * files to read; worker threads read the files; the record is then replayed in walk order, so the
+ * output is what one thread would print. */
 static uint64_t n_files, n_bytes, n_truncated;
 static char **problems;
 static size_t n_problems, cap_problems;
 static uint64_t max_file_bytes = DEFAULT_MAX_FILE_BYTES;
 
-static void note(const char *path, const char *reason) {
+enum { EV_NOTE, EV_FOUND, EV_FILE };
+typedef struct {
+    int kind;
+    char *text; /* EV_NOTE: the problem; EV_FOUND: where; EV_FILE: the path */
+    Hit hit;
+    Hits file_hits;
+    int open_err, not_regular, read_err, truncated;
+    uint64_t bytes;
+} Event;
+static Event *events;
+static size_t n_events, cap_events;
+
+static Event *event_push(int kind, char *text) {
+    if (n_events == cap_events) {
+        cap_events = cap_events ? cap_events * 2 : 1024;
+        events = realloc(events, cap_events * sizeof *events);
+        if (!events) { perror("ppscan"); exit(70); }
+    }
+    Event *e = &events[n_events++];
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    e->text = text;
+    return e;
+}
+
+static void problem_push(char *s) {
+    if (n_problems == cap_problems) { cap_problems = cap_problems ? cap_problems * 2 : 64; problems = realloc(problems, cap_problems * sizeof *problems); }
+    problems[n_problems++] = s;
+}
+
+static char *problem_text(const char *path, const char *reason) {
     size_t len = strlen(path) + 2 + strlen(reason) + 1;
     char *s = malloc(len);
     if (!s) { perror("ppscan"); exit(70); }
     snprintf(s, len, "%s: %s", path, reason);
-    if (n_problems == cap_problems) { cap_problems = cap_problems ? cap_problems * 2 : 64; problems = realloc(problems, cap_problems * sizeof *problems); }
-    problems[n_problems++] = s;
+    return s;
 }
+
+static void note(const char *path, const char *reason) { event_push(EV_NOTE, problem_text(path, reason)); }
 
 static const struct { int code; const char *name; } ERRNAMES[] = {
     {EPERM, "EPERM"}, {ENOENT, "ENOENT"}, {ESRCH, "ESRCH"}, {EINTR, "EINTR"}, {EIO, "EIO"}, {ENXIO, "ENXIO"},
@@ -350,10 +385,11 @@ static const struct { int code; const char *name; } ERRNAMES[] = {
     {EINVAL, "EINVAL"}, {ENFILE, "ENFILE"}, {EMFILE, "EMFILE"}, {ETXTBSY, "ETXTBSY"}, {EFBIG, "EFBIG"},
     {ENOSPC, "ENOSPC"}, {ESPIPE, "ESPIPE"}, {EROFS, "EROFS"}, {ENAMETOOLONG, "ENAMETOOLONG"}, {ELOOP, "ELOOP"},
     {EOVERFLOW, "EOVERFLOW"}, {ENOTSUP, "ENOTSUP"}, {ESTALE, "ESTALE"}, {ENOTCONN, "ENOTCONN"}, {ENOLINK, "ENOLINK"},
-    {ENOMEDIUM, "ENOMEDIUM"}, {EOPNOTSUPP == ENOTSUP ? -1 : EOPNOTSUPP, "EOPNOTSUPP"},
+    {ENOMEDIUM, "ENOMEDIUM"},
 };
 
-static void note_errno(const char *path, int err) {
+/* detect._reason */
+static char *errno_text(const char *path, int err) {
     const char *code = NULL;
     for (size_t i = 0; i < sizeof ERRNAMES / sizeof *ERRNAMES; i++) if (ERRNAMES[i].code == err) { code = ERRNAMES[i].name; break; }
     const char *text = err == ENOENT ? "vanished before it could be read"
@@ -361,69 +397,69 @@ static void note_errno(const char *path, int err) {
                      : (err == EACCES || err == EPERM) ? "permission denied" : strerror(err);
     char buf[512];
     if (code) snprintf(buf, sizeof buf, "%s [%s]", text, code); else snprintf(buf, sizeof buf, "%s", text);
-    note(path, buf);
+    return problem_text(path, buf);
 }
+static void note_errno(const char *path, int err) { event_push(EV_NOTE, errno_text(path, err)); }
 
 /* ---- hits of the whole scan ---- */
-typedef struct { Hit hit; char *where; } Found;
+typedef struct { Hit hit; const char *where; } Found;
 static Found *found;
 static size_t n_found, cap_found;
-static void found_push(const Hit *h, const char *where, const char *suffix) {
+static void found_add(const Hit *h, const char *where) {
     if (n_found == cap_found) { cap_found = cap_found ? cap_found * 2 : 64; found = realloc(found, cap_found * sizeof *found); if (!found) exit(70); }
-    size_t len = strlen(where) + (suffix ? strlen(suffix) : 0) + 1;
-    char *w = malloc(len);
-    snprintf(w, len, "%s%s", where, suffix ? suffix : "");
     found[n_found].hit = *h;
-    found[n_found].where = w;
+    found[n_found].where = where;
     n_found++;
 }
 
-static Hits window_hits;
+static Hits name_hits;
 
 static void scan_bytes_named(const uint8_t *data, size_t n, const char *where, const char *suffix) {
-    find(data, n, &window_hits);
-    for (size_t i = 0; i < window_hits.n; i++) found_push(&window_hits.v[i], where, suffix);
+    find(data, n, &name_hits, scratch);
+    for (size_t i = 0; i < name_hits.n; i++) {
+        size_t len = strlen(where) + strlen(suffix) + 1;
+        char *w = malloc(len);
+        snprintf(w, len, "%s%s", where, suffix);
+        event_push(EV_FOUND, w)->hit = name_hits.v[i];
+    }
 }
 
-/* detect._scan_reader over a descriptor; returns 0, or the errno that stopped it. */
-static int scan_fd(int fd, const char *path, int *truncated) {
-    static uint8_t *buf;
-    static size_t cap;
+typedef struct { hs_scratch_t *scratch; Hits window; uint8_t *buf; size_t cap; } Worker;
+
+/* detect._scan_reader over a descriptor into ev; returns 0, or the errno that stopped it. */
+static int scan_fd(Worker *w, int fd, Event *ev) {
     size_t carry = 0;
     uint64_t base = 0, reported_to = 0, total = 0;
-    size_t first_new = n_found;
-    *truncated = 0;
     for (;;) {
         size_t want;
         ssize_t got;
         if (total >= max_file_bytes) {
             uint8_t one;
             do got = read(fd, &one, 1); while (got < 0 && errno == EINTR);
-            if (got < 0) { int e = errno; n_found = first_new; return e; }
-            n_bytes += (uint64_t)got;
-            *truncated = got > 0;
+            if (got < 0) return errno;
+            ev->bytes += (uint64_t)got;
+            ev->truncated = got > 0;
             got = 0;
         } else {
             want = CHUNK_SIZE;
             if (max_file_bytes - total < want) want = (size_t)(max_file_bytes - total);
-            if (cap < carry + want) { cap = carry + want; buf = realloc(buf, cap); if (!buf) exit(70); }
-            do got = read(fd, buf + carry, want); while (got < 0 && errno == EINTR);
-            if (got < 0) { int e = errno; n_found = first_new; return e; }
-            n_bytes += (uint64_t)got;
+            if (w->cap < carry + want) { w->cap = carry + want; w->buf = realloc(w->buf, w->cap); if (!w->buf) exit(70); }
+            do got = read(fd, w->buf + carry, want); while (got < 0 && errno == EINTR);
+            if (got < 0) return errno;
+            ev->bytes += (uint64_t)got;
         }
         total += (uint64_t)got;
         int at_end = got == 0;
         size_t wlen = carry + (size_t)got;
         uint64_t end = base + wlen;
         uint64_t horizon = at_end ? end : (end >= OVERLAP ? end - OVERLAP : 0);
-        if (horizon > reported_to || (at_end && 0)) {
-            find(buf, wlen, &window_hits);
-            for (size_t i = 0; i < window_hits.n; i++) {
-                uint64_t off = base + window_hits.v[i].offset;
+        if (horizon > reported_to) {
+            find(w->buf, wlen, &w->window, w->scratch);
+            for (size_t i = 0; i < w->window.n; i++) {
+                uint64_t off = base + w->window.v[i].offset;
                 if (reported_to <= off && off < horizon) {
-                    Hit h = window_hits.v[i];
-                    h.offset = off;
-                    found_push(&h, path, NULL);
+                    Hit *h = &w->window.v[i];
+                    hits_push(&ev->file_hits, (const uint8_t *)h->token, strlen(h->token), h->enc, off);
                 }
             }
             reported_to = horizon;
@@ -431,9 +467,66 @@ static int scan_fd(int fd, const char *path, int *truncated) {
         if (at_end) return 0;
         uint64_t keep_from = reported_to >= BACKUP && reported_to - BACKUP > base ? reported_to - BACKUP : base;
         size_t drop = (size_t)(keep_from - base);
-        memmove(buf, buf + drop, wlen - drop);
+        memmove(w->buf, w->buf + drop, wlen - drop);
         carry = wlen - drop;
         base = keep_from;
+    }
+}
+
+static void read_event(Worker *w, Event *ev) {
+    int fd = open(ev->text, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) { ev->open_err = errno; return; }
+    struct stat st;
+    if (fstat(fd, &st) < 0) { ev->open_err = errno; close(fd); return; }
+    if (!S_ISREG(st.st_mode)) { close(fd); ev->not_regular = 1; return; }
+    ev->read_err = scan_fd(w, fd, ev);
+    close(fd);
+}
+
+static size_t next_event;
+static pthread_mutex_t next_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *worker_main(void *arg) {
+    Worker *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&next_lock);
+        while (next_event < n_events && events[next_event].kind != EV_FILE) next_event++;
+        size_t i = next_event < n_events ? next_event++ : n_events;
+        pthread_mutex_unlock(&next_lock);
+        if (i >= n_events) return NULL;
+        read_event(w, &events[i]);
+    }
+}
+
+static void read_files(int threads) {
+    pthread_t tids[64];
+    Worker workers[64];
+    memset(workers, 0, sizeof workers);
+    for (int t = 0; t < threads; t++)
+        if (hs_clone_scratch(scratch, &workers[t].scratch) != HS_SUCCESS) { fprintf(stderr, "ppscan: hyperscan scratch failed\n"); exit(70); }
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&tids[t], NULL, worker_main, &workers[t])) { threads = t; break; }
+    worker_main(&workers[0]);
+    for (int t = 1; t < threads; t++) pthread_join(tids[t], NULL);
+}
+
+static void replay(void) {
+    for (size_t i = 0; i < n_events; i++) {
+        Event *e = &events[i];
+        if (e->kind == EV_NOTE) { problem_push(e->text); continue; }
+        if (e->kind == EV_FOUND) { found_add(&e->hit, e->text); continue; }
+        n_bytes += e->bytes;
+        if (e->open_err) { problem_push(errno_text(e->text, e->open_err)); continue; }
+        if (e->not_regular) { problem_push(problem_text(e->text, "not scanned: it stopped being a regular file before it was opened")); continue; }
+        if (e->read_err) { problem_push(errno_text(e->text, e->read_err)); continue; }
+        n_files++;
+        for (size_t k = 0; k < e->file_hits.n; k++) found_add(&e->file_hits.v[k], e->text);
+        if (e->truncated) {
+            n_truncated++;
+            char buf[160];
+            snprintf(buf, sizeof buf, "only the first %llu bytes were scanned (the file is larger than max_file_bytes)", (unsigned long long)max_file_bytes);
+            problem_push(problem_text(e->text, buf));
+        }
     }
 }
 
@@ -474,24 +567,7 @@ static char *join(const char *dir, const char *name) {
     return s;
 }
 
-static void read_file(const char *path) {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) { note_errno(path, errno); return; }
-    struct stat st;
-    if (fstat(fd, &st) < 0) { int e = errno; close(fd); note_errno(path, e); return; }
-    if (!S_ISREG(st.st_mode)) { close(fd); note(path, "not scanned: it stopped being a regular file before it was opened"); return; }
-    int truncated;
-    int err = scan_fd(fd, path, &truncated);
-    close(fd);
-    if (err) { note_errno(path, err); return; }
-    n_files++;
-    if (truncated) {
-        n_truncated++;
-        char buf[160];
-        snprintf(buf, sizeof buf, "only the first %llu bytes were scanned (the file is larger than max_file_bytes)", (unsigned long long)max_file_bytes);
-        note(path, buf);
-    }
-}
+static void read_file(const char *path) { event_push(EV_FILE, strdup(path)); }
 
 static void scan_name(const char *path, const char *name) { scan_bytes_named((const uint8_t *)name, strlen(name), path, " (name)"); }
 
@@ -711,6 +787,12 @@ int main(int argc, char **argv) {
     mount_device("/proc", &proc_dev, &have_proc_dev);
     mount_device("/sys", &sys_dev, &have_sys_dev);
     for (size_t i = 0; i < n_roots; i++) root(roots[i]);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *env = getenv("PPSCAN_THREADS");
+    int threads = env && atoi(env) > 0 ? atoi(env) : (int)(cpus > 0 ? cpus : 1);
+    if (threads > 64) threads = 64;
+    read_files(threads);
+    replay();
     char num[64];
     for (size_t i = 0; i < n_found; i++) {
         const Hit *h = &found[i].hit;
