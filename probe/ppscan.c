@@ -20,6 +20,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef PPSCAN_EMBEDDED_DB
+#include PPSCAN_EMBEDDED_DB
+#endif
 
 #define MAX_TOKEN_CHARS 63
 #define BASE64_WINDOW (4 * ((2 + MAX_TOKEN_CHARS + 1 + 2) / 3))
@@ -154,6 +157,21 @@ static void build_anchors(void) {
         exprs[i] = patterns[i]; ids[i] = i;
         flags[i] = anchors[i].kind == KIND_RAW ? HS_FLAG_CASELESS : 0;
     }
+#ifdef PPSCAN_EMBEDDED_DB
+    /* Compiling the patterns takes ~50 ms; the build compiled them already (same host, so the
+     * same CPU features). A database this CPU cannot run is compiled afresh instead. */
+    if (hs_deserialize_database((const char *)PPSCAN_DB, sizeof PPSCAN_DB, &db) == HS_SUCCESS) {
+        hs_scratch_t *probe_scratch = NULL;
+        if (hs_alloc_scratch(db, &probe_scratch) == HS_SUCCESS &&
+            hs_scan(db, "x", 1, 0, probe_scratch, NULL, NULL) == HS_SUCCESS) {
+            scratch = probe_scratch;
+            return;
+        }
+        if (probe_scratch) hs_free_scratch(probe_scratch);
+        hs_free_database(db);
+        db = NULL;
+    }
+#endif
     hs_compile_error_t *err = NULL;
     if (hs_compile_multi(exprs, flags, ids, n_anchors, HS_MODE_BLOCK, NULL, &db, &err) != HS_SUCCESS) {
         fprintf(stderr, "ppscan: hyperscan compile failed: %s\n", err ? err->message : "?");
@@ -749,6 +767,16 @@ static int parse_int(const char *s, long long *v) {
     return !errno && end != s && *end == 0;
 }
 
+#ifdef PPSCAN_DUMP_DB
+/* Build step: write the compiled pattern database to stdout (tools/build-probe embeds it). */
+int main(void) {
+    build_anchors();
+    char *bytes = NULL;
+    size_t len = 0;
+    if (hs_serialize_database(db, &bytes, &len) != HS_SUCCESS) { fprintf(stderr, "ppscan: serialize failed\n"); return 70; }
+    return fwrite(bytes, 1, len, stdout) == len ? 0 : 74;
+}
+#else
 int main(int argc, char **argv) {
     char **roots = malloc((size_t)argc * sizeof *roots);
     size_t n_roots = 0;
@@ -821,3 +849,4 @@ int main(int argc, char **argv) {
     flush_out();
     return 0;
 }
+#endif
