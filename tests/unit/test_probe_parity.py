@@ -120,3 +120,22 @@ def test_random_alphabet_soup(probe, tmp_path):
         (tmp_path / f"soup-{number}").write_bytes(b"".join(parts) * 2)
     hits, _ = run_both(probe, str(tmp_path))
     assert len(hits) > 1000
+
+
+def test_runs_in_a_root_with_nothing_but_itself(probe, tmp_path):
+    """No Python, no shell, no libc: a root holding only the binary and data is scanned correctly."""
+    if os.geteuid() != 0:
+        raise RuntimeError("this test needs root to chroot (the suite's runtime needs root anyway)")
+    root = tmp_path / "bare"
+    (root / "data").mkdir(parents=True)
+    (root / "ppscan").write_bytes(probe.read_bytes())
+    (root / "ppscan").chmod(0o755)
+    (root / "data" / "f").write_bytes(base64.b64encode(b"xy" + TOKEN) + b"\n" + binascii.hexlify(TOKEN))
+    assert sorted(path.name for path in root.rglob("*")) == ["data", "f", "ppscan"]
+    done = subprocess.run(["chroot", str(root), "/ppscan", "/data"], capture_output=True, timeout=60, env={})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    hits = [json.loads(line) for line in lines[:-1]]
+    assert [(hit["encoding"], hit["token"], hit["where"]) for hit in hits] == [
+        ("base64", TOKEN.decode(), "/data/f"), ("hex", TOKEN.decode(), "/data/f")]
+    assert json.loads(lines[-1])["scanned_files"] == 1
