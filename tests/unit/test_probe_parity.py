@@ -15,6 +15,7 @@ import json
 import os
 import pathlib
 import random
+import shutil
 import subprocess
 import sys
 
@@ -132,7 +133,8 @@ def test_runs_in_a_root_with_nothing_but_itself(probe, tmp_path):
     (root / "ppscan").chmod(0o755)
     (root / "data" / "f").write_bytes(base64.b64encode(b"xy" + TOKEN) + b"\n" + binascii.hexlify(TOKEN))
     assert sorted(path.name for path in root.rglob("*")) == ["data", "f", "ppscan"]
-    done = subprocess.run(["chroot", str(root), "/ppscan", "/data"], capture_output=True, timeout=60, env={})
+    chroot = shutil.which("chroot") or "/usr/sbin/chroot"
+    done = subprocess.run([chroot, str(root), "/ppscan", "/data"], capture_output=True, timeout=60, env={})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode().splitlines()
     hits = [json.loads(line) for line in lines[:-1]]
