@@ -34,8 +34,9 @@
 #define DEFAULT_MAX_FILE_BYTES (8 << 20)
 
 static const char PREFIX[] = "ppcanary-";
-enum { ENC_BASE64, ENC_BASE64URL, ENC_HEX, ENC_RAW };
-static const char *ENC_NAMES[] = {"base64", "base64url", "hex", "raw"};
+/* In the order of their names, as detect.py sorts hits by (offset, encoding, token). */
+enum { ENC_BASE64, ENC_BASE64URL, ENC_HEX, ENC_JSON, ENC_PERCENT, ENC_RAW };
+static const char *ENC_NAMES[] = {"base64", "base64url", "hex", "json-escape", "percent", "raw"};
 
 typedef struct { char token[MAX_TOKEN_CHARS + 1]; int enc; uint64_t offset; } Hit;
 typedef struct { Hit *v; size_t n, cap; } Hits;
@@ -63,6 +64,7 @@ static int hit_cmp(const void *a, const void *b) {
 /* ---- the token shape (RAW_PATTERN), ASCII case-insensitive ---- */
 static inline int lc(int c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 static inline int is_hex(int c) { c = lc(c); return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+static int hexval(int c) { return c <= '9' ? c - '0' : lc(c) - 'a' + 10; }
 static inline int is_alnum_lc(int c) { c = lc(c); return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'); }
 
 /* Length of the token matching at p (n bytes available), or 0. */
@@ -85,7 +87,7 @@ static size_t match_token(const uint8_t *p, size_t n) {
 }
 
 /* ---- anchors ---- */
-enum { KIND_RAW, KIND_B64, KIND_HEX };
+enum { KIND_RAW, KIND_B64, KIND_HEX, KIND_ESC };
 typedef struct { char lit[32]; unsigned len; int kind, alignment, lead; } Anchor;
 static Anchor anchors[64];
 static unsigned n_anchors;
@@ -110,6 +112,14 @@ static void build_anchors(void) {
     for (int i = 0; i < 64; i++) B64_VAL[(uint8_t)B64[i]] = (int8_t)i;
     B64_VAL['-'] = 62; B64_VAL['_'] = 63;
     add_anchor(PREFIX, 9, KIND_RAW, 0, 0);
+    /* Beyond detect.py: any character of the prefix percent-encoded or as a JSON \u escape. */
+    for (const char *c = "pcanryPCANRY-"; *c; c++) {
+        char lit[16];
+        snprintf(lit, sizeof lit, "%%%02x", (unsigned)*c);
+        add_anchor(lit, 3, KIND_ESC, 0, 0);
+        snprintf(lit, sizeof lit, "\\u%04x", (unsigned)*c);
+        add_anchor(lit, 6, KIND_ESC, 0, 0);
+    }
     for (int up = 0; up < 2; up++) {
         char prefix[10];
         for (int i = 0; i < 9; i++) prefix[i] = up && PREFIX[i] >= 'a' ? PREFIX[i] - 32 : PREFIX[i];
@@ -142,7 +152,7 @@ static void build_anchors(void) {
             add_anchor(hex, 18, KIND_HEX, 0, 0);
         }
     }
-    static char patterns[64][32 * 8];
+    static char patterns[64][32 * 16];
     const char *exprs[64];
     unsigned flags[64], ids[64];
     for (unsigned i = 0; i < n_anchors; i++) {
@@ -150,12 +160,11 @@ static void build_anchors(void) {
         for (unsigned k = 0; k < anchors[i].len; k++) {
             char c = anchors[i].lit[k];
             if (anchors[i].kind == KIND_B64 && k) q += sprintf(q, "[\\r\\n]*");
-            if (c == '+' || c == '/' || c == '-') *q++ = '\\';
-            *q++ = c;
+            q += sprintf(q, "\\x%02x", (uint8_t)c);
         }
         *q = 0;
         exprs[i] = patterns[i]; ids[i] = i;
-        flags[i] = anchors[i].kind == KIND_RAW ? HS_FLAG_CASELESS : 0;
+        flags[i] = anchors[i].kind == KIND_RAW || anchors[i].kind == KIND_ESC ? HS_FLAG_CASELESS : 0;
     }
 #ifdef PPSCAN_EMBEDDED_DB
     /* Compiling the patterns takes ~50 ms; the build compiled them already (same host, so the
@@ -218,7 +227,6 @@ static void verify_b64(const uint8_t *data, size_t n, size_t start, int alignmen
     hits_push(out, plain + alignment, m, url ? ENC_BASE64URL : ENC_BASE64, pos[alignment]);
 }
 
-static int hexval(int c) { return c <= '9' ? c - '0' : lc(c) - 'a' + 10; }
 
 static void verify_hex(const uint8_t *data, size_t n, size_t at, Hits *out) {
     size_t stop = at + HEX_WINDOW < n ? at + HEX_WINDOW : n, end = at;
@@ -230,7 +238,47 @@ static void verify_hex(const uint8_t *data, size_t n, size_t at, Hits *out) {
     if (m) hits_push(out, plain, m, ENC_HEX, at);
 }
 
-typedef struct { const uint8_t *data; size_t n; Hits *out; int has_breaks; } ScanCtx;
+typedef struct { size_t *v; size_t n, cap; } Posv;
+typedef struct { const uint8_t *data; size_t n; Hits *out; int has_breaks; Posv *esc; } ScanCtx;
+
+static void posv_push(Posv *h, size_t x) {
+    if (h->n == h->cap) { h->cap = h->cap ? h->cap * 2 : 256; h->v = realloc(h->v, h->cap * sizeof *h->v); if (!h->v) exit(70); }
+    h->v[h->n++] = x;
+}
+
+static int cmp_size(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Percent-encoding and JSON \\u escapes (not in detect.py): decode from data[s] and match there.
+ * A hit needs at least one escape inside the token; a token with none is the raw pass's. */
+static void verify_escaped(const uint8_t *data, size_t n, size_t s, Hits *out) {
+    uint8_t plain[MAX_TOKEN_CHARS + 2];
+    int kind[MAX_TOKEN_CHARS + 2];
+    size_t len = 0, i = s;
+    while (i < n && len < sizeof plain) {
+        if (data[i] == '%' && i + 2 < n && is_hex(data[i + 1]) && is_hex(data[i + 2])) {
+            plain[len] = (uint8_t)(hexval(data[i + 1]) << 4 | hexval(data[i + 2]));
+            kind[len++] = ENC_PERCENT;
+            i += 3;
+        } else if (data[i] == '\\' && i + 5 < n && data[i + 1] == 'u' && data[i + 2] == '0' && data[i + 3] == '0' &&
+                   is_hex(data[i + 4]) && is_hex(data[i + 5]) && hexval(data[i + 4]) < 8) {
+            plain[len] = (uint8_t)(hexval(data[i + 4]) << 4 | hexval(data[i + 5]));
+            kind[len++] = ENC_JSON;
+            i += 6;
+        } else {
+            plain[len] = data[i];
+            kind[len++] = ENC_RAW;
+            i++;
+        }
+    }
+    size_t m = match_token(plain, len);
+    if (!m) return;
+    for (size_t k = 0; k < m; k++)
+        if (kind[k] != ENC_RAW) { hits_push(out, plain, m, kind[k], s); return; }
+}
+
 
 static inline int is_break(uint8_t c) { return c == '\n' || c == '\r'; }
 
@@ -257,7 +305,9 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
         return 0;
     }
     size_t at = (size_t)to - a->len;
+    if (a->kind == KIND_ESC) { posv_push(ctx->esc, (size_t)to); return 0; }
     if (a->kind == KIND_RAW) {
+        posv_push(ctx->esc, (size_t)to);
         size_t m = match_token(data + at, ctx->n - at);
         if (m) hits_push(ctx->out, data + at, m, ENC_RAW, at);
     } else {
@@ -268,12 +318,26 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
 
 /* detect.find: every hit in data, sorted by (offset, encoding, token), duplicates dropped. */
 static void find(const uint8_t *data, size_t n, Hits *out, hs_scratch_t *scr) {
+    static __thread Posv esc;
     out->n = 0;
-    ScanCtx ctx = {data, n, out, memchr(data, '\n', n) || memchr(data, '\r', n)};
+    esc.n = 0;
+    ScanCtx ctx = {data, n, out, memchr(data, '\n', n) || memchr(data, '\r', n), &esc};
     if (n > UINT_MAX) { fprintf(stderr, "ppscan: window too large\n"); exit(70); }
     if (hs_scan(db, (const char *)data, (unsigned)n, 0, scr, on_match, &ctx) != HS_SUCCESS) {
         fprintf(stderr, "ppscan: hyperscan scan failed\n");
         exit(70);
+    }
+    if (esc.n) {
+        /* A token with an escaped prefix character starts at most 9 escapes (54 bytes) before it. */
+        qsort(esc.v, esc.n, sizeof *esc.v, cmp_size);
+        size_t tried_to = 0;
+        for (size_t i = 0; i < esc.n; i++) {
+            size_t lo = esc.v[i] > 64 ? esc.v[i] - 64 : 0;
+            if (lo < tried_to) lo = tried_to;
+            for (size_t s = lo; s < esc.v[i]; s++)
+                if (lc(data[s]) == 'p' || data[s] == '%' || data[s] == '\\') verify_escaped(data, n, s, out);
+            if (esc.v[i] > tried_to) tried_to = esc.v[i];
+        }
     }
     if (out->n > 1) {
         qsort(out->v, out->n, sizeof(Hit), hit_cmp);
