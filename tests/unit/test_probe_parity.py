@@ -141,3 +141,30 @@ def test_runs_in_a_root_with_nothing_but_itself(probe, tmp_path):
     assert [(hit["encoding"], hit["token"], hit["where"]) for hit in hits] == [
         ("base64", TOKEN.decode(), "/data/f"), ("hex", TOKEN.decode(), "/data/f")]
     assert json.loads(lines[-1])["scanned_files"] == 1
+
+
+def test_escapes_the_probe_finds_and_detect_py_does_not(probe, tmp_path):
+    """Percent-encoding and JSON \\u escapes: new in the probe; detect.py finds none of these."""
+    text = TOKEN.decode()
+    forms = {
+        "percent": "".join(f"%{ord(c):02X}" for c in text),
+        "percent-partial": "pp%63anary-" + text[9:],
+        "percent-late": text[:9] + "%30" + text[10:],
+        "json": json.dumps(text.upper()).replace("P", "\\u0050", 1).strip('"'),
+        "json-all": "".join(f"\\u{ord(c):04x}" for c in text),
+    }
+    near = {
+        "percent-17-hex": "".join(f"%{ord(c):02x}" for c in text + "a"),
+        "json-non-ascii": text.replace("p", "\\u0170", 1),
+        "percent-short": "%70%70canary-0123abcd-b-mem-0123456789abcde",
+    }
+    for name, body in {**forms, **near}.items():
+        (tmp_path / name).write_text(f"<{body}>\n")
+    static = subprocess.run([str(probe), str(tmp_path)], capture_output=True, timeout=60, check=True)
+    reference = subprocess.run([sys.executable, "-I", str(DETECT_PY), str(tmp_path)], capture_output=True, timeout=60, check=True)
+    hits = [json.loads(line) for line in static.stdout.decode().splitlines()[:-1]]
+    found = {pathlib.Path(hit["where"]).name: (hit["encoding"], hit["token"], hit["offset"]) for hit in hits}
+    expected_encoding = {"percent": "percent", "percent-partial": "percent", "percent-late": "percent",
+                         "json": "json-escape", "json-all": "json-escape"}
+    assert found == {name: (expected_encoding[name], text, 1) for name in forms}
+    assert reference.stdout.decode().splitlines()[:-1] == []  # detect.py does not decode these
