@@ -2,7 +2,8 @@
 
 The corpus (under /var/tmp, removed afterwards) is 256 files of 4 MiB of line-broken text with
 canaries planted in every encoding the probe decodes: raw in mixed case, standard and url-safe
-base64 at each alignment, base64 wrapped at 76 columns, hex in both cases. Both tools scan it the
+base64 at each alignment, base64 wrapped at 76 columns, hex in both cases, percent-encoding and
+JSON \\u escapes. Both tools scan it the
 same number of times in this run, alternating, after one warm-up each (so both read from the page
 cache); medians, throughputs and the ratio are printed and kept in extra_info. The probe must also
 find every planted token (ripgrep finds only the raw ones). Goal: the probe at >= 0.5 of ripgrep's
@@ -28,6 +29,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FILES = int(os.environ.get("PAIRPROOF_BENCH_FILES", "256"))
 FILE_BYTES = 4 << 20
+FORMS = 7  # raw, base64, base64url, wrapped base64, hex, percent, JSON \\u escapes
 ROUNDS = int(os.environ.get("PAIRPROOF_BENCH_ROUNDS", "5"))
 MIN_RATIO = float(os.environ.get("PAIRPROOF_BENCH_MIN_RATIO", "0.5"))
 WORDS = b"the of agent memory transcript volume request response token model user org task note file data".split()
@@ -51,7 +53,11 @@ def _plant(rng: random.Random, token: bytes, form: int) -> bytes:
     if form == 3:
         blob = base64.b64encode(b"x" * 40 + lead + token)
         return b"\n".join(blob[i : i + 76] for i in range(0, len(blob), 76))
-    return binascii.hexlify(token).upper() if rng.random() < 0.5 else binascii.hexlify(token)
+    if form == 4:
+        return binascii.hexlify(token).upper() if rng.random() < 0.5 else binascii.hexlify(token)
+    if form == 5:
+        return "".join(f"%{c:02X}" for c in token).encode()
+    return b"".join(b"\\u%04x" % c if i % 3 == 0 else bytes([c]) for i, c in enumerate(token))
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +73,7 @@ def corpus():
         planted = []
         for number in range(FILES):
             data = bytearray(base)
-            for form in range(5):
+            for form in range(FORMS):
                 token = _token(rng)
                 at = rng.randrange(FILE_BYTES - 400)
                 at = data.rfind(b"\n", 0, at) + 1
