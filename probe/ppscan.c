@@ -35,8 +35,8 @@
 
 static const char PREFIX[] = "ppcanary-";
 /* In the order of their names, as detect.py sorts hits by (offset, encoding, token). */
-enum { ENC_BASE64, ENC_BASE64URL, ENC_HEX, ENC_JSON, ENC_PERCENT, ENC_RAW };
-static const char *ENC_NAMES[] = {"base64", "base64url", "hex", "json-escape", "percent", "raw"};
+enum { ENC_BASE64, ENC_BASE64URL, ENC_DNS, ENC_HEX, ENC_JSON, ENC_PERCENT, ENC_RAW };
+static const char *ENC_NAMES[] = {"base64", "base64url", "dns-labels", "hex", "json-escape", "percent", "raw"};
 
 typedef struct { char token[MAX_TOKEN_CHARS + 1]; int enc; uint64_t offset; } Hit;
 typedef struct { Hit *v; size_t n, cap; } Hits;
@@ -67,8 +67,9 @@ static inline int is_hex(int c) { c = lc(c); return (c >= '0' && c <= '9') || (c
 static int hexval(int c) { return c <= '9' ? c - '0' : lc(c) - 'a' + 10; }
 static inline int is_alnum_lc(int c) { c = lc(c); return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'); }
 
-/* Length of the token matching at p (n bytes available), or 0. */
-static size_t match_token(const uint8_t *p, size_t n) {
+/* Length of the token matching at p (n bytes available), or 0; the byte after it is not looked at
+ * unless check_next (RAW_PATTERN's lookahead). */
+static size_t match_token_at(const uint8_t *p, size_t n, int check_next) {
     size_t i = 0;
     if (n < 9) return 0;
     for (; i < 9; i++) if (lc(p[i]) != PREFIX[i]) return 0;
@@ -82,12 +83,13 @@ static size_t match_token(const uint8_t *p, size_t n) {
         i++;
     }
     for (int k = 0; k < 16; k++, i++) if (i >= n || !is_hex(p[i])) return 0;
-    if (i < n && is_hex(p[i])) return 0;
+    if (check_next && i < n && is_hex(p[i])) return 0;
     return i;
 }
+static size_t match_token(const uint8_t *p, size_t n) { return match_token_at(p, n, 1); }
 
 /* ---- anchors ---- */
-enum { KIND_RAW, KIND_B64, KIND_HEX, KIND_ESC };
+enum { KIND_RAW, KIND_B64, KIND_HEX, KIND_ESC, KIND_DNS };
 typedef struct { char lit[32]; unsigned len; int kind, alignment, lead; } Anchor;
 static Anchor anchors[64];
 static unsigned n_anchors;
@@ -112,6 +114,12 @@ static void build_anchors(void) {
     for (int i = 0; i < 64; i++) B64_VAL[(uint8_t)B64[i]] = (int8_t)i;
     B64_VAL['-'] = 62; B64_VAL['_'] = 63;
     add_anchor(PREFIX, 9, KIND_RAW, 0, 0);
+    /* Beyond detect.py: the prefix split by a dot (a token cut into DNS labels). */
+    for (int cut = 1; cut < 9; cut++) {
+        char lit[32];
+        snprintf(lit, sizeof lit, "%.*s.%s", cut, PREFIX, PREFIX + cut);
+        add_anchor(lit, 10, KIND_DNS, 0, 0);
+    }
     /* Beyond detect.py: any character of the prefix percent-encoded or as a JSON \u escape. */
     for (const char *c = "pcanryPCANRY-"; *c; c++) {
         char lit[16];
@@ -164,7 +172,7 @@ static void build_anchors(void) {
         }
         *q = 0;
         exprs[i] = patterns[i]; ids[i] = i;
-        flags[i] = anchors[i].kind == KIND_RAW || anchors[i].kind == KIND_ESC ? HS_FLAG_CASELESS : 0;
+        flags[i] = anchors[i].kind == KIND_RAW || anchors[i].kind == KIND_ESC || anchors[i].kind == KIND_DNS ? HS_FLAG_CASELESS : 0;
     }
 #ifdef PPSCAN_EMBEDDED_DB
     /* Compiling the patterns takes ~50 ms; the build compiled them already (same host, so the
@@ -251,6 +259,24 @@ static int cmp_size(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* A token cut into DNS labels (not in detect.py): the dots taken out, at least one inside it. */
+static void verify_dns(const uint8_t *data, size_t n, size_t s, Hits *out) {
+    uint8_t plain[MAX_TOKEN_CHARS + 2];
+    size_t pos[MAX_TOKEN_CHARS + 2];
+    size_t len = 0, first_dot = SIZE_MAX;
+    for (size_t i = s; i < n && len < sizeof plain; i++) {
+        if (data[i] == '.') { if (first_dot == SIZE_MAX) first_dot = len; continue; }
+        pos[len] = i;
+        plain[len++] = data[i];
+    }
+    size_t m = match_token_at(plain, len, 0);
+    if (!m || first_dot >= m) return;
+    /* The token ends where a label ends, or where the next character is not a hex digit. */
+    size_t after = pos[m - 1] + 1;
+    if (after < n && data[after] != '.' && m < len && is_hex(plain[m])) return;
+    hits_push(out, plain, m, ENC_DNS, s);
+}
+
 /* Percent-encoding and JSON \\u escapes (not in detect.py): decode from data[s] and match there.
  * A hit needs at least one escape inside the token; a token with none is the raw pass's. */
 static void verify_escaped(const uint8_t *data, size_t n, size_t s, Hits *out) {
@@ -306,8 +332,10 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
     }
     size_t at = (size_t)to - a->len;
     if (a->kind == KIND_ESC) { posv_push(ctx->esc, (size_t)to); return 0; }
+    if (a->kind == KIND_DNS) { verify_dns(data, ctx->n, at, ctx->out); return 0; }
     if (a->kind == KIND_RAW) {
         posv_push(ctx->esc, (size_t)to);
+        verify_dns(data, ctx->n, at, ctx->out);
         size_t m = match_token(data + at, ctx->n - at);
         if (m) hits_push(ctx->out, data + at, m, ENC_RAW, at);
     } else {

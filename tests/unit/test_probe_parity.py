@@ -144,7 +144,7 @@ def test_runs_in_a_root_with_nothing_but_itself(probe, tmp_path):
 
 
 def test_escapes_the_probe_finds_and_detect_py_does_not(probe, tmp_path):
-    """Percent-encoding and JSON \\u escapes: new in the probe; detect.py finds none of these."""
+    """Percent-encoding, JSON \\u escapes, DNS labels: new in the probe; detect.py finds none of these."""
     text = TOKEN.decode()
     forms = {
         "percent": "".join(f"%{ord(c):02X}" for c in text),
@@ -152,11 +152,16 @@ def test_escapes_the_probe_finds_and_detect_py_does_not(probe, tmp_path):
         "percent-late": text[:9] + "%30" + text[10:],
         "json": json.dumps(text.upper()).replace("P", "\\u0050", 1).strip('"'),
         "json-all": "".join(f"\\u{ord(c):04x}" for c in text),
+        "dns": f"{text[:20]}.{text[20:]}.evil.example",
+        "dns-in-prefix": f"{text[:5]}.{text[5:30]}.{text[30:]}".upper(),
     }
     near = {
         "percent-17-hex": "".join(f"%{ord(c):02x}" for c in text + "a"),
         "json-non-ascii": text.replace("p", "\\u0170", 1),
         "percent-short": "%70%70canary-0123abcd-b-mem-0123456789abcde",
+        "dns-17-hex": f"{text[:30]}.{text[30:]}a.example",
+        # Not a near miss but a known limit: the probe finds a prefix cut by one dot, not by two.
+        "dns-two-dots-in-prefix": f"{text[:4]}.{text[4:6]}.{text[6:]}",
     }
     for name, body in {**forms, **near}.items():
         (tmp_path / name).write_text(f"<{body}>\n")
@@ -165,6 +170,6 @@ def test_escapes_the_probe_finds_and_detect_py_does_not(probe, tmp_path):
     hits = [json.loads(line) for line in static.stdout.decode().splitlines()[:-1]]
     found = {pathlib.Path(hit["where"]).name: (hit["encoding"], hit["token"], hit["offset"]) for hit in hits}
     expected_encoding = {"percent": "percent", "percent-partial": "percent", "percent-late": "percent",
-                         "json": "json-escape", "json-all": "json-escape"}
+                         "json": "json-escape", "json-all": "json-escape", "dns": "dns-labels", "dns-in-prefix": "dns-labels"}
     assert found == {name: (expected_encoding[name], text, 1) for name in forms}
     assert reference.stdout.decode().splitlines()[:-1] == []  # detect.py does not decode these
