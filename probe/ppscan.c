@@ -11,7 +11,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <bzlib.h>
 #include <hs/hs.h>
+#include <lzma.h>
+#include <zlib.h>
+#include <zstd.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -456,6 +460,11 @@ typedef struct {
     Hits file_hits;
     int open_err, not_regular, read_err, truncated;
     uint64_t bytes;
+    /* What was inside the file's compressed streams and archive members. */
+    Hits inner;
+    char **inner_where, **inner_notes;
+    size_t n_inner_where, n_inner_notes;
+    uint64_t inner_truncated;
 } Event;
 static Event *events;
 static size_t n_events, cap_events;
@@ -583,6 +592,227 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
     }
 }
 
+/* ---- compressed streams and archive members (beyond detect.py) ---- */
+#define MAX_DEPTH 4
+
+static void *xrealloc(void *p, size_t n) { p = realloc(p, n); if (!p) { perror("ppscan"); exit(70); } return p; }
+
+static char *label(const char *where, const char *kind, const char *name, size_t name_len) {
+    size_t len = strlen(where) + strlen(kind) + name_len + 8;
+    char *s = xrealloc(NULL, len);
+    if (name) snprintf(s, len, "%s (%s %.*s)", where, kind, (int)name_len, name);
+    else snprintf(s, len, "%s (%s)", where, kind);
+    return s;
+}
+
+static void inner_note(Event *ev, char *text) {
+    ev->inner_notes = xrealloc(ev->inner_notes, (ev->n_inner_notes + 1) * sizeof *ev->inner_notes);
+    ev->inner_notes[ev->n_inner_notes++] = text;
+}
+
+/* Decompressed bytes, at most max_file_bytes (*cut says there was more); NULL if nothing came out. */
+typedef struct { uint8_t *p; size_t n, cap; int cut; } Out;
+static int out_room(Out *o) {
+    if (o->n >= max_file_bytes) { o->cut = 1; return 0; }
+    if (o->cap - o->n < 65536) { o->cap = o->cap ? o->cap * 2 : 1 << 20; o->p = xrealloc(o->p, o->cap); }
+    return 1;
+}
+static size_t out_avail(Out *o) { size_t room = o->cap - o->n; uint64_t left = max_file_bytes - o->n; return left < room ? (size_t)left : room; }
+
+static void inflate_all(const uint8_t *data, size_t n, int bits, Out *o, size_t *used) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, bits) != Z_OK) return;
+    z.next_in = (Bytef *)data;
+    z.avail_in = (uInt)(n > UINT_MAX ? UINT_MAX : n);
+    for (;;) {
+        if (!out_room(o)) break;
+        z.next_out = o->p + o->n;
+        z.avail_out = (uInt)out_avail(o);
+        size_t before = z.avail_out;
+        int rc = inflate(&z, Z_NO_FLUSH);
+        o->n += before - z.avail_out;
+        if (rc == Z_STREAM_END) {
+            /* gzip files may hold several members one after another. */
+            if (bits > 15 && z.avail_in > 2 && z.next_in[0] == 0x1f && z.next_in[1] == 0x8b) { inflateReset(&z); continue; }
+            break;
+        }
+        if (rc != Z_OK && rc != Z_BUF_ERROR) break;
+        if (rc == Z_BUF_ERROR && z.avail_in == 0) break;
+        if (rc == Z_BUF_ERROR && z.avail_out != 0) break;
+    }
+    if (used) *used = (size_t)(z.next_in - data);
+    inflateEnd(&z);
+}
+
+static void unxz(const uint8_t *data, size_t n, Out *o) {
+    lzma_stream z = LZMA_STREAM_INIT;
+    if (lzma_stream_decoder(&z, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK) return;
+    z.next_in = data;
+    z.avail_in = n;
+    lzma_action action = LZMA_RUN;
+    for (;;) {
+        if (!out_room(o)) break;
+        z.next_out = o->p + o->n;
+        z.avail_out = out_avail(o);
+        size_t before = z.avail_out;
+        if (z.avail_in == 0) action = LZMA_FINISH;
+        lzma_ret rc = lzma_code(&z, action);
+        o->n += before - z.avail_out;
+        if (rc != LZMA_OK) break;
+    }
+    lzma_end(&z);
+}
+
+static void unbz2(const uint8_t *data, size_t n, Out *o) {
+    bz_stream z;
+    memset(&z, 0, sizeof z);
+    if (BZ2_bzDecompressInit(&z, 0, 0) != BZ_OK) return;
+    z.next_in = (char *)data;
+    z.avail_in = (unsigned)(n > UINT_MAX ? UINT_MAX : n);
+    for (;;) {
+        if (!out_room(o)) break;
+        z.next_out = (char *)(o->p + o->n);
+        z.avail_out = (unsigned)out_avail(o);
+        unsigned before = z.avail_out;
+        int rc = BZ2_bzDecompress(&z);
+        o->n += before - z.avail_out;
+        if (rc != BZ_OK || (z.avail_in == 0 && z.avail_out != 0)) break;
+    }
+    BZ2_bzDecompressEnd(&z);
+}
+
+static void unzstd(const uint8_t *data, size_t n, Out *o) {
+    ZSTD_DStream *z = ZSTD_createDStream();
+    if (!z) return;
+    ZSTD_initDStream(z);
+    ZSTD_inBuffer in = {data, n, 0};
+    for (;;) {
+        if (!out_room(o)) break;
+        ZSTD_outBuffer out = {o->p + o->n, out_avail(o), 0};
+        size_t rc = ZSTD_decompressStream(z, &out, &in);
+        o->n += out.pos;
+        if (ZSTD_isError(rc) || (out.pos == 0 && in.pos == in.size)) break;
+    }
+    ZSTD_freeDStream(z);
+}
+
+static uint64_t octal(const uint8_t *p, size_t n) {
+    uint64_t v = 0;
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == 0)) i++;
+    for (; i < n && p[i] >= '0' && p[i] <= '7'; i++) v = v * 8 + (uint64_t)(p[i] - '0');
+    return v;
+}
+
+static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth);
+
+/* Scan what came out of a stream, as its own data labelled `where`, then look inside it. */
+static void scan_decoded(Worker *w, Event *ev, Out *o, char *where, int depth) {
+    if (o->n) {
+        find(o->p, o->n, &w->window, w->scratch);
+        for (size_t i = 0; i < w->window.n; i++) {
+            Hit *h = &w->window.v[i];
+            hits_push(&ev->inner, (const uint8_t *)h->token, strlen(h->token), h->enc, h->offset);
+            ev->inner_where = xrealloc(ev->inner_where, (ev->n_inner_where + 1) * sizeof *ev->inner_where);
+            ev->inner_where[ev->n_inner_where++] = where;
+        }
+    }
+    if (o->cut) {
+        char buf[200];
+        snprintf(buf, sizeof buf, "only the first %llu bytes of the decompressed data were scanned", (unsigned long long)max_file_bytes);
+        inner_note(ev, problem_text(where, buf));
+        ev->inner_truncated++;
+    }
+    if (o->n) scan_inner(w, ev, o->p, o->n, where, depth + 1);
+    free(o->p);
+}
+
+static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth) {
+    if (depth > MAX_DEPTH || n < 4) return;
+    Out o = {0};
+    const char *kind = NULL;
+    if (data[0] == 0x1f && data[1] == 0x8b) { kind = "gzip"; inflate_all(data, n, 15 + 16, &o, NULL); }
+    else if (data[0] == 0x78 && (data[1] == 0x01 || data[1] == 0x5e || data[1] == 0x9c || data[1] == 0xda)) { kind = "zlib"; inflate_all(data, n, 15, &o, NULL); }
+    else if (n >= 6 && !memcmp(data, "\xfd" "7zXZ\0", 6)) { kind = "xz"; unxz(data, n, &o); }
+    else if (data[0] == 'B' && data[1] == 'Z' && data[2] == 'h') { kind = "bz2"; unbz2(data, n, &o); }
+    else if (!memcmp(data, "\x28\xb5\x2f\xfd", 4)) { kind = "zstd"; unzstd(data, n, &o); }
+    if (kind) {
+        if (o.n || o.cut) scan_decoded(w, ev, &o, label(where, kind, NULL, 0), depth);
+        else free(o.p);
+        return;
+    }
+    if (n >= 512 && !memcmp(data + 257, "ustar", 5)) {
+        /* tar: a member's bytes were scanned as part of the archive; look inside each one. */
+        for (size_t at = 0; at + 512 <= n;) {
+            const uint8_t *h = data + at;
+            if (!h[0]) break;
+            uint64_t size = octal(h + 124, 12);
+            size_t body = at + 512;
+            if (size > n - body) size = n - body;
+            if (h[156] == '0' || h[156] == 0) {
+                size_t name_len = strnlen((const char *)h, 100);
+                char *member = label(where, "member", (const char *)h, name_len);
+                size_t before = ev->n_inner_where + ev->n_inner_notes;
+                scan_inner(w, ev, data + body, (size_t)size, member, depth + 1);
+                if (ev->n_inner_where + ev->n_inner_notes == before) free(member);
+            }
+            at = body + (size_t)((size + 511) / 512 * 512);
+        }
+        return;
+    }
+    if (!memcmp(data, "PK\x03\x04", 4)) {
+        for (size_t at = 0; at + 30 <= n;) {
+            const uint8_t *h = data + at;
+            if (memcmp(h, "PK\x03\x04", 4)) {
+                const uint8_t *next = memmem(h + 1, n - at - 1, "PK\x03\x04", 4);
+                if (!next) break;
+                at = (size_t)(next - data);
+                continue;
+            }
+            unsigned method = h[8] | h[9] << 8;
+            size_t csize = (size_t)(h[18] | h[19] << 8 | h[20] << 16 | (uint32_t)h[21] << 24);
+            size_t name_len = h[26] | h[27] << 8, extra = h[28] | h[29] << 8;
+            size_t body = at + 30 + name_len + extra;
+            if (body > n) break;
+            char *member = label(where, "member", (const char *)h + 30, name_len);
+            size_t used = csize <= n - body ? csize : n - body;
+            if (method == 8) {
+                Out m = {0};
+                inflate_all(data + body, n - body, -15, &m, &used);
+                if (m.n || m.cut) scan_decoded(w, ev, &m, member, depth); else { free(m.p); free(member); }
+            } else {
+                size_t before = ev->n_inner_where + ev->n_inner_notes;
+                if (method == 0) scan_inner(w, ev, data + body, used, member, depth + 1);
+                if (ev->n_inner_where + ev->n_inner_notes == before) free(member);
+            }
+            at = body + (used ? used : 1);
+        }
+    }
+}
+
+static int looks_packed(const uint8_t *h, size_t n) {
+    if (n < 4) return 0;
+    return (h[0] == 0x1f && h[1] == 0x8b) || (h[0] == 0x78 && (h[1] == 0x01 || h[1] == 0x5e || h[1] == 0x9c || h[1] == 0xda)) ||
+           (n >= 6 && !memcmp(h, "\xfd" "7zXZ\0", 6)) || (h[0] == 'B' && h[1] == 'Z' && h[2] == 'h') ||
+           !memcmp(h, "\x28\xb5\x2f\xfd", 4) || !memcmp(h, "PK\x03\x04", 4) || (n >= 262 && !memcmp(h + 257, "ustar", 5));
+}
+
+static void scan_packed(Worker *w, int fd, Event *ev) {
+    uint8_t head[512];
+    ssize_t got = pread(fd, head, sizeof head, 0);
+    if (got < 4 || !looks_packed(head, (size_t)got)) return;
+    size_t cap = max_file_bytes < ((uint64_t)1 << 31) ? (size_t)max_file_bytes : (size_t)1 << 31, n = 0;
+    uint8_t *data = xrealloc(NULL, cap);
+    while (n < cap) {
+        ssize_t r = pread(fd, data + n, cap - n, (off_t)n);
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    scan_inner(w, ev, data, n, ev->text, 0);
+    free(data);
+}
+
 static void read_event(Worker *w, Event *ev) {
     int fd = open(ev->text, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) { ev->open_err = errno; return; }
@@ -590,6 +820,7 @@ static void read_event(Worker *w, Event *ev) {
     if (fstat(fd, &st) < 0) { ev->open_err = errno; close(fd); return; }
     if (!S_ISREG(st.st_mode)) { close(fd); ev->not_regular = 1; return; }
     ev->read_err = scan_fd(w, fd, ev);
+    if (!ev->read_err) scan_packed(w, fd, ev);
     close(fd);
 }
 
@@ -631,12 +862,15 @@ static void replay(void) {
         if (e->read_err) { problem_push(errno_text(e->text, e->read_err)); continue; }
         n_files++;
         for (size_t k = 0; k < e->file_hits.n; k++) found_add(&e->file_hits.v[k], e->text);
+        for (size_t k = 0; k < e->inner.n; k++) found_add(&e->inner.v[k], e->inner_where[k]);
         if (e->truncated) {
             n_truncated++;
             char buf[160];
             snprintf(buf, sizeof buf, "only the first %llu bytes were scanned (the file is larger than max_file_bytes)", (unsigned long long)max_file_bytes);
             problem_push(problem_text(e->text, buf));
         }
+        for (size_t k = 0; k < e->n_inner_notes; k++) problem_push(e->inner_notes[k]);
+        n_truncated += e->inner_truncated;
     }
 }
 
