@@ -173,3 +173,51 @@ def test_escapes_the_probe_finds_and_detect_py_does_not(probe, tmp_path):
                          "json": "json-escape", "json-all": "json-escape", "dns": "dns-labels", "dns-in-prefix": "dns-labels"}
     assert found == {name: (expected_encoding[name], text, 1) for name in forms}
     assert reference.stdout.decode().splitlines()[:-1] == []  # detect.py does not decode these
+
+
+def test_compressed_streams_and_archive_members(probe, tmp_path):
+    """gzip, zlib, xz, bz2, zstd streams and tar/zip members, nested: the probe looks inside."""
+    import bz2
+    import gzip
+    import io
+    import lzma
+    import tarfile
+    import zipfile
+    import zlib
+
+    plain = b"x " + base64.b64encode(b"." + TOKEN) + b" y\n"
+    (tmp_path / "a.gz").write_bytes(gzip.compress(plain))
+    (tmp_path / "b.zlib").write_bytes(zlib.compress(plain))
+    (tmp_path / "c.xz").write_bytes(lzma.compress(plain))
+    (tmp_path / "d.bz2").write_bytes(bz2.compress(plain))
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, data in (("inner.bz2", bz2.compress(plain)), ("other", b"nothing here")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    (tmp_path / "e.tar.gz").write_bytes(gzip.compress(archive.getvalue()))
+    with zipfile.ZipFile(tmp_path / "f.zip", "w", zipfile.ZIP_DEFLATED) as packed:
+        packed.writestr("dir/m.txt", plain)
+        packed.writestr("n.xz", lzma.compress(plain))
+    (tmp_path / "g.gz").write_bytes(gzip.compress(b"no canary in here " * 100))
+    (tmp_path / "h.gz").write_bytes(b"\x1f\x8b" + b"not really gzip" * 10)
+    zstd = shutil.which("zstd")
+    if zstd:
+        (tmp_path / "i.txt").write_bytes(plain)
+        subprocess.run([zstd, "-q", str(tmp_path / "i.txt"), "-o", str(tmp_path / "i.zst")], check=True)
+        (tmp_path / "i.txt").unlink()
+    done = subprocess.run([str(probe), str(tmp_path)], capture_output=True, timeout=60, check=True)
+    lines = done.stdout.decode().splitlines()
+    # A small stream may keep its input verbatim (zstd's raw blocks): that is a hit in the file itself.
+    wheres = sorted(where for line in lines[:-1] if " (" in (where := json.loads(line)["where"][len(str(tmp_path)) + 1 :]))
+    expected = ["a.gz (gzip)", "b.zlib (zlib)", "c.xz (xz)", "d.bz2 (bz2)", "e.tar.gz (gzip) (member inner.bz2) (bz2)",
+                "f.zip (member dir/m.txt)", "f.zip (member n.xz) (xz)"] + (["i.zst (zstd)"] if zstd else [])
+    assert wheres == expected
+    assert {json.loads(line)["token"] for line in lines[:-1]} == {TOKEN.decode()}
+    assert json.loads(lines[-1])["errors"] == 0
+    # A stream larger than max-file-bytes once decompressed is reported cut short.
+    (tmp_path / "big.gz").write_bytes(gzip.compress(b"z" * 5000 + plain))
+    cut = subprocess.run([str(probe), "--max-file-bytes", "4096", str(tmp_path / "big.gz")], capture_output=True, timeout=60)
+    summary = json.loads(cut.stdout.decode().splitlines()[-1])
+    assert summary["truncated"] == 1 and "of the decompressed data were scanned" in summary["problems"][0]
