@@ -96,9 +96,11 @@ def _tree(root: Path) -> dict[str, tuple[int, int, int]]:
 
 
 def _interpreters(tree: dict[str, tuple[int, int, int]]) -> list[str]:
+    def named(p: str) -> bool:
+        name = os.path.basename(p)
+        return name in INTERPRETERS or (name.startswith("python") and not name.endswith(".py"))
     return [p for p, (mode, _, _) in tree.items()
-            if not stat.S_ISDIR(mode) and (os.path.basename(p) in INTERPRETERS or (os.path.basename(p).startswith("python") and not p.endswith(".py")))
-            and ((stat.S_ISREG(mode) and mode & 0o111) or "bin/" in p)]
+            if not stat.S_ISDIR(mode) and named(p) and ((stat.S_ISREG(mode) and mode & 0o111) or "bin/" in p)]
 
 
 def test_a_static_binary_runs_by_descriptor_in_a_sandbox_without_python_or_shell(controller: Controller, stand_in: Path):
