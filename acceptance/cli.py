@@ -5,6 +5,7 @@
     pairproof gate [--results reports] [--mutants reports/mutants.json]
     pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR]     (TARGET: a registered name or module:factory)
     pairproof clean [--target reference] [--all]
+    pairproof scan PATH... [--json] [--skip PATH]                             (exit 0 no hits, 1 hits, 2 bad input)
 
 Bad input (an unknown target, not root, a missing kernel feature, an unwritable reports folder) gets
 one line naming the problem and the fix, exit code 2, and nothing is changed.
@@ -207,6 +208,55 @@ def check_driver(args: argparse.Namespace) -> int:
     return 0 if verdict == "PASSED" else 1
 
 
+def scan(args: argparse.Namespace) -> int:
+    """Scan host paths for canary-shaped tokens with the suite's engine: the static probe when it exists
+    (``PAIRPROOF_PROBE`` or build/probe/ppscan), else detect.py; the summary names which."""
+    import json
+    import subprocess
+
+    from . import probe
+    from .errors import ProofError
+
+    missing = [p for p in args.paths if not os.path.lexists(p)]
+    if missing:
+        raise SetupError(f"no such path: {', '.join(missing)}")
+    try:
+        binary = probe.probe_binary()
+    except ProofError as exc:
+        raise SetupError(str(exc)) from None
+    if binary is not None:
+        command, engine = [str(binary)], f"static probe {binary}"
+    else:
+        command = [sys.executable, "-I", str(probe.DETECT)]
+        engine = f"detect.py (no static probe: {probe.PROBE_ENV} unset, nothing at {probe.PROBE_BUILT})"
+    # No "--" (a scanner need not know it): a path that looks like an option is given as ./path.
+    command += [*(a for s in args.skip for a in ("--skip", s)), *(f"./{p}" if p.startswith("-") else p for p in args.paths)]
+    done = subprocess.run(command, capture_output=True)
+    try:
+        lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    except ValueError:
+        lines = []
+    from canaries import detect
+
+    if done.returncode != 0 or not lines or lines[-1].get("end") != detect.END_MARK:
+        raise SetupError(f"the scanner ({engine}) failed (rc {done.returncode}) or did not finish its report: "
+                         f"{done.stderr.decode(errors='replace')[-300:]}")
+    hits, summary = lines[:-1], lines[-1]
+    end = summary.pop("end")
+    summary = {**summary, "engine": engine, "end": end}
+    if args.json:
+        for record in (*hits, summary):
+            print(json.dumps(record))
+    else:
+        for hit in hits:
+            print(f"{hit['token']}  {hit['encoding']}  {hit['where']}@{hit['offset']}")
+        print(f"{len(hits)} hits; {summary['scanned_files']} files, {summary['bytes']} bytes read, "
+              f"{summary['truncated']} cut short, {summary['errors']} could not be read; engine: {engine}")
+        for problem in summary["problems"]:
+            print(f"  could not read: {problem}")
+    return 1 if hits else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pairproof", description="Qualify personal-agent isolation with paired canaries.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -252,6 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--state-dir", default="/var/lib/pairproof")
     c.add_argument("--all", action="store_true", help="also remove runs whose owner process is still alive")
     c.set_defaults(func=clean)
+    s = sub.add_parser("scan", help="scan host paths for canary-shaped tokens with the suite's engine "
+                                     "(exit 0 no hits, 1 hits, 2 bad input)")
+    s.add_argument("paths", nargs="+", metavar="PATH", help="a file or directory to scan")
+    s.add_argument("--json", action="store_true", help="one JSON object per hit, then the completeness record")
+    s.add_argument("--skip", action="append", default=[], metavar="PATH", help="do not enter PATH (repeatable)")
+    s.set_defaults(func=scan)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -132,6 +132,22 @@ class Target(Protocol):
 
 
 @runtime_checkable
+class ExecBinary(Protocol):
+    """Optional core: run a host file inside the sandbox by descriptor (``OPTIONAL_CORE``).
+
+    Not a facet (no case declares it, every case may use it); a driver without it is probed with
+    ``exec`` and the sandbox's own interpreter instead, and the scan's record says so."""
+
+    def exec_binary(self, ref: InstanceRef, host_path: str, args: Sequence[str], *,
+                    env: Mapping[str, str] | None = None, stdin: bytes | None = None,
+                    timeout: float = 60.0) -> ExecResult:
+        """Open ``host_path`` on the host and execute that open file inside the instance's sandbox (its
+        namespaces, its uid, its root and mounts) with ``args`` after the program name and ``env`` added
+        to the sandbox's environment, never copying it into the sandbox's filesystem: the image run is the
+        host's file, and what it sees is the sandbox's."""
+
+
+@runtime_checkable
 class Lifecycle(Protocol):
     """Sleep, wake, replace and kill a sandbox; whether a principal has one running."""
 
@@ -439,6 +455,8 @@ def _first_line(protocol: type) -> str:
 
 
 CORE = members(Target)
+# Core methods a driver may lack: the suite falls back to another way and records that it did.
+OPTIONAL_CORE = members(ExecBinary)
 FACETS: dict[str, Facet] = {f.name: f for f in (
     Facet("lifecycle", Lifecycle, "sleep, wake, recreate and crash an instance; whether a principal has one running"),
     Facet("credentials", Credentials, "the credentials held for an instance (grant, model capability), rotated and revoked"),
@@ -501,7 +519,7 @@ class TargetView:
         state = object.__getattribute__
         case, target, facets = state(self, "_case"), state(self, "_target"), state(self, "_facets")
         facet = FACET_OF.get(attr)
-        if attr in CORE or (facet is not None and facet in facets):
+        if attr in CORE or attr in OPTIONAL_CORE or (facet is not None and facet in facets):
             return getattr(target, attr)
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)  # Python's own protocol probes (copy, pickle, ...): the view has none

@@ -51,6 +51,23 @@ WRAPPER = (
     'exec /bin/sh -c "$2"'
 )
 DETECT = Path(detect_module.__file__)
+# The static probe (issue 14): same CLI and output as detect.py, run by descriptor (no Python, no shell and
+# no file of ours in the sandbox). Named by PAIRPROOF_PROBE, else looked for where tools/setup-machine builds it.
+PROBE_ENV = "PAIRPROOF_PROBE"
+PROBE_BUILT = Path(__file__).resolve().parents[1] / "build" / "probe" / "ppscan"
+
+
+def probe_binary() -> Path | None:
+    """The static probe to run, or None when there is none (the scan then runs detect.py and says so).
+    ``PAIRPROOF_PROBE`` naming something that is not an executable file is a configuration error, never a
+    quiet fallback."""
+    named = os.environ.get(PROBE_ENV)
+    if named:
+        path = Path(named)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ProofError(f"{PROBE_ENV}={named} is not an executable file: build the probe or unset {PROBE_ENV}")
+        return path.resolve()
+    return PROBE_BUILT if PROBE_BUILT.is_file() and os.access(PROBE_BUILT, os.X_OK) else None
 
 
 @dataclass
@@ -244,6 +261,40 @@ class SandboxBackend(base.BaseBackend):
         return self.result(result.rc, self.encode(cmd), rest, result.stderr)
 
 
+    def run_binary(self, host_path: Path, args: list[str], *, env: dict[str, str],
+                   timeout: float = 120.0) -> base.CommandResult:
+        """Run the host file ``host_path`` in the sandbox by descriptor (the driver's ``exec_binary``).
+
+        No shell runs, so there is no proof line: the host cross-check comes first, as for ``run``, and the
+        caller proves the probe's sight of the sandbox by what it must find there (the scan's sentinels)."""
+        identity = self.target.identity(self.ref)
+        try:
+            on_host = cross_check_on_host(dict(identity.namespaces), identity.uid, identity.host_pid)
+        except ProofError as exc:
+            raise self.log.fail(f"before probing {self.ref.key}: {exc}") from None
+        result = self.target.exec_binary(self.ref, str(host_path), args, env=env, timeout=timeout)
+        command = f"{host_path} (by descriptor) {' '.join(args)}"
+        record = ProbeRecord(self.ref.key, self.ref.principal.name, command, result.rc,
+                             f"by descriptor, host:{on_host}; its sight of the sandbox: the scan's sentinels",
+                             result.stdout[:2000].decode(errors="replace"), result.stderr[:1000].decode(errors="replace"))
+        self.log.records.append(record)
+        _attach(record)
+        return self.result(result.rc, self.encode(command), result.stdout, result.stderr)
+
+
+def engine_for(target: object) -> tuple[Path | None, str]:
+    """The scanner a sandbox scan runs and the note that says which and why: the static probe by descriptor
+    when it exists and the driver can run a host file (``exec_binary``), else detect.py under the sandbox's
+    own python3."""
+    binary = probe_binary()
+    if binary is None:
+        return None, (f"detect.py under the sandbox's python3 -I: no static probe ({PROBE_ENV} unset, "
+                      f"nothing at {PROBE_BUILT})")
+    if not hasattr(target, "exec_binary"):
+        return None, f"detect.py under the sandbox's python3 -I: the driver has no exec_binary to run {binary}"
+    return binary, f"static probe {binary} by descriptor"
+
+
 def _attach(record: ProbeRecord) -> None:
     """Attach one probe's transcript to the running test's Allure result (a no-op without Allure)."""
     try:
@@ -325,7 +376,7 @@ def judge_completeness(what: str, *, files: int, bytes_read: int, truncated: int
 
 
 def _run_with_sentinels(h: testinfra.host.Host, script: Path, roots: list[str], skip: list[str], end_mark: str,
-                        what: str) -> tuple[list[dict[str, Any]], str, dict[str, str]]:
+                        what: str, binary: Path | None = None) -> tuple[list[dict[str, Any]], str, dict[str, str]]:
     """Write the sentinels, run ``script`` (the detector or the dump) in the sandbox over ``roots`` with the
     environment sentinel, remove the sentinels, and return its report lines (the completeness record last),
     the environment sentinel and ``{path: token}`` of the file sentinels. A probe that failed or whose
@@ -333,9 +384,13 @@ def _run_with_sentinels(h: testinfra.host.Host, script: Path, roots: list[str], 
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
     env_token, files = _sentinels(h)
     try:
-        quoted = " ".join([*(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
-        out = backend.run_with_stdin(f"PAIRPROOF_SENTINEL={env_token} /usr/bin/python3 -I -S - {quoted}",
-                                     stdin=script.read_bytes())
+        if binary is not None:  # the same CLI as the script's, run by descriptor
+            args = [*(a for s in skip for a in ("--skip", s)), *roots]
+            out = backend.run_binary(binary, args, env={"PAIRPROOF_SENTINEL": env_token})
+        else:
+            quoted = " ".join([*(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
+            out = backend.run_with_stdin(f"PAIRPROOF_SENTINEL={env_token} /usr/bin/python3 -I -S - {quoted}",
+                                         stdin=script.read_bytes())
     finally:
         _remove(h, list(files))
     if out.rc != 0:
@@ -349,13 +404,14 @@ def _run_with_sentinels(h: testinfra.host.Host, script: Path, roots: list[str], 
 
 def _judge_and_keep(h: testinfra.host.Host, kind: str, *, roots: list[str], skip: list[str], own: set[str],
                     sentinels: dict[str, str], files: int, bytes_read: int, truncated: int, problems: list[str],
-                    missing: set[str]) -> None:
+                    missing: set[str], engine: str = "") -> None:
     """Keep what the scan or dump read as the test's evidence (and in Allure), then judge its completeness."""
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
     backend.log.note(kind, instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
                      skip=list(skip), files=files, bytes=bytes_read, truncated=truncated,
                      could_not_read=len(problems), problems=problems[:20], own_canaries=len(own),
-                     sentinels=[*sentinels, "(its own environment)"], missing_own=sorted(missing))
+                     sentinels=[*sentinels, "(its own environment)"], missing_own=sorted(missing),
+                     **({"engine": engine} if engine else {}))
     _attach_json(backend.log.evidence[-1], f"{kind} in {backend.ref.principal.name} ({backend.ref.key})")
     try:
         judge_completeness(f"the {kind} in {backend.ref.key}", files=files, bytes_read=bytes_read,
@@ -377,7 +433,10 @@ def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     plant them in the probe's own /proc/self/cmdline); the sentinels it must find are in its
     environment and in files, never in its arguments. The host attributes each hit to its origin.
     """
-    lines, env_token, files = _run_with_sentinels(h, DETECT, roots, list(skip), detect_module.END_MARK, "the detector")
+    backend: SandboxBackend = h.backend  # type: ignore[assignment]
+    binary, engine = engine_for(backend.target)
+    lines, env_token, files = _run_with_sentinels(h, DETECT, roots, list(skip), detect_module.END_MARK,
+                                                  "the static probe" if binary else "the detector", binary)
     summary = lines[-1]
     found = ScanResult(hits=lines[:-1], scanned_files=summary["scanned_files"], bytes=summary["bytes"],
                        truncated=summary["truncated"], problems=summary["problems"], errors=summary["errors"])
@@ -387,7 +446,8 @@ def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
         missing.add(_ENV_SENTINEL.format(env_token))
     missing |= own - found.tokens
     _judge_and_keep(h, "scan", roots=roots, skip=list(skip), own=own, sentinels=files, files=found.scanned_files,
-                    bytes_read=found.bytes, truncated=found.truncated, problems=found.problems, missing=missing)
+                    bytes_read=found.bytes, truncated=found.truncated, problems=found.problems, missing=missing,
+                    engine=engine)
     return found
 
 

@@ -27,7 +27,7 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,7 +121,8 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> li
     return argv
 
 
-def spawn_gated(argv: Sequence[str], cgroup: Cgroup, *, pass_fds: Sequence[int] = (), **popen) -> subprocess.Popen:
+def spawn_gated(argv: Sequence[str], cgroup: Cgroup, *, pass_fds: Sequence[int] = (),
+                env: Mapping[str, str] | None = None, **popen) -> subprocess.Popen:
     """Start ``argv`` as a member of ``cgroup`` from its first instruction.
 
     A shell waits on a pipe until the controller has written its pid into the cgroup, then ``exec``s the
@@ -132,7 +133,7 @@ def spawn_gated(argv: Sequence[str], cgroup: Cgroup, *, pass_fds: Sequence[int] 
         proc = subprocess.Popen(
             ["/bin/bash", "-c", GATE.format(fd=gate_r), "pairproof-gate", *argv],
             pass_fds=(gate_r, *pass_fds),
-            env={"PATH": SANDBOX_PATH},
+            env=dict(env) if env is not None else {"PATH": SANDBOX_PATH},
             **popen,
         )
     except OSError as exc:
@@ -252,6 +253,47 @@ def enter_argv(host_pid: int, uid: int, gid: int, argv: Sequence[str]) -> list[s
         "nsenter", "-t", str(host_pid), *flags, "--root", "--wd",
         "--", "/usr/bin/env", "-i", f"PATH={SANDBOX_PATH}", "HOME=/data", "LANG=C.UTF-8", *argv,
     ]
+
+
+def enter_fd_argv(host_pid: int, uid: int, gid: int, fd: int, args: Sequence[str]) -> list[str]:
+    """Like ``enter_argv``, but what runs is the file open on the host as descriptor ``fd`` (inherited):
+    ``nsenter`` executes ``/proc/self/fd/<fd>`` after entering the sandbox's root, a magic link to the
+    host's open file, so nothing of the sandbox's image runs (no ``env``, no shell, no interpreter) and
+    nothing is written into it. The environment is the launcher's (``run_binary_inside`` sets it)."""
+    argv = enter_argv(host_pid, uid, gid, [])
+    cut = argv.index("/usr/bin/env")
+    return [*argv[:cut], f"/proc/self/fd/{fd}", *args]
+
+
+def run_binary_inside(proc: SandboxProcess, host_path: str, args: Sequence[str], *,
+                      env: Mapping[str, str] | None = None, stdin: bytes | None = None,
+                      timeout: float = 60.0) -> ExecOutcome:
+    """Run the host file ``host_path`` in a running sandbox by descriptor, in its cgroup, and wait for it.
+
+    The file is opened here, on the host (the sandbox's uid needs only its execute bit, not a path to it);
+    the descriptor is handed down through ``setpriv`` and ``nsenter`` and executed in the sandbox's
+    namespaces with its root and working directory, as its uid."""
+    if not proc.alive():
+        raise SandboxError(f"sandbox {proc.spec.instance_id} is not running")
+    try:
+        fd = os.open(host_path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SandboxError(f"cannot open {host_path} to run it in {proc.spec.instance_id}: {exc.strerror}") from exc
+    try:
+        child = spawn_gated(
+            enter_fd_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, fd, args), proc.cgroup, pass_fds=(fd,),
+            env={"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", **(env or {})},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        )
+    finally:
+        os.close(fd)
+    try:
+        out, err = child.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        raise SandboxError(f"{host_path} in {proc.spec.instance_id} ran past {timeout}s and was killed") from exc
+    return ExecOutcome(child.returncode, out, err)
 
 
 @dataclass(frozen=True)

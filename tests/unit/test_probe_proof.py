@@ -272,3 +272,31 @@ def test_a_scan_blind_to_process_environments_does_not_prove_it_looked(tmp_path,
     with pytest.raises(ProofError, match="its own environment"):
         # (the detector reads /proc per process whatever its roots; the dump is given an empty folder)
         getattr(probe, which)(host, ["/proc"] if which == "scan" else [str(tmp_path / "empty")], own=set())
+
+
+def test_the_scan_engine_is_the_static_probe_only_when_it_exists_and_the_driver_can_run_it(tmp_path, monkeypatch):
+    """Issue 14: the static probe runs by descriptor through the optional core ``exec_binary``; without the
+    probe, or without the method, the scan runs detect.py and its record says why. A case's view of the
+    target passes the optional core through (no facet to declare) and lacks it when the driver does."""
+    from acceptance.contract import TargetView
+
+    class Bare:
+        def exec(self, ref, argv, *, stdin=None, timeout=60.0): ...
+
+    class WithBinary(Bare):
+        def exec_binary(self, ref, host_path, args, *, env=None, stdin=None, timeout=60.0): ...
+
+    monkeypatch.delenv(probe.PROBE_ENV, raising=False)
+    monkeypatch.setattr(probe, "PROBE_BUILT", tmp_path / "build" / "ppscan")
+    binary, note = probe.engine_for(TargetView(WithBinary(), "FS-1", []))
+    assert binary is None and "no static probe" in note
+    built = tmp_path / "ppscan"
+    built.write_bytes(b"\x7fELF")
+    os.chmod(built, 0o755)
+    monkeypatch.setenv(probe.PROBE_ENV, str(built))
+    assert probe.engine_for(TargetView(WithBinary(), "FS-1", [])) == (built, f"static probe {built} by descriptor")
+    binary, note = probe.engine_for(TargetView(Bare(), "FS-1", []))
+    assert binary is None and "no exec_binary" in note
+    os.chmod(built, 0o644)
+    with pytest.raises(ProofError, match="not an executable file"):
+        probe.engine_for(WithBinary())

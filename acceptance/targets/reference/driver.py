@@ -171,6 +171,13 @@ class ReferenceTarget(Breakers):
         outcome = sandbox.run_inside(self._process(ref), argv, stdin=stdin, timeout=timeout)
         return ExecResult(outcome.rc, outcome.stdout, outcome.stderr)
 
+    def exec_binary(self, ref: InstanceRef, host_path: str, args: Sequence[str], *,
+                    env: Mapping[str, str] | None = None, stdin: bytes | None = None,
+                    timeout: float = 60.0) -> ExecResult:
+        """The host file run by descriptor in the sandbox (``sandbox.run_binary_inside``)."""
+        outcome = sandbox.run_binary_inside(self._process(ref), host_path, args, env=env, stdin=stdin, timeout=timeout)
+        return ExecResult(outcome.rc, outcome.stdout, outcome.stderr)
+
     def identity(self, ref: InstanceRef) -> Identity:
         proc = self._process(ref)
         status = Path(f"/proc/{proc.host_pid}/status").read_text()

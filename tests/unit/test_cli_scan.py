@@ -1,0 +1,60 @@
+"""``pairproof scan``: the suite's engine on host paths; exit 0 no hits, 1 hits, 2 bad input; names its engine."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+from pathlib import Path
+
+from acceptance import cli
+from canaries import Mint, detect
+
+
+def _corpus(tmp_path: Path) -> tuple[Path, str]:
+    token = Mint(secrets.token_hex(4)).mint("a", "scan").token
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "raw.txt").write_text(f"before {token} after\n")
+    (folder / "b64.txt").write_text(base64.b64encode(f"x{token}y".encode()).decode() + "\n")
+    (folder / "near.txt").write_text(token.replace("ppcanary", "ppcanarx") + "\n")
+    return folder, token
+
+
+def test_hits_exit_1_and_name_every_encoding(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PAIRPROOF_PROBE", raising=False)
+    folder, token = _corpus(tmp_path)
+    assert cli.main(["scan", str(folder), "--json"]) == 1
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {(h["token"], h["encoding"], Path(h["where"]).name) for h in lines[:-1]} == {
+        (token, "raw", "raw.txt"), (token, "base64", "b64.txt")}
+    assert lines[-1]["end"] == detect.END_MARK and lines[-1]["scanned_files"] == 3
+    assert lines[-1]["engine"].startswith("detect.py (no static probe")
+
+
+def test_no_hits_exit_0_and_bad_input_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PAIRPROOF_PROBE", raising=False)
+    (tmp_path / "clean.txt").write_text("nothing canary-shaped here\n")
+    assert cli.main(["scan", str(tmp_path / "clean.txt")]) == 0
+    assert "0 hits; 1 files" in capsys.readouterr().out
+    assert cli.main(["scan", str(tmp_path / "absent")]) == 2
+    monkeypatch.setenv("PAIRPROOF_PROBE", str(tmp_path / "no-probe"))
+    assert cli.main(["scan", str(tmp_path / "clean.txt")]) == 2
+    assert "PAIRPROOF_PROBE" in capsys.readouterr().err
+
+
+def test_the_probe_named_by_the_environment_is_the_engine(tmp_path, capsys, monkeypatch):
+    folder, token = _corpus(tmp_path)
+    stand_in = tmp_path / "ppscan"  # the same CLI as the static probe's: detect.py as an executable
+    stand_in.write_text("#!/usr/bin/python3 -I\n" + Path(detect.__file__).read_text())
+    os.chmod(stand_in, 0o755)
+    monkeypatch.setenv("PAIRPROOF_PROBE", str(stand_in))
+    assert cli.main(["scan", str(folder)]) == 1
+    out = capsys.readouterr().out
+    assert f"engine: static probe {stand_in}" in out and token in out
+    broken = tmp_path / "broken"  # a scanner that reports nothing is bad input, never "no hits"
+    broken.write_text("#!/bin/sh\nexit 0\n")
+    os.chmod(broken, 0o755)
+    monkeypatch.setenv("PAIRPROOF_PROBE", str(broken))
+    assert cli.main(["scan", str(folder)]) == 2
