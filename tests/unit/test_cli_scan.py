@@ -8,7 +8,7 @@ import os
 import secrets
 from pathlib import Path
 
-from acceptance import cli
+from acceptance import probe, cli
 from canaries import Mint, detect
 
 
@@ -30,7 +30,9 @@ def test_hits_exit_1_and_name_every_encoding(tmp_path, capsys, monkeypatch):
     assert {(h["token"], h["encoding"], Path(h["where"]).name) for h in lines[:-1]} == {
         (token, "raw", "raw.txt"), (token, "base64", "b64.txt")}
     assert lines[-1]["end"] == detect.END_MARK and lines[-1]["scanned_files"] == 3
-    assert lines[-1]["engine"].startswith("detect.py (no static probe")
+    # the engine is the static probe when one is built (setup-machine builds it), else detect.py, and says so
+    built = probe.probe_binary()
+    assert lines[-1]["engine"].startswith(f"static probe {built}" if built else "detect.py (no static probe")
 
 
 def test_no_hits_exit_0_and_bad_input_exit_2(tmp_path, capsys, monkeypatch):
