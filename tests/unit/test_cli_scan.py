@@ -8,7 +8,7 @@ import os
 import secrets
 from pathlib import Path
 
-from acceptance import probe, cli
+from acceptance import cli, probe
 from canaries import Mint, detect
 
 
