@@ -287,13 +287,7 @@ def run_binary_inside(proc: SandboxProcess, host_path: str, args: Sequence[str],
         )
     finally:
         os.close(fd)
-    try:
-        out, err = child.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
-        raise SandboxError(f"{host_path} in {proc.spec.instance_id} ran past {timeout}s and was killed") from exc
-    return ExecOutcome(child.returncode, out, err)
+    return _finish(child, stdin, timeout, f"{host_path} in {proc.spec.instance_id}")
 
 
 @dataclass(frozen=True)
@@ -311,10 +305,15 @@ def run_inside(proc: SandboxProcess, argv: Sequence[str], *, stdin: bytes | None
         enter_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, argv), proc.cgroup,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )
+    return _finish(child, stdin, timeout, f"{list(argv)!r} in {proc.spec.instance_id}")
+
+
+def _finish(child: subprocess.Popen, stdin: bytes | None, timeout: float, what: str) -> ExecOutcome:
+    """Feed ``stdin``, wait for the command; past ``timeout`` its whole session is killed."""
     try:
         out, err = child.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         os.killpg(child.pid, signal.SIGKILL)
         child.communicate()
-        raise SandboxError(f"{list(argv)!r} in {proc.spec.instance_id} ran past {timeout}s and was killed") from exc
+        raise SandboxError(f"{what} ran past {timeout}s and was killed") from exc
     return ExecOutcome(child.returncode, out, err)
