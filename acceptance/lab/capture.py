@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from ..errors import SetupError
-from .bpf import ETH_P_ALL, MARKER_ETHERTYPE, attach, drain
+from .bpf import ETH_P_ALL, MARKER_ETHERTYPE, attach, drain, dropped, enlarge
 from .netns import socket_in
 
 MARKER_DEADLINE = 10.0
@@ -53,8 +53,10 @@ class Capture:
         import scapy.layers.l2  # noqa: F401
 
         self._sock = socket_in(self.pid, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        enlarge(self._sock)
         attach(self._sock, f"({self.expression}) or (ether proto {MARKER_ETHERTYPE:#x})")
         drain(self._sock)
+        dropped(self._sock)  # reading the statistics resets them: count from here
         self._reader = threading.Thread(target=self._read, name=f"capture-{self.pid}", daemon=True)
         self._reader.start()
         try:
@@ -69,6 +71,11 @@ class Capture:
         try:
             self._mark(b"stop")
             self.stopped_at = time.time()
+            assert self._sock is not None
+            lost = dropped(self._sock)
+            if lost:
+                raise SetupError(f"the capture in the namespace of pid {self.pid} dropped {lost} frames (its "
+                                 "receive buffer was full): it cannot say what it did not see")
         finally:
             self._close()
         from scapy.utils import wrpcap

@@ -19,9 +19,10 @@ from pyroute2 import IPRoute
 
 from ..errors import SetupError
 from .netns import socket_in
-from .sink import ADDRESSES, ADDRESSES6
+from .sink import ADDRESSES, ADDRESSES6, BARRIER_PORT
 
 READY_DEADLINE = 20.0
+BARRIER_DEADLINE = 30.0
 
 
 class Lab:
@@ -94,10 +95,40 @@ class Lab:
         return peer_ip
 
     def records(self, since: float = 0.0) -> list[dict]:
+        """What the sink recorded since ``since``: every frame that reached it before this call, because
+        the capture is first drained up to a barrier (the capture parses frames one by one and may lag
+        the probe that sent them; reading the file at once could miss the last SYN)."""
+        return [r for r in self._drained() if r["at"] >= since and r["kind"] != "barrier"]
+
+    def _read(self) -> list[dict]:
         if not self.records_path.exists():
             return []
-        lines = self.records_path.read_text().splitlines()
-        return [r for r in (json.loads(line) for line in lines if line.strip()) if r["at"] >= since]
+        return [json.loads(line) for line in self.records_path.read_text().splitlines() if line.strip()]
+
+    def _drained(self) -> list[dict]:
+        nonce = os.urandom(8).hex()
+        end, sent = time.monotonic() + BARRIER_DEADLINE, 0.0
+        while True:
+            if time.monotonic() - sent > 1.0:  # again each second: a barrier can be dropped like any frame
+                sock = socket_in(self.sink_pid, socket.AF_INET, socket.SOCK_DGRAM)
+                try:
+                    sock.sendto(nonce.encode(), ("127.0.0.1", BARRIER_PORT))
+                finally:
+                    sock.close()
+                sent = time.monotonic()
+            records = self._read()
+            barrier = next((r for r in records if r["kind"] == "barrier"
+                            and bytes.fromhex(r["payload"]).decode() == nonce), None)
+            if barrier is not None:
+                if barrier["dropped"]:
+                    raise SetupError(f"the lab's capture dropped {barrier['dropped']} frames (its receive buffer "
+                                     "was full): its records cannot be trusted to be complete")
+                return records
+            if self._proc.poll() is not None or time.monotonic() > end:
+                raise SetupError(f"the lab's capture did not record its barrier within {BARRIER_DEADLINE}s "
+                                 f"(sink {'exited' if self._proc.poll() is not None else 'running'}): "
+                                 "its records cannot be trusted to be complete")
+            time.sleep(0.02)
 
     def records_carrying(self, label: str, since: float = 0.0) -> list[dict]:
         """The records since ``since`` whose query name or payload carries ``label``."""

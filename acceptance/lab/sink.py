@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from .bpf import EGRESS, is_egress, raw_socket
+from .bpf import EGRESS, dropped, is_egress, raw_socket
 
 # All of the lab's world sits in TEST-NET-2 (198.51.100.0/24) and shared address space: none of it is an
 # address this machine's own network uses (it lives in TEST-NET-1 and reaches its registries in TEST-NET-3).
@@ -39,6 +39,10 @@ ADDRESSES6 = {
     "provider": "fd00:64::12",
 }
 TCP_PORTS = (80, 443, 8080, 8765)
+# The barrier: a datagram the host sends from 127.0.0.1 to 127.0.0.1 inside the sink's namespace (no
+# sandbox can send one: 127.0.0.0/8 never arrives from outside). The capture reads frames in the order
+# the kernel queued them, so once it records the barrier it has recorded everything that came before.
+BARRIER_PORT = 9
 
 
 def _record(out, lock: threading.Lock, entry: dict) -> None:
@@ -80,6 +84,7 @@ def _capture(out, lock, pcap_path: str, sock: socket.socket) -> None:
     from scapy.utils import PcapWriter
 
     writer = PcapWriter(pcap_path, linktype=1, sync=True)
+    drops = 0
     while True:
         frame, meta = sock.recvfrom(65535)
         if meta[2] == socket.PACKET_OUTGOING:  # the sink's own answers
@@ -96,6 +101,10 @@ def _capture(out, lock, pcap_path: str, sock: socket.socket) -> None:
                                     "payload": bytes(tcp.payload).hex()})
         elif packet.haslayer(UDP):
             udp = packet[UDP]
+            if ip.src == ip.dst == "127.0.0.1" and udp.dport == BARRIER_PORT:
+                drops += dropped(sock)
+                _record(out, lock, {"kind": "barrier", "payload": bytes(udp.payload).hex(), "dropped": drops})
+                continue
             _record(out, lock, {"kind": "udp", "src": ip.src, "dst": ip.dst, "dport": udp.dport,
                                 "payload": bytes(udp.payload).hex()})
 
