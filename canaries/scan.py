@@ -10,6 +10,8 @@ Stored bytes (a snapshot, a backup, a cache) are opened layer by layer before th
 (``find_at_rest``): any common compression or archive, at any offset, recursively within bounds, so
 that "no canary at rest" cannot come from a scanner that only knew the one format a store happens to
 use. The probe (``detect``) stays standard-library-only and layer-blind; unpacking is host-side.
+Each layer is searched by a ``LayerSearch``: ``detect.find`` in this process unless the caller gives
+another (the suite hands every layer to its static probe, which decodes more encodings: ``acceptance.hostscan``).
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from canaries.detect import DEFAULT_MAX_FILE_BYTES, Hit, find, scan_tree
 from canaries.errors import IncompleteScanError
 from canaries.token import Canary, Mint
 
-__all__ = ["AtRest", "Attributed", "Layer", "attribute", "find_at_rest", "scan_at_rest", "scan_bytes", "scan_dir"]
+__all__ = ["AtRest", "Attributed", "Layer", "LayerSearch", "attribute", "find_at_rest", "scan_at_rest", "scan_bytes", "scan_dir"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,29 @@ TAR_MAGIC_OFFSET = 257
 ZLIB_HEADERS = tuple(bytes([0x78, flg]) for flg in range(256) if (0x78 * 256 + flg) % 31 == 0 and not flg & 0x20)
 
 
+class LayerSearch(Protocol):
+    """Where ``find_at_rest`` sends the bytes of each layer it opened (and each member name and link target)
+    to be searched, and from which it takes every hit once all are sent. ``where`` labels the bytes; each
+    hit must carry it (with the searcher's own suffix if it looked inside, e.g. ``" (gzip)"``)."""
+
+    def add(self, data: bytes, where: str) -> None: ...
+
+    def hits(self) -> list[Hit]: ...
+
+
+class FindInProcess:
+    """The reference ``LayerSearch``: ``detect.find`` on each layer as it comes."""
+
+    def __init__(self) -> None:
+        self.found: list[Hit] = []
+
+    def add(self, data: bytes, where: str) -> None:
+        self.found.extend(find(data, where))
+
+    def hits(self) -> list[Hit]:
+        return list(self.found)
+
+
 @dataclass(frozen=True)
 class Layer:
     """One layer an at-rest scan opened: where it sits (``"snap > zstd@40 > tar@0:./memory.md"``), its size."""
@@ -134,17 +160,19 @@ class AtRest:
 
 
 def find_at_rest(blob: bytes, where: str = "blob", *, max_depth: int = MAX_DEPTH,
-                 max_expanded_bytes: int = MAX_EXPANDED_BYTES) -> AtRest:
+                 max_expanded_bytes: int = MAX_EXPANDED_BYTES, search: LayerSearch | None = None) -> AtRest:
     """Every canary-shaped token in stored bytes, through every layer a store might leave readable.
 
     At every offset of every layer (a frame may sit behind a header of the store's own) it opens
     zstandard, gzip, zlib, xz, legacy lzma and bzip2 streams, and tar and zip archives, and scans each
-    layer with ``detect.find`` (raw, base64, base64url, hex), member names and link targets included; it
-    goes ``max_depth`` layers deep and decodes at most ``max_expanded_bytes`` in all. A candidate offset
-    that does not decode is an attempt, not a layer; a content reached twice is scanned once.
+    layer with ``search`` (default ``detect.find``: raw, base64, base64url, hex), member names and link
+    targets included; it goes ``max_depth`` layers deep and decodes at most ``max_expanded_bytes`` in all. A
+    candidate offset that does not decode is an attempt, not a layer; a content reached twice is scanned once.
     """
     scan = AtRest()
-    _Unpacker(scan, max_depth, max_expanded_bytes).layer(bytes(blob), where, 0)
+    searcher = search if search is not None else FindInProcess()
+    _Unpacker(scan, max_depth, max_expanded_bytes, searcher).layer(bytes(blob), where, 0)
+    scan.hits = searcher.hits()
     return scan
 
 
@@ -163,8 +191,8 @@ _Opened = tuple[bytes, bool, bool]  # decoded bytes, cut by the scan's bound, re
 
 
 class _Unpacker:
-    def __init__(self, scan: AtRest, max_depth: int, budget: int) -> None:
-        self.scan, self.max_depth, self.budget = scan, max_depth, budget
+    def __init__(self, scan: AtRest, max_depth: int, budget: int, search: LayerSearch) -> None:
+        self.scan, self.max_depth, self.budget, self.search = scan, max_depth, budget, search
         self.expanded = 0
         # A member of an archive is also in the archive's own bytes, so one stream can be reached twice:
         # each distinct content is scanned once, which keeps nesting linear instead of doubling per level.
@@ -183,7 +211,7 @@ class _Unpacker:
             return
         self.scan.layers.append(Layer(path, len(data)))
         self.scan.bytes_scanned += len(data)
-        self.scan.hits.extend(find(data, path))
+        self.search.add(data, path)
         if depth >= self.max_depth:
             if _looks_packed(data):
                 self.scan.problems.append(f"{path}: looks packed but was not opened, {self.max_depth} layers deep")
@@ -279,7 +307,7 @@ class _Unpacker:
     def names(self, where: str, name: str, link: str) -> None:
         for text, label in ((name, "member name"), (link, "link target")):
             if text:
-                self.scan.hits.extend(find(text.encode(errors="surrogateescape"), f"{where} ({label})"))
+                self.search.add(text.encode(errors="surrogateescape"), f"{where} ({label})")
 
 
 def _zlib(data: memoryview, wbits: int, room: int) -> _Opened | None:
