@@ -209,41 +209,22 @@ def check_driver(args: argparse.Namespace) -> int:
 
 
 def scan(args: argparse.Namespace) -> int:
-    """Scan host paths for canary-shaped tokens with the suite's engine: the static probe when it exists
-    (``PAIRPROOF_PROBE`` or build/probe/ppscan), else detect.py; the summary names which."""
+    """Scan host paths for canary-shaped tokens with the suite's engine (``hostscan``, as the host-side scans of
+    the cases): the static probe when it exists (``PAIRPROOF_PROBE`` or build/probe/ppscan), else detect.py;
+    the summary names which."""
     import json
-    import subprocess
 
-    from . import probe
+    from . import hostscan
     from .errors import ProofError
 
     missing = [p for p in args.paths if not os.path.lexists(p)]
     if missing:
         raise SetupError(f"no such path: {', '.join(missing)}")
     try:
-        binary = probe.probe_binary()
-    except ProofError as exc:
+        report = hostscan.scan_paths(args.paths, skip=args.skip)
+    except ProofError as exc:  # a bad PAIRPROOF_PROBE, or a scanner that failed or did not finish its report
         raise SetupError(str(exc)) from None
-    if binary is not None:
-        command, engine = [str(binary)], f"static probe {binary}"
-    else:
-        command = [sys.executable, "-I", str(probe.DETECT)]
-        engine = f"detect.py (no static probe: {probe.PROBE_ENV} unset, nothing at {probe.PROBE_BUILT})"
-    # No "--" (a scanner need not know it): a path that looks like an option is given as ./path.
-    command += [*(a for s in args.skip for a in ("--skip", s)), *(f"./{p}" if p.startswith("-") else p for p in args.paths)]
-    done = subprocess.run(command, capture_output=True)
-    try:
-        lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    except ValueError:
-        lines = []
-    from canaries import detect
-
-    if done.returncode != 0 or not lines or lines[-1].get("end") != detect.END_MARK:
-        raise SetupError(f"the scanner ({engine}) failed (rc {done.returncode}) or did not finish its report: "
-                         f"{done.stderr.decode(errors='replace')[-300:]}")
-    hits, summary = lines[:-1], lines[-1]
-    end = summary.pop("end")
-    summary = {**summary, "engine": engine, "end": end}
+    hits, summary, engine = report.hits, report.summary(), report.engine
     if args.json:
         for record in (*hits, summary):
             print(json.dumps(record))

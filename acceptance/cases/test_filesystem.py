@@ -75,7 +75,7 @@ def test_fs1_a_volume_not_reachable_by_path(agent_profile, intruder, instances, 
     except (IndexError, ValueError):
         raise ProofError(f"the /proc/*/root probe gave no report (rc {out.rc}): {out.stderr[-300:]!r}") from None
     read = b"\n".join(base64.b64decode(f["b64"]) for f in report["files"] if "b64" in f)
-    found = tokens_in(read)
+    found = tokens_in(read, f"the /proc/*/root walk from {intruder}", host.backend.log)
     attach(f"FS-1 /proc/*/root from {intruder}", {"pids tried": report["pids"], "files read": len(report["files"]),
                                                    "bytes read": len(read),
                                                    "unreadable": [f for f in report["files"] if "error" in f]})
@@ -183,7 +183,8 @@ def test_fs3_platform_secrets_absent(name, instances, planted, target, sandbox_h
     host = sandbox_host(instances[name])
     secrets_ = set(planted.platform.values())
     assert scan_visible(host) & secrets_ == set()
-    assert tokens_in(host.run("env; cat /proc/1/environ").stdout_bytes) & secrets_ == set()
+    assert tokens_in(host.run("env; cat /proc/1/environ").stdout_bytes, f"the environment in {name}",
+                     host.backend.log) & secrets_ == set()
     # The agent's own run-control key is the one thing its broker holds that its own sandbox holds too.
     capabilities = _capabilities(target, instances.values()) - {target.capabilities(instances[name]).get("runctl")}
     assert find_known(visible_bytes(instances[name]), secrets_ | capabilities) == set()

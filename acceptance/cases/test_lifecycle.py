@@ -22,26 +22,31 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from canaries.scan import AtRest, find_at_rest
+from canaries.scan import AtRest
 
-from .. import observe
+from .. import hostscan, observe
 from ..contract import LOCATIONS
 from ..errors import ProofError, TargetError
+from ..probe import ProbeLog
 from .evidence import attach, calls_of, replay, until
 from .test_model import BODY
 
 pytestmark = pytest.mark.usefixtures("planted")
 
 
-def at_rest(blob: bytes, where: str) -> AtRest:
-    """Every canary in stored bytes through every compression and archive layer (``canaries.scan``); a scan
-    that reached one of its bounds could not look at everything, which is a harness failure (broken)."""
-    scan = find_at_rest(blob, where)
+def at_rest(blob: bytes, where: str, log: ProbeLog | None = None) -> AtRest:
+    """Every canary in stored bytes through every compression and archive layer (``canaries.scan`` opens them,
+    at any offset), each layer searched by the suite's engine on the host (``hostscan``: the static probe when
+    built, which also decodes percent, JSON escapes and DNS labels; else detect.py), which proves in the same
+    run that it sees its own sentinels. A scan that reached one of its bounds could not look at everything,
+    which is a harness failure (broken)."""
+    scan, judged = hostscan.at_rest(blob, where, log=log)
     layers = [f"{layer.path} ({layer.size} bytes)" for layer in scan.layers]
     attach(f"at rest: {where}", {"summary": scan.summary(), "layers": layers, "problems": scan.problems,
-                                 "damaged": scan.partial})
+                                 "damaged": scan.partial, "engine": judged.report.engine})
     if scan.problems:
-        raise ProofError(f"the at-rest scan of {where} could not look at everything: {scan.problems[0]}")
+        message = f"the at-rest scan of {where} could not look at everything: {scan.problems[0]}"
+        raise log.fail(message) if log is not None else ProofError(message)
     return scan
 
 
@@ -100,7 +105,8 @@ def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_
     Ways it could fail that the probe looks for: no encryption at all; encryption of a copy while a
     plaintext staging tar or cache stays beside it (every file the snapshot left new or changed in the
     platform's state is scanned, live volumes aside); any common compression or archive (zstd, gzip,
-    zlib, xz, lzma, bz2, tar, zip), nested and at any offset behind a header; raw, base64 or hex bytes.
+    zlib, xz, lzma, bz2, tar, zip), nested and at any offset behind a header; raw, base64 or hex bytes
+    (and percent, JSON escapes and DNS labels when the static probe is the engine).
     Not seen here: files a platform writes outside its own state folder, and plaintext appended to a store
     elsewhere in it that existed before the snapshot.
     The same snapshot is then restored into A and every canary comes back: the bytes scanned are a
@@ -112,7 +118,7 @@ def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_
     if not any(p.stat().st_size == len(blob) and p.read_bytes() == blob for p in written):
         raise TargetError(f"the driver's bytes of snapshot {snap} are in no file the platform wrote at rest under "
                           f"its state folder while taking it ({len(changed)} files written)")
-    scans = [at_rest(blob, f"snapshot {snap}")] + [at_rest(p.read_bytes(), str(p)) for p in written]
+    scans = [at_rest(blob, f"snapshot {snap}", probe_log)] + [at_rest(p.read_bytes(), str(p), probe_log) for p in written]
     attach("SN-1 what was scanned", {"snapshot bytes": len(blob), "files the snapshot left": [str(p) for p in written],
                                      "bytes scanned over all layers": sum(s.bytes_scanned for s in scans)})
     assert set().union(*(s.tokens for s in scans)) & planted.of("A") == set()

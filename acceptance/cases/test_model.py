@@ -31,8 +31,9 @@ def _key_in_sandbox(visible_bytes, ref, key: str, own: set[str], label: str) -> 
     """The provider key in every byte the sandbox can see (files, /proc environ and cmdline), in any encoding
     ``find_known`` knows. The same bytes must hold the instance's own canaries, or the dump did not look."""
     seen = visible_bytes(ref)
-    attach(f"MD-1 {label}", {"bytes scanned": len(seen), "own canaries found": len(own & tokens_in(seen))})
-    if own and not own <= tokens_in(seen):
+    found = tokens_in(seen, f"the dump of {label}")
+    attach(f"MD-1 {label}", {"bytes scanned": len(seen), "own canaries found": len(own & found)})
+    if own and not own <= found:
         raise ProofError(f"the dump of {ref.key} did not carry its own canaries out: it did not look")
     return find_known(seen, {key})
 

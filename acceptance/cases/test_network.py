@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from canaries import detect
-
+from .. import hostscan
 from ..errors import ProofError, TargetError
 from ..lab.bpf import EGRESS
 from ..lab.capture import Capture, egress_counters
@@ -102,7 +101,7 @@ def test_nt1_broken_open_egress_dns_is_recorded(principals, planted, lab, target
     assert report["getaddrinfo"] == A_RESOLVER_ANSWERED
     names = {r["name"] for r in carried if r["kind"] == "dns"}
     assert {f"{label}.{how}.lab.example" for how in ("dns", "dns6", "sys")} <= names, names
-    assert label in {h.token for h in detect.find(Path(lab.pcap_path).read_bytes())}
+    assert label in hostscan.scan_files([lab.pcap_path], "the lab's pcap").tokens
 
 
 @pytest.mark.case("NT-1", "X", pair="B->outside")

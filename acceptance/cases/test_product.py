@@ -13,8 +13,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from canaries import detect
-
+from .. import hostscan
 from ..errors import ProofError, TargetError
 from .product_client import drive, reason_of, with_request_id
 
@@ -530,7 +529,7 @@ def test_lg1_no_private_canary_in_platform_logs(agent_profile, principals, insta
     log = target.platform_log()
     assert log, "the platform wrote no log at all: nothing was scanned"
     private = {t for p in ("A", "B", "C") for t in planted.tokens[p].values()}
-    assert {h.token for h in detect.find(log.encode())} & private == set()
+    assert hostscan.tokens_in(log.encode(), "the platform log", log=probe_log) & private == set()
     for nonce in nonces:  # the log scanned is the one the platform wrote of these very turns
         probe_log.confirm(nonce, log)
 
@@ -539,6 +538,6 @@ def test_lg1_no_private_canary_in_platform_logs(agent_profile, principals, insta
 def test_lg1_broken_debug_logging_is_detected(agent_profile, principals, instances, planted, target):
     with target.broken_debug_logging():
         _traffic(target, agent_profile, principals, instances, planted)
-    assert set(planted.tokens["A"].values()) <= {h.token for h in detect.find(target.platform_log().encode())}
+    assert set(planted.tokens["A"].values()) <= hostscan.tokens_in(target.platform_log().encode(), "the platform log")
 
 
