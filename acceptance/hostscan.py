@@ -217,16 +217,20 @@ class Judged:
     hits: tuple[dict[str, Any], ...]
     report: Report
     sentinels: int
+    sentinel_files: int
+    sentinel_bytes: int
 
     @property
     def tokens(self) -> set[str]:
         return {hit["token"] for hit in self.hits}
 
     def evidence(self, what: str) -> dict[str, Any]:
+        """What was read (the sentinels' files and bytes apart), by which engine, and what it could not read."""
         r = self.report
-        return {"what": what, "engine": r.engine, "files": r.scanned_files, "bytes": r.bytes,
-                "truncated": r.truncated, "could_not_read": r.errors, "problems": list(r.problems[:20]),
-                "hits": len(self.hits), "sentinels_found": self.sentinels}
+        return {"what": what, "engine": r.engine, "files": r.scanned_files - self.sentinel_files,
+                "bytes": r.bytes - self.sentinel_bytes, "truncated": r.truncated, "could_not_read": r.errors,
+                "problems": list(r.problems[:20]), "hits": len(self.hits),
+                "sentinels_found": f"{self.sentinels} in {self.sentinel_files} files"}
 
 
 class _Workspace:
@@ -297,7 +301,8 @@ class EngineSearch:
         limit = max(detect.DEFAULT_MAX_FILE_BYTES, self.largest + 1)
         report = scan_paths([str(self.workspace.blobs), str(self.workspace.sentinels)], max_file_bytes=limit,
                             using=self.using)
-        _judge(self.what, report, self.workspace.sentinels, planted, len(self.labels) + _files_in(self.workspace.sentinels))
+        files, size = _files_in(self.workspace.sentinels)
+        _judge(self.what, report, self.workspace.sentinels, planted, len(self.labels) + files)
         found = []
         prefix = f"{self.workspace.blobs}/"
         for hit in report.hits:
@@ -308,12 +313,14 @@ class EngineSearch:
                 raise ProofError(f"the scanner ({self.using.name}) reported a hit at {hit['where']!r}, which is "
                                  "no file it was handed")
             found.append({**hit, "where": self.labels[int(name)] + sep + rest})
-        self.judged = Judged(tuple(found), report, len(planted))
+        self.judged = Judged(tuple(found), report, len(planted), files, size)
         return [Hit(h["token"], h["encoding"], h["offset"], h["where"]) for h in found]
 
 
-def _files_in(folder: Path) -> int:
-    return sum(1 for entry in folder.iterdir() if entry.is_file())
+def _files_in(folder: Path) -> tuple[int, int]:
+    """How many files ``folder`` holds and their bytes."""
+    sizes = [entry.stat().st_size for entry in folder.iterdir() if entry.is_file()]
+    return len(sizes), sum(sizes)
 
 
 def scan_blobs(blobs: Sequence[tuple[str, bytes]], what: str, *, log: probe.ProbeLog | None = None) -> Judged:
@@ -355,9 +362,11 @@ def scan_files(paths: Sequence[str | os.PathLike[str]], what: str, *, log: probe
             planted = plant_sentinels(workspace.sentinels, using.static)
             report = scan_paths([*names, str(workspace.sentinels)], using=using,
                                 max_file_bytes=max([detect.DEFAULT_MAX_FILE_BYTES, *(s + 1 for s in sizes)]))
-            _judge(what, report, workspace.sentinels, planted, len(names) + _files_in(workspace.sentinels))
+            files, size = _files_in(workspace.sentinels)
+            _judge(what, report, workspace.sentinels, planted, len(names) + files)
             inside = f"{workspace.root}/"
-            judged = Judged(tuple(h for h in report.hits if not h["where"].startswith(inside)), report, len(planted))
+            judged = Judged(tuple(h for h in report.hits if not h["where"].startswith(inside)), report, len(planted),
+                            files, size)
     except FileNotFoundError as exc:
         raise _fail(log, ProofError(f"the host-side scan of {what}: {exc.filename} does not exist")) from None
     except ProofError as exc:
