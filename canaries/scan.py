@@ -32,7 +32,8 @@ from canaries.detect import DEFAULT_MAX_FILE_BYTES, Hit, find, scan_tree
 from canaries.errors import IncompleteScanError
 from canaries.token import Canary, Mint
 
-__all__ = ["AtRest", "Attributed", "Layer", "LayerSearch", "attribute", "find_at_rest", "scan_at_rest", "scan_bytes", "scan_dir"]
+__all__ = ["AtRest", "Attributed", "FindInProcess", "Layer", "LayerSearch", "attribute", "find_at_rest", "scan_at_rest",
+           "scan_bytes", "scan_dir"]
 
 
 @dataclass(frozen=True)
