@@ -290,7 +290,7 @@ class EngineSearch:
         self.judged: Judged | None = None
 
     def add(self, data: bytes, where: str) -> None:
-        path = self.workspace.blobs / str(len(self.labels))
+        path = self.workspace.blobs / f"{len(self.labels):06d}"  # the engine walks in name order: layer order
         path.write_bytes(data)
         self.labels.append(where)
         self.largest = max(self.largest, len(data))
