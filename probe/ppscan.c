@@ -1086,9 +1086,12 @@ static void mount_device(const char *path, dev_t *dev, int *have) {
  * scan must find (written here, as the sandbox's uid, before the walk, and removed after it), and a
  * dump of every file (acceptance/cases/dump.py's JSON lines) instead of a scan. */
 
+/* Python's errno.errorcode[err] (two codes have two names; Python keeps the other one). */
 static const char *errno_name(int err) {
-    for (size_t i = 0; i < sizeof ERRNAMES / sizeof *ERRNAMES; i++) if (ERRNAMES[i].code == err) return ERRNAMES[i].name;
-    return "OSError";
+    if (err == EDEADLK) return "EDEADLOCK";
+    if (err == EOPNOTSUPP) return "ENOTSUP";
+    const char *name = strerrorname_np(err);
+    return name ? name : "OSError";
 }
 
 /* "PATH: Strerror [ECODE]", as dump.py's note() and the sentinel record word an OSError. */
