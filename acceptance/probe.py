@@ -498,9 +498,10 @@ def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     """Run the canary detector inside the sandbox over ``roots``, and judge its completeness.
 
     ``own`` are canaries the prober's instance holds (planted for it): the same scan must find them.
-    The detector is fed on stdin and told nothing about the canaries it hunts (carrying them in would
-    plant them in the probe's own /proc/self/cmdline); the sentinels it must find are in its
-    environment and in files, never in its arguments. The host attributes each hit to its origin.
+    The detector (the static probe by descriptor, else detect.py fed on stdin) is told nothing about the
+    canaries it hunts (carrying them in would plant them in the probe's own /proc/self/cmdline); the
+    sentinels it must find are in its environment and in files, never in its arguments. The host
+    attributes each hit to its origin.
     """
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
     binary, engine = engine_for(backend.target)
