@@ -4,11 +4,10 @@ Fed to the sandbox's python on stdin; argv: roots to walk, then ``--skip PATH`` 
 entered or carried; /proc, /sys and /dev are never walked). Writes one JSON line per chunk of a file
 ``{"path", "b64"}`` (regular files only, whole files in chunks, up to LIMIT bytes a file); a symbolic link,
 never followed, as its target text ``{"path": "PATH (link target)", "b64"}``; for /proc only each process's
-environ and cmdline. The static probe's ``--dump`` (probe/ppscan.c) writes the same lines where the sandbox
-has no Python. The last line is the
-completeness record ``{"files", "bytes", "truncated", "problems", "end"}``: what it read and every path it
-could not read, with the reason. A report without that line was cut off, and the host treats it so. It is
-told no secret, so it carries none in.
+environ and cmdline. The last line is the completeness record ``{"files", "bytes", "truncated", "problems",
+"end"}``: what it read and every path it could not read, with the reason. A report without that line was
+cut off, and the host treats it so. It is told no secret, so it carries none in. The static probe's
+``--dump`` (probe/ppscan.c) writes the same lines where the sandbox has no Python.
 """
 
 import base64
