@@ -110,11 +110,14 @@ def test_sentinels_are_written_before_the_walk_removed_after_and_recorded(probe,
     (shared_dir / "data").mkdir()
     paths = [str(shared_dir / "tmp" / ".s0"), str(shared_dir / "data" / ".s1")]
     tokens = [TOKEN, TOKEN[:-1] + "0"]
-    out = _run(probe, "--sentinel", f"S0={paths[0]}", "--sentinel", f"S1={paths[1]}", str(shared_dir),
+    out = _run(probe, "--sentinel", f"S0={paths[0]}", "--sentinel", f"S1={paths[1]}", str(shared_dir), "/proc",
                env={"S0": tokens[0], "S1": tokens[1]})
     assert out.returncode == 0, out.stderr
     lines = [json.loads(line) for line in out.stdout.splitlines()]
-    assert {(hit["token"], hit["where"]) for hit in lines[:-1]} == set(zip(tokens, paths))
+    hits = {(hit["token"], hit["where"]) for hit in lines[:-1] if hit["token"] in tokens}
+    assert {hit for hit in hits if not hit[1].startswith("/proc/")} == set(zip(tokens, paths))
+    in_proc = {where.rsplit("/", 1)[1] for _, where in hits if where.startswith("/proc/")}
+    assert in_proc == {"environ"}, "a sentinel's token was on a command line"
     assert lines[-1]["sentinels"] == [{"path": p, "written": True, "removed": True} for p in paths]
     assert not any(os.path.lexists(p) for p in paths)
 
