@@ -6,8 +6,9 @@ would. A container target later uses testinfra's own docker backend the same way
 
 Proof of execution (DESIGN §5 rule 2): every command is wrapped so that its first line of output is a
 nonce fresh for that one command, the namespace identities the shell sees (``/proc/self/ns/*``) and its
-uid. The backend checks that line against what the host sees of the instance (``Target.identity``), and
-then cross-checks the driver's word independently: host processes must exist in those very pid and net
+uid; the static probe, run by descriptor where no shell may exist, prints that line itself (``--proof``).
+The backend checks that line against what the host sees of the instance (``Target.identity``), and then
+cross-checks the driver's word independently: host processes must exist in those very pid and net
 namespaces, the driver's pid among them, all owned on the host by the instance's uid. A mismatch or a
 missing line raises ``ProofError``: an empty result from a probe that did not run where we think is
 not a pass.
@@ -16,8 +17,9 @@ A scan proves it looked (rule 5): ``scan`` and ``dump`` are the only ways the su
 whole filesystem, and each judges its own completeness before anything is returned. It must end with
 its completeness record (files and bytes read, what it could not read and why, what it cut short),
 nothing may be cut short, every path it could not read must be a denial or a file that vanished, and
-the same call must find the prober's own canaries: fresh sentinels the probe writes into the sandbox's
-/tmp and /data and carries in its own environment, plus any canary planted for that instance. Anything
+the same call must find the prober's own canaries: fresh sentinels written into the sandbox's /tmp and
+/data (by the static probe itself, or by the sandbox's shell for detect.py; one that could not be written
+counts as not found) and carried in the probe's own environment, plus any canary planted for that instance. Anything
 less raises ``ProofError`` (the plugin judges the test *broken*). What each scan read is kept as the
 test's evidence, for the verdict and the Allure report.
 """
@@ -263,23 +265,31 @@ class SandboxBackend(base.BaseBackend):
 
     def run_binary(self, host_path: Path, args: list[str], *, env: dict[str, str],
                    timeout: float = 120.0) -> base.CommandResult:
-        """Run the host file ``host_path`` in the sandbox by descriptor (the driver's ``exec_binary``).
+        """Run the static probe ``host_path`` in the sandbox by descriptor (the driver's ``exec_binary``).
 
-        No shell runs, so there is no proof line: the host cross-check comes first, as for ``run``, and the
-        caller proves the probe's sight of the sandbox by what it must find there (the scan's sentinels)."""
+        No shell runs: the probe prints the proof line itself (``--proof NONCE``, first line, the format
+        of ``WRAPPER``'s), checked exactly as ``run`` checks the shell's, after the same host cross-check.
+        The result's stdout is what follows the proof line."""
         identity = self.target.identity(self.ref)
         try:
             on_host = cross_check_on_host(dict(identity.namespaces), identity.uid, identity.host_pid)
         except ProofError as exc:
             raise self.log.fail(f"before probing {self.ref.key}: {exc}") from None
-        result = self.target.exec_binary(self.ref, str(host_path), args, env=env, timeout=timeout)
-        command = f"{host_path} (by descriptor) {' '.join(args)}"
-        record = ProbeRecord(self.ref.key, self.ref.principal.name, command, result.rc,
-                             f"by descriptor, host:{on_host}; its sight of the sandbox: the scan's sentinels",
-                             result.stdout[:2000].decode(errors="replace"), result.stderr[:1000].decode(errors="replace"))
+        nonce = secrets.token_hex(8)
+        result = self.target.exec_binary(self.ref, str(host_path), ["--proof", nonce, *args], env=env, timeout=timeout)
+        command = f"{host_path} (by descriptor) --proof {nonce} {' '.join(args)}"
+        first, _, rest = result.stdout.partition(b"\n")
+        record = ProbeRecord(self.ref.key, self.ref.principal.name, command, result.rc, "",
+                             rest[:2000].decode(errors="replace"), result.stderr[:1000].decode(errors="replace"))
         self.log.records.append(record)
-        _attach(record)
-        return self.result(result.rc, self.encode(command), result.stdout, result.stderr)
+        try:
+            record.proof = (verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces),
+                                         identity.uid) + " host:" + on_host)
+        except ProofError as exc:
+            raise self.log.fail(f"{exc} (rc {result.rc}, stderr {result.stderr[-300:]!r})") from None
+        finally:
+            _attach(record)
+        return self.result(result.rc, self.encode(command), rest, result.stderr)
 
 
 def engine_for(target: object) -> tuple[Path | None, str]:
@@ -337,23 +347,60 @@ _ACCEPTED_PROBLEMS = ("[EACCES]", "[EPERM]", "[ENOENT]", "[ESRCH]", "not scanned
 SENTINEL_PLACES = ("/tmp", "/data")
 
 
-def _sentinels(h: testinfra.host.Host) -> tuple[str, dict[str, str]]:
-    """Write fresh canaries into the sandbox's own writable places; return the one for the probe's own
-    environment and ``{path: token}`` of the files that could be written (a read-only place is skipped)."""
+SENTINEL_ENV = "PAIRPROOF_SENTINEL"  # the environment sentinel; the file sentinels' tokens: SENTINEL_ENV + "_FILE<n>"
+
+
+def _plan_sentinels() -> tuple[str, dict[str, str]]:
+    """Fresh canaries: the one for the probe's own environment and ``{path: token}`` of one new file in each
+    of the sandbox's own writable places."""
     mint = Mint(secrets.token_hex(4))
     env_token = mint.mint("probe", "env").token
-    written = {}
-    for n, place in enumerate(SENTINEL_PLACES):
-        token = mint.mint("probe", f"file{n}").token
-        path = f"{place}/.pairproof-sentinel-{secrets.token_hex(4)}"
-        if h.backend.run("printf %%s %s > %s", token, path).rc == 0:
+    planned = {f"{place}/.pairproof-sentinel-{secrets.token_hex(4)}": mint.mint("probe", f"file{n}").token
+               for n, place in enumerate(SENTINEL_PLACES)}
+    return env_token, planned
+
+
+def _write_by_shell(h: testinfra.host.Host, planned: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Write the file sentinels with the sandbox's shell; ``({path: token} written, {path: why not})``."""
+    written, unwritten = {}, {}
+    for path, token in planned.items():
+        out = h.backend.run("printf %%s %s > %s", token, path)
+        if out.rc == 0:
             written[path] = token
-    return env_token, written
+        else:
+            unwritten[path] = f"the shell could not write it (rc {out.rc}): {out.stderr.strip()[-200:]}"
+    return written, unwritten
 
 
 def _remove(h: testinfra.host.Host, paths: list[str]) -> None:
     if paths:
         h.backend.run("rm -f " + " ".join(h.backend.quote("%s", p) for p in paths))
+
+
+def _sentinel_record(backend: SandboxBackend, summary: dict[str, Any], planned: dict[str, str],
+                     what: str) -> tuple[dict[str, str], dict[str, str]]:
+    """What the static probe says it did with the sentinels it was given (its completeness record's
+    ``sentinels``): ``({path: token} written, {path: why not})``. A record that does not account for every
+    one of them, or a sentinel written and then left in the sandbox, raises ProofError."""
+    record = {entry.get("path"): entry for entry in summary.get("sentinels", []) if isinstance(entry, dict)}
+    if set(record) != set(planned):
+        raise backend.log.fail(f"{what} in {backend.ref.key} did not account for the sentinels it was given "
+                               f"(given {sorted(planned)}, its record names {sorted(map(str, record))})")
+    left = [f"{path}: {entry.get('error', '?')}" for path, entry in record.items()
+            if entry.get("written") is True and entry.get("removed") is not True]
+    if left:
+        raise backend.log.fail(f"{what} could not remove its sentinels from {backend.ref.key}: {left}")
+    written = {path: planned[path] for path, entry in record.items() if entry.get("written") is True}
+    unwritten = {path: f"the probe could not write it: {entry.get('error', '(no reason given)')}"
+                 for path, entry in record.items() if entry.get("written") is not True}
+    return written, unwritten
+
+
+def _missing_sentinels(written: dict[str, str], unwritten: dict[str, str], found: Callable[[str, str], bool],
+                       planned: dict[str, str]) -> set[str]:
+    """The file sentinels a scan or dump did not show: not found where they were written, or not written."""
+    missing = {f"{token} (file {path})" for path, token in written.items() if not found(token, path)}
+    return missing | {f"{planned[path]} (file {path}, which {why})" for path, why in unwritten.items()}
 
 
 def judge_completeness(what: str, *, files: int, bytes_read: int, truncated: int, problems: list[str],
@@ -375,43 +422,65 @@ def judge_completeness(what: str, *, files: int, bytes_read: int, truncated: int
         raise ProofError(f"{what} did not prove it looked: " + "; ".join(reasons))
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One scan's or dump's report and its sentinels: ``lines`` (the completeness record last), the
+    environment sentinel, and the file sentinels planned, written (``{path: token}``) and not (``{path: why}``)."""
+
+    lines: list[dict[str, Any]]
+    env_token: str
+    planned: dict[str, str]
+    written: dict[str, str]
+    unwritten: dict[str, str]
+
+
 def _run_with_sentinels(h: testinfra.host.Host, script: Path, roots: list[str], skip: list[str], end_mark: str,
-                        what: str, binary: Path | None = None) -> tuple[list[dict[str, Any]], str, dict[str, str]]:
-    """Write the sentinels, run ``script`` (the detector or the dump) in the sandbox over ``roots`` with the
-    environment sentinel, remove the sentinels, and return its report lines (the completeness record last),
-    the environment sentinel and ``{path: token}`` of the file sentinels. A probe that failed or whose
-    report has no completeness record raises ProofError."""
+                        what: str, binary: Path | None = None, mode: list[str] | None = None) -> _Run:
+    """Run ``script`` (the detector or the dump) in the sandbox over ``roots``, or the static ``binary`` (with
+    ``mode``, e.g. ``["--dump"]``) by descriptor, with fresh sentinels: the environment sentinel in its
+    environment, file sentinels in the sandbox's /tmp and /data, removed after. The static probe writes and
+    removes the file sentinels itself, as the sandbox's uid (their tokens in its environment, never in its
+    arguments) and says so in its completeness record; for the script the sandbox's shell does. A probe that
+    failed, whose report has no completeness record, or that left a sentinel behind raises ProofError."""
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
-    env_token, files = _sentinels(h)
-    try:
-        if binary is not None:  # the same CLI as the script's, run by descriptor
-            args = [*(a for s in skip for a in ("--skip", s)), *roots]
-            out = backend.run_binary(binary, args, env={"PAIRPROOF_SENTINEL": env_token})
-        else:
+    env_token, planned = _plan_sentinels()
+    if binary is not None:
+        env = {SENTINEL_ENV: env_token}
+        args = [*(mode or [])]
+        for n, (path, token) in enumerate(planned.items()):
+            env[f"{SENTINEL_ENV}_FILE{n}"] = token
+            args += ["--sentinel", f"{SENTINEL_ENV}_FILE{n}={path}"]
+        args += [*(a for s in skip for a in ("--skip", s)), *roots]
+        out = backend.run_binary(binary, args, env=env)
+    else:
+        written, unwritten = _write_by_shell(h, planned)
+        try:
             quoted = " ".join([*(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
-            out = backend.run_with_stdin(f"PAIRPROOF_SENTINEL={env_token} /usr/bin/python3 -I -S - {quoted}",
+            out = backend.run_with_stdin(f"{SENTINEL_ENV}={env_token} /usr/bin/python3 -I -S - {quoted}",
                                          stdin=script.read_bytes())
-    finally:
-        _remove(h, list(files))
+        finally:
+            _remove(h, list(written))
     if out.rc != 0:
         raise backend.log.fail(f"{what} failed in {backend.ref.key} (rc {out.rc}): {out.stderr[-500:]}")
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     if not lines or lines[-1].get("end") != end_mark:
         raise backend.log.fail(f"{what} in {backend.ref.key} did not finish its report (no completeness record): "
                                "it was cut off")
-    return lines, env_token, files
+    if binary is not None:
+        written, unwritten = _sentinel_record(backend, lines[-1], planned, what)
+    return _Run(lines, env_token, planned, written, unwritten)
 
 
 def _judge_and_keep(h: testinfra.host.Host, kind: str, *, roots: list[str], skip: list[str], own: set[str],
                     sentinels: dict[str, str], files: int, bytes_read: int, truncated: int, problems: list[str],
-                    missing: set[str], engine: str = "") -> None:
+                    missing: set[str], engine: str = "", unwritten: dict[str, str] | None = None) -> None:
     """Keep what the scan or dump read as the test's evidence (and in Allure), then judge its completeness."""
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
     backend.log.note(kind, instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
                      skip=list(skip), files=files, bytes=bytes_read, truncated=truncated,
                      could_not_read=len(problems), problems=problems[:20], own_canaries=len(own),
-                     sentinels=[*sentinels, "(its own environment)"], missing_own=sorted(missing),
-                     **({"engine": engine} if engine else {}))
+                     sentinels=[*sentinels, "(its own environment)"], sentinels_not_written=dict(unwritten or {}),
+                     missing_own=sorted(missing), **({"engine": engine} if engine else {}))
     _attach_json(backend.log.evidence[-1], f"{kind} in {backend.ref.principal.name} ({backend.ref.key})")
     try:
         judge_completeness(f"the {kind} in {backend.ref.key}", files=files, bytes_read=bytes_read,
@@ -429,25 +498,26 @@ def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     """Run the canary detector inside the sandbox over ``roots``, and judge its completeness.
 
     ``own`` are canaries the prober's instance holds (planted for it): the same scan must find them.
-    The detector is fed on stdin and told nothing about the canaries it hunts (carrying them in would
-    plant them in the probe's own /proc/self/cmdline); the sentinels it must find are in its
-    environment and in files, never in its arguments. The host attributes each hit to its origin.
+    The detector (the static probe by descriptor, else detect.py fed on stdin) is told nothing about the
+    canaries it hunts (carrying them in would plant them in the probe's own /proc/self/cmdline); the
+    sentinels it must find are in its environment and in files, never in its arguments. The host
+    attributes each hit to its origin.
     """
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
     binary, engine = engine_for(backend.target)
-    lines, env_token, files = _run_with_sentinels(h, DETECT, roots, list(skip), detect_module.END_MARK,
-                                                  "the static probe" if binary else "the detector", binary)
-    summary = lines[-1]
-    found = ScanResult(hits=lines[:-1], scanned_files=summary["scanned_files"], bytes=summary["bytes"],
+    run = _run_with_sentinels(h, DETECT, roots, list(skip), detect_module.END_MARK,
+                              "the static probe" if binary else "the detector", binary)
+    summary = run.lines[-1]
+    found = ScanResult(hits=run.lines[:-1], scanned_files=summary["scanned_files"], bytes=summary["bytes"],
                        truncated=summary["truncated"], problems=summary["problems"], errors=summary["errors"])
     where = {(hit["token"], hit["where"]) for hit in found.hits}
-    missing = {f"{token} (file {path})" for path, token in files.items() if (token, path) not in where}
-    if not any(t == env_token and w.startswith("/proc/") and w.endswith("/environ") for t, w in where):
-        missing.add(_ENV_SENTINEL.format(env_token))
+    missing = _missing_sentinels(run.written, run.unwritten, lambda token, path: (token, path) in where, run.planned)
+    if not any(t == run.env_token and w.startswith("/proc/") and w.endswith("/environ") for t, w in where):
+        missing.add(_ENV_SENTINEL.format(run.env_token))
     missing |= own - found.tokens
-    _judge_and_keep(h, "scan", roots=roots, skip=list(skip), own=own, sentinels=files, files=found.scanned_files,
+    _judge_and_keep(h, "scan", roots=roots, skip=list(skip), own=own, sentinels=run.written, files=found.scanned_files,
                     bytes_read=found.bytes, truncated=found.truncated, problems=found.problems, missing=missing,
-                    engine=engine)
+                    engine=engine, unwritten=run.unwritten)
     return found
 
 
@@ -457,23 +527,35 @@ DUMP_END = "pairproof-dump-end"
 
 def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[str] = ()) -> bytes:
     """Carry every file the sandbox can see under ``roots`` (and /proc environ and cmdline) out to the host,
-    for a search for known secrets there; judged complete like ``scan`` (same sentinels, same rules)."""
-    lines, env_token, files = _run_with_sentinels(h, DUMP, roots, list(skip), DUMP_END, "the dump")
-    summary = lines[-1]
-    by_path: dict[str, list[bytes]] = {}
-    for line in lines[:-1]:
-        by_path.setdefault(line["path"], []).append(base64.b64decode(line["b64"]))
-    data = {path: b"".join(chunks) for path, chunks in by_path.items()}
-    missing = {f"{token} (file {path})" for path, token in files.items() if token.encode() not in data.get(path, b"")}
-    if not any(path.startswith("/proc/") and path.endswith("/environ") and env_token.encode() in blob
+    for a search for known secrets there; judged complete like ``scan`` (same sentinels, same rules). The
+    static probe's ``--dump`` carries it where it runs (``engine_for``), else dump.py under the sandbox's python."""
+    backend: SandboxBackend = h.backend  # type: ignore[assignment]
+    binary, engine = engine_for(backend.target)
+    run = _run_with_sentinels(h, DUMP, roots, list(skip), DUMP_END, "the static probe's dump" if binary else "the dump",
+                              binary, ["--dump"])
+    summary = run.lines[-1]
+    data = dump_files(run.lines[:-1])
+    missing = _missing_sentinels(run.written, run.unwritten,
+                                 lambda token, path: token.encode() in data.get(path, b""), run.planned)
+    if not any(path.startswith("/proc/") and path.endswith("/environ") and run.env_token.encode() in blob
                for path, blob in data.items()):
-        missing.add(_ENV_SENTINEL.format(env_token))
+        missing.add(_ENV_SENTINEL.format(run.env_token))
     joined = b"\n".join(data.values())
     missing |= own - {hit.token for hit in detect_module.find(joined)}
-    _judge_and_keep(h, "dump", roots=roots, skip=list(skip), own=own, sentinels=files, files=summary["files"],
+    _judge_and_keep(h, "dump", roots=roots, skip=list(skip), own=own, sentinels=run.written, files=summary["files"],
                     bytes_read=summary["bytes"], truncated=summary["truncated"], problems=summary["problems"],
-                    missing=missing)
+                    missing=missing, engine=(f"static probe {binary} --dump by descriptor" if binary
+                                                    else engine.replace("detect.py", "dump.py", 1)),
+                    unwritten=run.unwritten)
     return joined
+
+
+def dump_files(lines: list[dict[str, Any]]) -> dict[str, bytes]:
+    """``{path: bytes}`` of a dump's chunk lines (dump.py's or the static probe's), chunks joined in order."""
+    by_path: dict[str, list[bytes]] = {}
+    for line in lines:
+        by_path.setdefault(line["path"], []).append(base64.b64decode(line["b64"]))
+    return {path: b"".join(chunks) for path, chunks in by_path.items()}
 
 
 def _attach_json(record: dict[str, Any], name: str) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import hmac
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -39,9 +40,15 @@ MAX_BODY_BYTES = 16 << 20
 STEP_FORMS = "a step is {'reply': text} or {'tool': name, 'arguments': {...}}"
 
 
+_PIECES = re.compile(r"[A-Za-z]+|[0-9]|[^\sA-Za-z0-9]")
+
+
 def _tokens(text: str) -> int:
-    """Deterministic stand-in for a tokenizer: four characters a token, never zero."""
-    return max(1, -(-len(text) // 4))
+    """Deterministic stand-in for a tokenizer, never zero: a word a token plus one for each 6 letters past
+    the first 6, a digit a token, any other visible character a token, whitespace free. Deliberately unlike
+    the platform's own estimate (four characters a token): a meter that estimates where the provider
+    reported usage disagrees with the provider's bill on any ordinary text."""
+    return max(1, sum(1 + (len(p) - 1) // 6 if p[0].isalpha() else 1 for p in _PIECES.findall(text)))
 
 
 def prompt_tokens(messages: list[Any]) -> int:

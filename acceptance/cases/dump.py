@@ -1,11 +1,13 @@
 """Probe: carry the sandbox's whole visible filesystem out, for the host to search for known secrets.
 
-Fed to the sandbox's python on stdin; argv: roots to walk, then ``--skip PATH`` entries. Writes one JSON
-line per chunk of a file ``{"path", "b64"}`` (regular files only, symlinks not followed, whole files in
-chunks up to LIMIT bytes each); for /proc only each process's environ and cmdline. The last line is the
-completeness record ``{"files", "bytes", "truncated", "problems", "end"}``: what it read and every path it
-could not read, with the reason. A report without that line was cut off, and the host treats it so. It is
-told no secret, so it carries none in.
+Fed to the sandbox's python on stdin; argv: roots to walk, then ``--skip PATH`` entries (exact paths, never
+entered or carried; /proc, /sys and /dev are never walked). Writes one JSON line per chunk of a file
+``{"path", "b64"}`` (regular files only, whole files in chunks, up to LIMIT bytes a file); a symbolic link,
+never followed, as its target text ``{"path": "PATH (link target)", "b64"}``; for /proc only each process's
+environ and cmdline. The last line is the completeness record ``{"files", "bytes", "truncated", "problems",
+"end"}``: what it read and every path it could not read, with the reason. A report without that line was
+cut off, and the host treats it so. It is told no secret, so it carries none in. The static probe's
+``--dump`` (probe/ppscan.c) writes the same lines where the sandbox has no Python.
 """
 
 import base64
@@ -75,10 +77,12 @@ def main(argv):
     skip += ["/proc", "/sys", "/dev"]
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root, onerror=lambda error: note(error.filename, error)):
-            dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in skip
-                           and not os.path.islink(os.path.join(dirpath, d))]
-            for name in filenames:
-                emit(os.path.join(dirpath, name))
+            # A link to a directory is not entered; its target text is carried, as for any other link.
+            links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+            dirnames[:] = [d for d in dirnames if d not in links and os.path.join(dirpath, d) not in skip]
+            for name in links + filenames:
+                if os.path.join(dirpath, name) not in skip:
+                    emit(os.path.join(dirpath, name))
     sys.stdout.write(json.dumps({**state, "end": END_MARK}) + "\n")
     sys.stdout.flush()
 

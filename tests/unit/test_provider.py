@@ -19,7 +19,7 @@ from runtime.errors import ConfigError
 from runtime.provider import ProviderMock
 
 KEY = "sk-test-0123456789"
-HI = [{"role": "user", "content": "hi"}]  # json.dumps(HI, sort_keys=True) is 35 characters: 9 tokens
+HI = [{"role": "user", "content": "hi"}]  # json.dumps(HI, sort_keys=True) gives 20 tokens
 # Requests to 127.0.0.1 must not wander through a proxy named in the environment.
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -84,7 +84,7 @@ def test_openai_reply_has_the_chat_completion_shape(mock):
     assert {
         "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-test",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello there"}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12},
+        "usage": {"prompt_tokens": 20, "completion_tokens": 2, "total_tokens": 22},
     } == response
 
 
@@ -98,7 +98,7 @@ def test_openai_tool_step_answers_a_function_tool_call(mock):
             "role": "assistant", "content": None,
             "tool_calls": [{"id": "call_1", "type": "function",
                             "function": {"name": "search", "arguments": '{"q": "x"}'}}]}}],
-        "usage": {"prompt_tokens": 9, "completion_tokens": 11, "total_tokens": 20},
+        "usage": {"prompt_tokens": 20, "completion_tokens": 24, "total_tokens": 44},
     } == response
 
 
@@ -109,7 +109,7 @@ def test_anthropic_reply_has_the_message_shape(mock):
     assert {
         "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
         "content": [{"type": "text", "text": "hello there"}], "stop_reason": "end_turn",
-        "usage": {"input_tokens": 9, "output_tokens": 3},
+        "usage": {"input_tokens": 20, "output_tokens": 2},
     } == response
 
 
@@ -120,7 +120,7 @@ def test_anthropic_tool_step_answers_a_tool_use_block(mock):
     assert {
         "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
         "content": [{"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "x"}}],
-        "stop_reason": "tool_use", "usage": {"input_tokens": 9, "output_tokens": 11},
+        "stop_reason": "tool_use", "usage": {"input_tokens": 20, "output_tokens": 24},
     } == response
 
 
@@ -145,7 +145,7 @@ def test_with_nothing_queued_the_reply_is_ok(mock, style):
     mock.script("alice", [{"reply": "not for you"}])
     status, response = SEND[style](mock)  # no end-user id: the user is ""
     assert (200, "ok") == (status, text_of(style, response))
-    assert [("", None, {"input": 9, "output": 1})] == [(r["user"], r["step"], r["usage"]) for r in mock.records()]
+    assert [("", None, {"input": 20, "output": 1})] == [(r["user"], r["step"], r["usage"]) for r in mock.records()]
 
 
 def test_script_checks_every_step_before_queueing_any(mock):
@@ -275,13 +275,13 @@ def test_purpose_and_the_request_are_recorded(mock):
     assert [
         {"seq": 1, "style": "openai", "path": "/v1/chat/completions", "model": "gpt-test", "user": "alice",
          "purpose": "title", "tools": [], "messages": 1, "system": "", "stream": False, "status": 200, "request_id": "",
-         "usage": {"input": 9, "output": 1}, "step": None},
+         "usage": {"input": 20, "output": 1}, "step": None},
         {"seq": 2, "style": "anthropic", "path": "/v1/messages", "model": "claude-test", "user": "bob",
          "purpose": "memory_review", "tools": [], "messages": 3, "system": "", "stream": False, "status": 200, "request_id": "",
-         "usage": {"input": 27, "output": 1}, "step": None},
+         "usage": {"input": 58, "output": 1}, "step": None},
         {"seq": 3, "style": "openai", "path": "/v1/chat/completions", "model": "gpt-test", "user": "",
          "purpose": "", "tools": [], "messages": 1, "system": "", "stream": False, "status": 200, "request_id": "",
-         "usage": {"input": 9, "output": 1}, "step": None},
+         "usage": {"input": 20, "output": 1}, "step": None},
     ] == mock.records()
 
 
@@ -297,8 +297,8 @@ def test_usage_is_a_function_of_the_request(mock):
     long = [{"role": "user", "content": "x" * 400}]
     first, second, longer = (openai(mock, messages=m)[1]["usage"] for m in (HI, HI, long))
     assert first == second
-    assert {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10} == first
-    assert {"prompt_tokens": 109, "completion_tokens": 1, "total_tokens": 110} == longer  # control: it does vary
+    assert {"prompt_tokens": 20, "completion_tokens": 1, "total_tokens": 21} == first
+    assert {"prompt_tokens": 86, "completion_tokens": 1, "total_tokens": 87} == longer  # control: it does vary
 
 
 def test_records_are_copies(mock):
@@ -467,11 +467,11 @@ def test_openai_stream_sends_chunks_then_usage_when_asked_then_done(mock):
     assert text == "a reply longer than one piece"
     assert sum(1 for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")) > 1  # really in pieces
     assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]] == ["stop"]
-    # the usage chunk: last, no choices; "a reply longer than one piece" is 29 characters: 8 tokens
-    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == {"prompt_tokens": 9, "completion_tokens": 8,
-                                                                   "total_tokens": 17}
+    # the usage chunk: last, no choices; "a reply longer than one piece" is 6 tokens
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == {"prompt_tokens": 20, "completion_tokens": 6,
+                                                                   "total_tokens": 26}
     [record] = mock.records()
-    assert (record["stream"], record["status"], record["usage"], record["user"]) == (True, 200, {"input": 9, "output": 8},
+    assert (record["stream"], record["status"], record["usage"], record["user"]) == (True, 200, {"input": 20, "output": 6},
                                                                                      "alice")
 
 
@@ -479,7 +479,7 @@ def test_openai_stream_without_include_usage_has_no_usage_chunk_as_openai(mock):
     status, _, events, _ = sse("openai", mock, _stream_body("openai", "bob"))
     assert status == 200 and events[-1] == "[DONE]"
     assert not [c for c in events[:-1] if "usage" in c]
-    assert mock.records()[0]["usage"] == {"input": 9, "output": 1}  # the provider's record has it all the same
+    assert mock.records()[0]["usage"] == {"input": 20, "output": 1}  # the provider's record has it all the same
 
 
 def test_openai_stream_tool_call_arrives_as_delta_fragments(mock):
@@ -506,8 +506,8 @@ def test_anthropic_stream_has_the_messages_event_sequence_with_usage(mock):
                                                                                     "message_delta", "message_stop"]
     assert set(types[2:-3]) == {"content_block_delta"} and len(types[2:-3]) > 1
     assert "".join(e["delta"]["text"] for e in events[2:-3]) == "streamed from the messages api"
-    assert events[0]["message"]["usage"]["input_tokens"] == 9
-    assert events[-2]["usage"] == {"output_tokens": 8} and events[-2]["delta"]["stop_reason"] == "end_turn"
+    assert events[0]["message"]["usage"]["input_tokens"] == 20
+    assert events[-2]["usage"] == {"output_tokens": 7} and events[-2]["delta"]["stop_reason"] == "end_turn"
     assert mock.records()[0]["stream"] is True
 
 
@@ -527,3 +527,21 @@ def test_a_delayed_stream_sends_its_first_event_before_the_delay(mock, style):
     status, _, events, first = sse(style, mock, _stream_body(style, "dan"), read_first_only=True)
     assert status == 200 and len(events) == 1 and first < 0.8
     assert mock.records()[0]["stream"] is True
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("", 1), ("ok", 1), ("hello there", 2), ("a1", 2), ("abcdefg", 2), ('{"a": 1}', 7),
+    ("ppcanary-9c7ffd8d-a-mem-8ba44616c1def934", 27)])
+def test_the_mock_tokenizer_is_not_the_platforms_estimate(text, tokens):
+    """The mock bills by its own tokenizer, not by four characters a token (the proxy's estimate): a meter
+    that estimates where the provider reported usage must disagree with the bill on ordinary text."""
+    from runtime.provider import _tokens
+
+    assert _tokens(text) == tokens
+
+
+def test_a_prompt_is_billed_unlike_the_estimate():
+    from runtime.provider import prompt_tokens
+
+    billed = prompt_tokens(HI)
+    assert (billed, max(1, -(-len(json.dumps(HI, sort_keys=True)) // 4))) == (20, 9)
