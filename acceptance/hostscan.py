@@ -251,10 +251,10 @@ class _Workspace:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _judge(what: str, report: Report, folder: Path, planted: list[Sentinel], expected_files: int | None) -> None:
+def _judge(what: str, report: Report, folder: Path, planted: list[Sentinel], expected_files: int) -> None:
     """Raise ProofError unless the run read everything it was handed and found every sentinel."""
     reasons = []
-    if expected_files is not None and report.scanned_files != expected_files:
+    if report.scanned_files != expected_files:
         reasons.append(f"it read {report.scanned_files} files of the {expected_files} it was handed")
     if report.truncated:
         reasons.append(f"it cut {report.truncated} files or streams short")
@@ -276,6 +276,13 @@ def _keep(judged: Judged, what: str, log: probe.ProbeLog | None) -> None:
 
 def _fail(log: probe.ProbeLog | None, exc: ProofError) -> ProofError:
     return log.fail(str(exc)) if log is not None else exc
+
+
+def _host_error(what: str, exc: OSError) -> ProofError:
+    """An OSError on the host (a path to scan that is gone, a full temporary folder) as the scan's ProofError."""
+    where = f" {exc.filename}" if exc.filename else ""
+    reason = "does not exist" if isinstance(exc, FileNotFoundError) else (exc.strerror or type(exc).__name__)
+    return ProofError(f"the host-side scan of {what} could not be done:{where} {reason}")
 
 
 class EngineSearch:
@@ -335,6 +342,8 @@ def scan_blobs(blobs: Sequence[tuple[str, bytes]], what: str, *, log: probe.Prob
             search.hits()
             assert search.judged is not None
             judged = search.judged
+    except OSError as exc:
+        raise _fail(log, _host_error(what, exc)) from None
     except ProofError as exc:
         raise _fail(log, exc) from None
     _keep(judged, what, log)
@@ -367,8 +376,8 @@ def scan_files(paths: Sequence[str | os.PathLike[str]], what: str, *, log: probe
             inside = f"{workspace.root}/"
             judged = Judged(tuple(h for h in report.hits if not h["where"].startswith(inside)), report, len(planted),
                             files, size)
-    except FileNotFoundError as exc:
-        raise _fail(log, ProofError(f"the host-side scan of {what}: {exc.filename} does not exist")) from None
+    except OSError as exc:
+        raise _fail(log, _host_error(what, exc)) from None
     except ProofError as exc:
         raise _fail(log, exc) from None
     _keep(judged, what, log)
@@ -387,6 +396,8 @@ def at_rest(blob: bytes, where: str, *, log: probe.ProbeLog | None = None) -> tu
             scan = find_at_rest(blob, where, search=search)
             assert search.judged is not None
             judged = search.judged
+    except OSError as exc:
+        raise _fail(log, _host_error(f"at rest: {where}", exc)) from None
     except ProofError as exc:
         raise _fail(log, exc) from None
     _keep(judged, f"at rest: {where}", log)
