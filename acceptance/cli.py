@@ -235,7 +235,15 @@ def scan(args: argparse.Namespace) -> int:
               f"{summary['truncated']} cut short, {summary['errors']} could not be read; engine: {engine}")
         for problem in summary["problems"]:
             print(f"  could not read: {problem}")
-    return 1 if hits else 0
+    if hits:
+        return 1
+    if summary["errors"] or summary["truncated"] or summary["problems"]:
+        # "nothing found" is a claim about everything named: a scan that missed part of it cannot make it
+        print(f"pairproof scan: no hits, but not clean: {summary['errors']} could not be read and "
+              f"{summary['truncated']} were cut short (listed above); fix access or raise the limit and scan again",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--all", action="store_true", help="also remove runs whose owner process is still alive")
     c.set_defaults(func=clean)
     s = sub.add_parser("scan", help="scan host paths for canary-shaped tokens with the suite's engine "
-                                     "(exit 0 no hits, 1 hits, 2 bad input)")
+                                     "(exit 0 no hits and all read, 1 hits or not all read, 2 bad input)")
     s.add_argument("paths", nargs="+", metavar="PATH", help="a file or directory to scan")
     s.add_argument("--json", action="store_true", help="one JSON object per hit, then the completeness record")
     s.add_argument("--skip", action="append", default=[], metavar="PATH", help="do not enter PATH (repeatable)")

@@ -1,4 +1,4 @@
-"""``pairproof scan``: the suite's engine on host paths; exit 0 no hits, 1 hits, 2 bad input; names its engine."""
+"""``pairproof scan``: the suite's engine on host paths; exit 0 no hits and all read, 1 hits or something not read, 2 bad input; names its engine."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import base64
 import json
 import os
 import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 from acceptance import cli, probe
@@ -60,3 +62,22 @@ def test_the_probe_named_by_the_environment_is_the_engine(tmp_path, capsys, monk
     os.chmod(broken, 0o755)
     monkeypatch.setenv("PAIRPROOF_PROBE", str(broken))
     assert cli.main(["scan", str(folder)]) == 2
+
+
+def test_no_hits_with_a_path_it_could_not_read_is_not_clean(tmp_path, capsys, monkeypatch):
+    """"Nothing found" is a claim about everything named: an unreadable file makes it exit 1, never 0."""
+    monkeypatch.delenv("PAIRPROOF_PROBE", raising=False)
+    (tmp_path / "clean.txt").write_text("nothing canary-shaped here\n")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "inside.txt").write_text("ppcanary-00000000-a-mem-0000000000000000\n")
+    locked.chmod(0)
+    try:
+        # root without the capabilities that bypass file modes: the 000 folder is then unreadable to it
+        done = subprocess.run(["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--",
+                               sys.executable, "-m", "acceptance.cli", "scan", str(tmp_path)],
+                              capture_output=True, text=True, cwd=Path(cli.__file__).resolve().parents[1])
+    finally:
+        locked.chmod(0o755)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "0 hits" in done.stdout and "not clean" in done.stderr
