@@ -1,4 +1,5 @@
-"""``pairproof scan``: the suite's engine on host paths; exit 0 no hits and all read, 1 hits or something not read, 2 bad input; names its engine."""
+"""``pairproof scan``: the suite's engine on host paths; exit 0 nothing found and all read, 1 found or
+something not read, 2 bad input; names its engine."""
 
 from __future__ import annotations
 
