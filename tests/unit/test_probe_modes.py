@@ -323,3 +323,34 @@ def test_a_record_that_hides_what_became_of_the_sentinels_is_refused(places, tam
     host = probe_module.host(BinaryHostTarget(tamper), A, probe_module.ProbeLog(nonce="unused"))
     with pytest.raises(ProofError, match=reason):
         probe_module.scan(host, [str(places)], own=set())
+
+
+# -- what a scan could not read is judged whole, and by its reason, never by its path ------------------------
+
+def test_a_failure_past_the_200_problems_the_summary_lists_is_judged(places):
+    """The scan's summary lists only its first 200 problems (``errors`` counts them all): a failure that is
+    not a denial, coming after 200 accepted ones, used to go unseen and the scan passed. What is not listed
+    cannot be judged a denial, so the scan is refused; without the 200 before it, the same failure is listed
+    and refused by its reason, and without it the scan passes (the controls)."""
+    (places / "data" / "planted").write_text(TOKEN)
+    skipped = places / "skipped"
+    many = [str(skipped / str(n)) for n in range(200)]  # each: "not scanned: it is in the skip list"
+    (places / "link").symlink_to(places / "data")  # a root that is a link is not scanned: not a denial
+    host = probe_module.host(BinaryHostTarget(), A, probe_module.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match=r"\d+ paths failed but its report lists 200"):
+        probe_module.scan(host, [str(places), *many, str(places / "link"), "/proc"], own={TOKEN}, skip=[str(skipped)])
+    with pytest.raises(ProofError, match="other than a denial: .*link: not scanned: it is a symbolic link"):
+        probe_module.scan(host, [str(places), str(places / "link"), "/proc"], own={TOKEN}, skip=[str(skipped)])
+    probe_module.scan(host, [str(places), "/proc"], own={TOKEN})
+
+
+def test_a_path_named_like_a_denial_does_not_pass_off_another_failure(places):
+    """A problem reads "PATH: reason", and the sandbox names its paths: a link called "x [EACCES]" (a root
+    that is a link is not scanned) used to be accepted as a denial because the mark was looked for anywhere
+    in the text. The reason is what is judged."""
+    (places / "data" / "planted").write_text(TOKEN)
+    (places / "x [EACCES]").symlink_to(places / "data")
+    host = probe_module.host(BinaryHostTarget(), A, probe_module.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match="other than a denial"):
+        probe_module.scan(host, [str(places), "/proc", str(places / "x [EACCES]")], own={TOKEN})
+    probe_module.scan(host, [str(places), "/proc"], own={TOKEN})
