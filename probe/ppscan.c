@@ -594,6 +594,7 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
 
 /* ---- compressed streams and archive members (beyond detect.py) ---- */
 #define MAX_DEPTH 4
+#define MAX_DEPTH_TEXT "5"  /* streams and members inside a file: depth 0 to MAX_DEPTH */
 
 static void *xrealloc(void *p, size_t n) { p = realloc(p, n); if (!p) { perror("ppscan"); exit(70); } return p; }
 
@@ -728,8 +729,21 @@ static void scan_decoded(Worker *w, Event *ev, Out *o, char *where, int depth) {
     free(o->p);
 }
 
+static int looks_packed(const uint8_t *h, size_t n);
+
+/* What could not be looked inside (a stream or member past the depth bound, an encrypted member, a zip
+ * method not read): a problem and a cut-short count, never a quiet skip. */
+static void not_looked_inside(Event *ev, const char *where, const char *why) {
+    inner_note(ev, problem_text(where, why));
+    ev->inner_truncated++;
+}
+
 static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth) {
-    if (depth > MAX_DEPTH || n < 4) return;
+    if (n < 4) return;
+    if (depth > MAX_DEPTH) {
+        if (looks_packed(data, n)) not_looked_inside(ev, where, "not looked inside: packed deeper than the bound of " MAX_DEPTH_TEXT " levels");
+        return;
+    }
     Out o = {0};
     const char *kind = NULL;
     if (data[0] == 0x1f && data[1] == 0x8b) { kind = "gzip"; inflate_all(data, n, 15 + 16, &o, NULL); }
@@ -770,21 +784,30 @@ static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, cons
                 at = (size_t)(next - data);
                 continue;
             }
-            unsigned method = h[8] | h[9] << 8;
+            unsigned method = h[8] | h[9] << 8, flags = h[6] | h[7] << 8;
             size_t csize = (size_t)(h[18] | h[19] << 8 | h[20] << 16 | (uint32_t)h[21] << 24);
             size_t name_len = h[26] | h[27] << 8, extra = h[28] | h[29] << 8;
             size_t body = at + 30 + name_len + extra;
             if (body > n) break;
             char *member = label(where, "member", (const char *)h + 30, name_len);
             size_t used = csize <= n - body ? csize : n - body;
-            if (method == 8) {
+            if (flags & 1) {
+                not_looked_inside(ev, member, "not looked inside: the member is encrypted");
+                free(member);
+            } else if (method == 8) {
                 Out m = {0};
                 inflate_all(data + body, n - body, -15, &m, &used);
                 if (m.n || m.cut) scan_decoded(w, ev, &m, member, depth); else { free(m.p); free(member); }
-            } else {
+            } else if (method == 0 || method == 12 || method == 93 || method == 95) {
+                /* stored, or bzip2, zstd and xz: those members are whole streams, known by their magic */
                 size_t before = ev->n_inner_where + ev->n_inner_notes;
-                if (method == 0) scan_inner(w, ev, data + body, used, member, depth + 1);
+                scan_inner(w, ev, data + body, used, member, depth + 1);
                 if (ev->n_inner_where + ev->n_inner_notes == before) free(member);
+            } else {
+                char why[80];
+                snprintf(why, sizeof why, "not looked inside: zip compression method %u is not read", method);
+                not_looked_inside(ev, member, why);
+                free(member);
             }
             at = body + (used ? used : 1);
         }
@@ -949,7 +972,12 @@ static void proc(void) {
     char **names = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    for (;;) {
+        errno = 0;
+        if (!(e = readdir(d))) {
+            if (errno) note_errno("/proc", errno);
+            break;
+        }
         if (!all_digits(e->d_name)) continue;
         if (n == cap) { cap = cap ? cap * 2 : 256; names = realloc(names, cap * sizeof *names); }
         names[n++] = strdup(e->d_name);
@@ -989,7 +1017,13 @@ static void walk(const char *top) {
     size_t nd = 0, nf = 0, cd = 0, cf = 0;
     struct dirent *e;
     int dfd = dirfd(d);
-    while ((e = readdir(d))) {
+    for (;;) {
+        /* A listing that fails part way is said (os.walk's onerror), never read as a shorter folder. */
+        errno = 0;
+        if (!(e = readdir(d))) {
+            if (errno) note_errno(top, errno);
+            break;
+        }
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         int is_dir;
         if (e->d_type == DT_DIR) is_dir = 1;
@@ -1272,7 +1306,12 @@ static void dump_proc(void) {
     char **names = NULL;
     size_t n = 0;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    for (;;) {
+        errno = 0;
+        if (!(e = readdir(d))) {
+            if (errno) dump_note("/proc", errno);
+            break;
+        }
         if (!all_digits(e->d_name)) continue;
         names = xrealloc(names, (n + 1) * sizeof *names);
         names[n++] = strdup(e->d_name);
