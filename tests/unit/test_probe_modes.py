@@ -354,3 +354,16 @@ def test_a_path_named_like_a_denial_does_not_pass_off_another_failure(places):
     with pytest.raises(ProofError, match="other than a denial"):
         probe_module.scan(host, [str(places), "/proc", str(places / "x [EACCES]")], own={TOKEN})
     probe_module.scan(host, [str(places), "/proc"], own={TOKEN})
+
+
+@pytest.mark.parametrize("what", ["scan", "dump"])
+def test_a_file_sentinel_counts_only_where_it_was_written(places, what):
+    """A file sentinel's token is also in the probe's own environment (how it is handed in), so a scan or
+    dump that reads /proc but never the place the file is in still meets the token: it must be found in
+    that file, or the scan did not look there. Here /data is left out of the roots; the control has it."""
+    host = probe_module.host(BinaryHostTarget(), A, probe_module.ProbeLog(nonce="unused"))
+    blind = [str(places / "tmp"), "/proc"] if what == "scan" else [str(places / "tmp")]
+    with pytest.raises(ProofError, match=r"did not find 1 of the prober's own canaries \(\['ppcanary-\w+-probe-file1-\w+ "
+                                         r"\(file .*/data/\.pairproof-sentinel-\w+\)'\]\)"):
+        getattr(probe_module, what)(host, blind, own=set())
+    getattr(probe_module, what)(host, [*blind, str(places / "data")], own=set())
