@@ -540,10 +540,15 @@ def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     static probe's ``--dump`` carries it where it runs (``engine_for``), else dump.py under the sandbox's python."""
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
     binary, engine = engine_for(backend.target)
-    run = _run_with_sentinels(h, DUMP, roots, list(skip), DUMP_END, "the static probe's dump" if binary else "the dump",
-                              binary, ["--dump"])
+    run = _run_with_sentinels(h, DUMP, roots, list(skip), DUMP_END, what_dump(binary), binary, ["--dump"])
     summary = run.lines[-1]
     data = dump_files(run.lines[:-1])
+    # Every byte it says it read must have come out (a link's target text is not counted): a line lost on
+    # the way (a driver's stream that drops or reorders output) would leave a file carried in part.
+    carried = sum(len(blob) for path, blob in data.items() if not path.endswith(" (link target)"))
+    if carried != summary["bytes"]:
+        raise backend.log.fail(f"{what_dump(binary)} in {backend.ref.key} says it read {summary['bytes']} bytes of "
+                               f"files but its lines carry {carried}: lines were lost on the way")
     missing = _missing_sentinels(run.written, run.unwritten,
                                  lambda token, path: token.encode() in data.get(path, b""), run.planned)
     if not any(path.startswith("/proc/") and path.endswith("/environ") and run.env_token.encode() in blob
@@ -557,6 +562,10 @@ def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
                                                     else engine.replace("detect.py", "dump.py", 1)),
                     unwritten=run.unwritten)
     return joined
+
+
+def what_dump(binary: Path | None) -> str:
+    return "the static probe's dump" if binary else "the dump"
 
 
 def dump_files(lines: list[dict[str, Any]]) -> dict[str, bytes]:

@@ -367,3 +367,18 @@ def test_a_file_sentinel_counts_only_where_it_was_written(places, what):
                                          r"\(file .*/data/\.pairproof-sentinel-\w+\)'\]\)"):
         getattr(probe_module, what)(host, blind, own=set())
     getattr(probe_module, what)(host, [*blind, str(places / "data")], own=set())
+
+
+def _drop_one_chunk(out: bytes) -> bytes:
+    lines = out.split(b"\n")
+    chunk = next(n for n, line in enumerate(lines) if b'"b64"' in line and b"(link target)" not in line)
+    return b"\n".join(lines[:chunk] + lines[chunk + 1:])
+
+
+def test_a_dump_whose_lines_were_lost_on_the_way_is_refused(places):
+    """A driver whose output stream drops a line (one chunk of one file) leaves a dump whose record is whole
+    but which carries a file in part: the bytes its lines carry must be the bytes it says it read."""
+    (places / "data" / "planted").write_text(TOKEN)
+    host = probe_module.host(BinaryHostTarget(_drop_one_chunk), A, probe_module.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match=r"says it read \d+ bytes of files but its lines carry \d+: lines were lost"):
+        probe_module.dump(host, [str(places)], own=set())
