@@ -344,9 +344,9 @@ class ScanResult:
 # boundary holding, and is listed as evidence) or they vanished between listing and reading. A problem
 # reads "PATH: reason"; these are matched as the end of it, never anywhere in it: the path is the
 # sandbox's to name, and a file called "x [EACCES]" must not pass off another failure as a denial.
-_ACCEPTED_PROBLEMS = (" [EACCES]", " [EPERM]", " [ENOENT]", " [ESRCH]", ": not scanned: it is in the skip list",
-                      ": not scanned: /sys is never entered (kernel-made; some reads block)",
-                      ": not scanned: of /proc only /proc/<pid>/environ and cmdline are read")
+# A root the caller named that the scanner never reads (under /sys, or in /proc anything but a process's
+# environ and cmdline) is not among them: the caller asked for it, and a scan that declines it did not look.
+_ACCEPTED_PROBLEMS = (" [EACCES]", " [EPERM]", " [ENOENT]", " [ESRCH]", ": not scanned: it is in the skip list")
 SENTINEL_PLACES = ("/tmp", "/data")
 
 

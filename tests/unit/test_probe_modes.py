@@ -382,3 +382,14 @@ def test_a_dump_whose_lines_were_lost_on_the_way_is_refused(places):
     host = probe_module.host(BinaryHostTarget(_drop_one_chunk), A, probe_module.ProbeLog(nonce="unused"))
     with pytest.raises(ProofError, match=r"says it read \d+ bytes of files but its lines carry \d+: lines were lost"):
         probe_module.dump(host, [str(places)], own=set())
+
+
+@pytest.mark.parametrize("root", ["/proc/1/root", "/proc/self/cwd", "/sys/kernel"])
+def test_a_root_the_scanner_declines_is_not_judged_looked_at(places, root):
+    """A root named by the caller that the scanner never reads (in /proc anything but environ and cmdline,
+    anything under /sys) used to be accepted as "not scanned", so a scan asked to look through
+    /proc/<pid>/root passed without reading a byte there. It is refused; without it the scan passes."""
+    host = probe_module.host(BinaryHostTarget(), A, probe_module.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match="other than a denial: .*not scanned"):
+        probe_module.scan(host, [str(places), "/proc", root], own=set())
+    probe_module.scan(host, [str(places), "/proc"], own=set())
