@@ -300,3 +300,24 @@ def test_a_folder_whose_listing_fails_is_said_not_read_as_empty(probe, tmp_path)
     summary = json.loads(done.stdout.splitlines()[-1])
     assert summary["problems"] == [f"{tree}: Input/output error [EIO]", "/proc: Input/output error [EIO]"]
     assert summary["scanned_files"] == 0
+
+
+def test_tokens_at_the_report_horizon(probe, tmp_path):
+    """A window reports hits before its horizon (its end less the overlap); the next starts a little before
+    that (the backup), so a token whose decoding starts before the horizon but whose offset is past it is
+    still read whole. Each encoding, at each base64 alignment, is placed with its offset a few bytes either
+    side of the first horizon (and of a line-wrapped run's): every file must show its token."""
+    horizon = CHUNK - 512
+    placed = 0
+    for lead in range(3):
+        payload = b"\x00" * lead + TOKEN
+        forms = {"b64": base64.b64encode(payload), "url": base64.urlsafe_b64encode(b"\xfb" * lead + TOKEN),
+                 "wrapped": b"\r\n".join(base64.b64encode(payload)[i:i + 3] for i in range(0, 64, 3)),
+                 "hex": binascii.hexlify(payload), "raw": payload}
+        for name, form in forms.items():
+            for delta in range(-4, 5):
+                offset = horizon + delta - lead * (2 if name == "hex" else 1)  # the form starts before the token
+                (tmp_path / f"{name}-{lead}-{delta + 4}").write_bytes(b"." * offset + form + b"." * 900)
+                placed += 1
+    hits, _ = run_both(probe, str(tmp_path))
+    assert len({hit["where"] for hit in hits if hit["token"] == TOKEN.decode()}) == placed
