@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #ifdef PPSCAN_EMBEDDED_DB
 #include PPSCAN_EMBEDDED_DB
@@ -1332,6 +1333,8 @@ static void dump_proc(void) {
 /* os.walk(top) top-down, not following links: a directory in the skip list is not entered, anything
  * else that is not a directory is emitted (a link to a directory too: its target text). */
 static void dump_walk(const char *top) {
+    struct stat here;
+    if (lstat(top, &here) == 0) seen_add(here.st_dev, here.st_ino);  /* for check_mounts */
     DIR *d = opendir(top);
     if (!d) { dump_note(top, errno); return; }
     int dfd = dirfd(d);
@@ -1362,9 +1365,64 @@ static void dump_walk(const char *top) {
     free(dirs);
 }
 
+/* ---- every mount under the roots was entered ----
+ * The sandbox's own /proc/self/mountinfo names every mount it has; each one that is a folder under the
+ * roots, not skipped, and visible at its mount point must be a folder the walk entered (dirs_seen): a walk
+ * that quietly stayed on one side of a mount is said, path by path, and the host refuses the scan. A mount
+ * hidden under a later one, or one the sandbox may not reach (statx fails: the walk said so where it met
+ * it), is not expected. */
+static void unescape_mountinfo(char *s) {
+    char *w = s;
+    for (char *r = s; *r;) {
+        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+            *w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+            r += 4;
+        } else *w++ = *r++;
+    }
+    *w = 0;
+}
+
+static int was_entered(dev_t dev, ino_t ino) {
+    for (size_t i = 0; i < n_seen; i++) if (dirs_seen[i].dev == dev && dirs_seen[i].ino == ino) return 1;
+    return 0;
+}
+
+static void check_mounts(char **roots, size_t n_roots, int (*excluded)(const char *), void (*say)(const char *, const char *)) {
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f) { say("/proc/self/mountinfo", "not read: the mounts the walk should have entered are unknown"); return; }
+    char *line = NULL, mp[PATH_MAX + 1];
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        unsigned long long id;
+        if (sscanf(line, "%llu %*u %*u:%*u %*s %4096s", &id, mp) != 2) continue;
+        unescape_mountinfo(mp);
+        int under = 0;
+        for (size_t i = 0; i < n_roots && !under; i++) { char *r = abspath(roots[i]); under = within(mp, r); free(r); }
+        if (!under || excluded(mp) || within(mp, "/proc") || within(mp, "/sys")) continue;
+        struct statx sx;
+        if (statx(AT_FDCWD, mp, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO | STATX_MNT_ID, &sx) < 0) continue;
+        if (!S_ISDIR(sx.stx_mode) || ((sx.stx_mask & STATX_MNT_ID) && sx.stx_mnt_id != id)) continue;
+        if (!was_entered(makedev(sx.stx_dev_major, sx.stx_dev_minor), sx.stx_ino))
+            say(mp, "not scanned: a mount under the roots that the walk never entered");
+    }
+    free(line);
+    fclose(f);
+}
+
+static void say_scan(const char *path, const char *reason) { note(path, reason); }
+static void say_dump(const char *path, const char *reason) {
+    dump_problems = xrealloc(dump_problems, (n_dump_problems + 1) * sizeof *dump_problems);
+    dump_problems[n_dump_problems++] = problem_text(path, reason);
+}
+static int dump_excluded(const char *path) {
+    for (size_t i = 0; i < n_dump_skips; i++) if (within(path, dump_skips[i])) return 1;
+    return 0;
+}
+
 static void dump(char **roots, size_t n_roots) {
     dump_proc();
     for (size_t i = 0; i < n_roots; i++) dump_walk(roots[i]);
+    check_mounts(roots, n_roots, dump_excluded, say_dump);
     remove_sentinels();
     char num[160];
     snprintf(num, sizeof num, "{\"files\": %llu, \"bytes\": %llu, \"truncated\": %llu, \"problems\": [",
@@ -1500,6 +1558,7 @@ int main(int argc, char **argv) {
     mount_device("/proc", &proc_dev, &have_proc_dev);
     mount_device("/sys", &sys_dev, &have_sys_dev);
     for (size_t i = 0; i < n_roots; i++) root(roots[i]);
+    check_mounts(roots, n_roots, skipped, say_scan);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     const char *env = getenv("PPSCAN_THREADS");
     int threads = env && atoi(env) > 0 ? atoi(env) : (int)(cpus > 0 ? cpus : 1);

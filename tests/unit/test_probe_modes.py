@@ -393,3 +393,28 @@ def test_a_root_the_scanner_declines_is_not_judged_looked_at(places, root):
     with pytest.raises(ProofError, match="other than a denial: .*not scanned"):
         probe_module.scan(host, [str(places), "/proc", root], own=set())
     probe_module.scan(host, [str(places), "/proc"], own=set())
+
+
+# -- every mount under the roots is entered ------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", [[], ["--dump"]])
+def test_a_mount_the_walk_never_entered_is_said(probe, shared_dir, mode):
+    """The file sentinels prove /tmp and /data were read, not the sandbox's other mounts: a walk that stays
+    on one side of a mount used to pass. The probe reads the sandbox's own mount table and names each folder
+    mount under the roots (visible there, not skipped) that its walk never entered. Here the mount is under
+    a folder its uid may pass through but not list (0711), so the walk cannot meet it; the control is the
+    same mount under a listable folder, entered and read."""
+    for name, mode_bits in (("locked", 0o711), ("open", 0o755)):
+        (shared_dir / name / "mnt").mkdir(parents=True)
+        os.chmod(shared_dir / name, mode_bits)
+    script = (f"mount -t tmpfs -o mode=755 pp {shared_dir}/locked/mnt && mount -t tmpfs -o mode=755 pp {shared_dir}/open/mnt"
+              f" && echo {TOKEN} > {shared_dir}/open/mnt/f && chmod 644 {shared_dir}/open/mnt/f"
+              f" && exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups -- {probe} {' '.join(mode)} {shared_dir}")
+    out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], capture_output=True,
+                         timeout=120, env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr.decode(errors="replace")
+    summary = json.loads(out.stdout.splitlines()[-1])
+    never = [p for p in summary["problems"] if "the walk never entered" in p]
+    assert never == [f"{shared_dir}/locked/mnt: not scanned: a mount under the roots that the walk never entered"]
+    assert (b"ppcanary" in out.stdout) if not mode else any(base64.b64decode(line["b64"]).startswith(TOKEN.encode())
+                                                             for line in map(json.loads, out.stdout.splitlines()[:-1]))
