@@ -1402,7 +1402,9 @@ static void check_mounts(char **roots, size_t n_roots, int (*excluded)(const cha
         struct statx sx;
         if (statx(AT_FDCWD, mp, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO | STATX_MNT_ID, &sx) < 0) continue;
         if (!S_ISDIR(sx.stx_mode) || ((sx.stx_mask & STATX_MNT_ID) && sx.stx_mnt_id != id)) continue;
-        if (!was_entered(makedev(sx.stx_dev_major, sx.stx_dev_minor), sx.stx_ino))
+        dev_t dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+        if ((have_proc_dev && dev == proc_dev) || (have_sys_dev && dev == sys_dev)) continue;  /* /proc's, read once */
+        if (!was_entered(dev, sx.stx_ino))
             say(mp, "not scanned: a mount under the roots that the walk never entered");
     }
     free(line);
