@@ -341,9 +341,12 @@ class ScanResult:
 
 
 # Paths a scan could not read that still leave it complete: the sandbox was denied them (which is the
-# boundary holding, and is listed as evidence) or they vanished between listing and reading.
-_ACCEPTED_PROBLEMS = ("[EACCES]", "[EPERM]", "[ENOENT]", "[ESRCH]", "not scanned: it is in the skip list",
-                      "not scanned: /sys is never entered", "not scanned: of /proc only")
+# boundary holding, and is listed as evidence) or they vanished between listing and reading. A problem
+# reads "PATH: reason"; these are matched as the end of it, never anywhere in it: the path is the
+# sandbox's to name, and a file called "x [EACCES]" must not pass off another failure as a denial.
+# A root the caller named that the scanner never reads (under /sys, or in /proc anything but a process's
+# environ and cmdline) is not among them: the caller asked for it, and a scan that declines it did not look.
+_ACCEPTED_PROBLEMS = (" [EACCES]", " [EPERM]", " [ENOENT]", " [ESRCH]", ": not scanned: it is in the skip list")
 SENTINEL_PLACES = ("/tmp", "/data")
 
 
@@ -404,17 +407,22 @@ def _missing_sentinels(written: dict[str, str], unwritten: dict[str, str], found
 
 
 def judge_completeness(what: str, *, files: int, bytes_read: int, truncated: int, problems: list[str],
-                       missing_own: set[str]) -> None:
+                       missing_own: set[str], errors: int | None = None) -> None:
     """Raise ProofError unless a scan or dump read something, cut nothing short, could not read only what
-    it was denied or what vanished, and found every one of the prober's own canaries."""
+    it was denied or what vanished, and found every one of the prober's own canaries. ``errors`` is how
+    many paths failed in all, when the report counts them apart from ``problems`` (a scan's summary lists
+    only the first 200): a failure that is not listed cannot be judged a denial."""
     reasons = []
     if files == 0 or bytes_read == 0:
         reasons.append(f"it read nothing ({files} files, {bytes_read} bytes)")
     if truncated:
         reasons.append(f"it cut {truncated} files short")
-    odd = [p for p in problems if not any(mark in p for mark in _ACCEPTED_PROBLEMS)]
+    odd = [p for p in problems if not p.endswith(_ACCEPTED_PROBLEMS)]
     if odd:
         reasons.append(f"{len(odd)} paths failed for a reason other than a denial: {odd[:5]}")
+    if errors is not None and errors != len(problems):
+        reasons.append(f"{errors} paths failed but its report lists {len(problems)}: the others cannot be "
+                       "judged denials")
     if missing_own:
         reasons.append(f"it did not find {len(missing_own)} of the prober's own canaries "
                        f"({sorted(missing_own)[:4]}): it did not look where they are")
@@ -473,18 +481,19 @@ def _run_with_sentinels(h: testinfra.host.Host, script: Path, roots: list[str], 
 
 def _judge_and_keep(h: testinfra.host.Host, kind: str, *, roots: list[str], skip: list[str], own: set[str],
                     sentinels: dict[str, str], files: int, bytes_read: int, truncated: int, problems: list[str],
-                    missing: set[str], engine: str = "", unwritten: dict[str, str] | None = None) -> None:
+                    missing: set[str], engine: str = "", unwritten: dict[str, str] | None = None,
+                    errors: int | None = None) -> None:
     """Keep what the scan or dump read as the test's evidence (and in Allure), then judge its completeness."""
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
     backend.log.note(kind, instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
                      skip=list(skip), files=files, bytes=bytes_read, truncated=truncated,
-                     could_not_read=len(problems), problems=problems[:20], own_canaries=len(own),
+                     could_not_read=len(problems) if errors is None else errors, problems=problems[:20], own_canaries=len(own),
                      sentinels=[*sentinels, "(its own environment)"], sentinels_not_written=dict(unwritten or {}),
                      missing_own=sorted(missing), **({"engine": engine} if engine else {}))
     _attach_json(backend.log.evidence[-1], f"{kind} in {backend.ref.principal.name} ({backend.ref.key})")
     try:
         judge_completeness(f"the {kind} in {backend.ref.key}", files=files, bytes_read=bytes_read,
-                           truncated=truncated, problems=problems, missing_own=missing)
+                           truncated=truncated, problems=problems, missing_own=missing, errors=errors)
     except ProofError as exc:
         raise backend.log.fail(str(exc)) from None
 
@@ -517,7 +526,7 @@ def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     missing |= own - found.tokens
     _judge_and_keep(h, "scan", roots=roots, skip=list(skip), own=own, sentinels=run.written, files=found.scanned_files,
                     bytes_read=found.bytes, truncated=found.truncated, problems=found.problems, missing=missing,
-                    engine=engine, unwritten=run.unwritten)
+                    engine=engine, unwritten=run.unwritten, errors=found.errors)
     return found
 
 
@@ -531,10 +540,15 @@ def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     static probe's ``--dump`` carries it where it runs (``engine_for``), else dump.py under the sandbox's python."""
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
     binary, engine = engine_for(backend.target)
-    run = _run_with_sentinels(h, DUMP, roots, list(skip), DUMP_END, "the static probe's dump" if binary else "the dump",
-                              binary, ["--dump"])
+    run = _run_with_sentinels(h, DUMP, roots, list(skip), DUMP_END, what_dump(binary), binary, ["--dump"])
     summary = run.lines[-1]
     data = dump_files(run.lines[:-1])
+    # Every byte it says it read must have come out (a link's target text is not counted): a line lost on
+    # the way (a driver's stream that drops or reorders output) would leave a file carried in part.
+    carried = sum(len(blob) for path, blob in data.items() if not path.endswith(" (link target)"))
+    if carried != summary["bytes"]:
+        raise backend.log.fail(f"{what_dump(binary)} in {backend.ref.key} says it read {summary['bytes']} bytes of "
+                               f"files but its lines carry {carried}: lines were lost on the way")
     missing = _missing_sentinels(run.written, run.unwritten,
                                  lambda token, path: token.encode() in data.get(path, b""), run.planned)
     if not any(path.startswith("/proc/") and path.endswith("/environ") and run.env_token.encode() in blob
@@ -548,6 +562,10 @@ def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
                                                     else engine.replace("detect.py", "dump.py", 1)),
                     unwritten=run.unwritten)
     return joined
+
+
+def what_dump(binary: Path | None) -> str:
+    return "the static probe's dump" if binary else "the dump"
 
 
 def dump_files(lines: list[dict[str, Any]]) -> dict[str, bytes]:

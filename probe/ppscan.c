@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #ifdef PPSCAN_EMBEDDED_DB
 #include PPSCAN_EMBEDDED_DB
@@ -594,6 +595,7 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
 
 /* ---- compressed streams and archive members (beyond detect.py) ---- */
 #define MAX_DEPTH 4
+#define MAX_DEPTH_TEXT "5"  /* streams and members inside a file: depth 0 to MAX_DEPTH */
 
 static void *xrealloc(void *p, size_t n) { p = realloc(p, n); if (!p) { perror("ppscan"); exit(70); } return p; }
 
@@ -728,8 +730,21 @@ static void scan_decoded(Worker *w, Event *ev, Out *o, char *where, int depth) {
     free(o->p);
 }
 
+static int looks_packed(const uint8_t *h, size_t n);
+
+/* What could not be looked inside (a stream or member past the depth bound, an encrypted member, a zip
+ * method not read): a problem and a cut-short count, never a quiet skip. */
+static void not_looked_inside(Event *ev, const char *where, const char *why) {
+    inner_note(ev, problem_text(where, why));
+    ev->inner_truncated++;
+}
+
 static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth) {
-    if (depth > MAX_DEPTH || n < 4) return;
+    if (n < 4) return;
+    if (depth > MAX_DEPTH) {
+        if (looks_packed(data, n)) not_looked_inside(ev, where, "not looked inside: packed deeper than the bound of " MAX_DEPTH_TEXT " levels");
+        return;
+    }
     Out o = {0};
     const char *kind = NULL;
     if (data[0] == 0x1f && data[1] == 0x8b) { kind = "gzip"; inflate_all(data, n, 15 + 16, &o, NULL); }
@@ -770,21 +785,30 @@ static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, cons
                 at = (size_t)(next - data);
                 continue;
             }
-            unsigned method = h[8] | h[9] << 8;
+            unsigned method = h[8] | h[9] << 8, flags = h[6] | h[7] << 8;
             size_t csize = (size_t)(h[18] | h[19] << 8 | h[20] << 16 | (uint32_t)h[21] << 24);
             size_t name_len = h[26] | h[27] << 8, extra = h[28] | h[29] << 8;
             size_t body = at + 30 + name_len + extra;
             if (body > n) break;
             char *member = label(where, "member", (const char *)h + 30, name_len);
             size_t used = csize <= n - body ? csize : n - body;
-            if (method == 8) {
+            if (flags & 1) {
+                not_looked_inside(ev, member, "not looked inside: the member is encrypted");
+                free(member);
+            } else if (method == 8) {
                 Out m = {0};
                 inflate_all(data + body, n - body, -15, &m, &used);
                 if (m.n || m.cut) scan_decoded(w, ev, &m, member, depth); else { free(m.p); free(member); }
-            } else {
+            } else if (method == 0 || method == 12 || method == 93 || method == 95) {
+                /* stored, or bzip2, zstd and xz: those members are whole streams, known by their magic */
                 size_t before = ev->n_inner_where + ev->n_inner_notes;
-                if (method == 0) scan_inner(w, ev, data + body, used, member, depth + 1);
+                scan_inner(w, ev, data + body, used, member, depth + 1);
                 if (ev->n_inner_where + ev->n_inner_notes == before) free(member);
+            } else {
+                char why[80];
+                snprintf(why, sizeof why, "not looked inside: zip compression method %u is not read", method);
+                not_looked_inside(ev, member, why);
+                free(member);
             }
             at = body + (used ? used : 1);
         }
@@ -949,7 +973,12 @@ static void proc(void) {
     char **names = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    for (;;) {
+        errno = 0;
+        if (!(e = readdir(d))) {
+            if (errno) note_errno("/proc", errno);
+            break;
+        }
         if (!all_digits(e->d_name)) continue;
         if (n == cap) { cap = cap ? cap * 2 : 256; names = realloc(names, cap * sizeof *names); }
         names[n++] = strdup(e->d_name);
@@ -989,7 +1018,13 @@ static void walk(const char *top) {
     size_t nd = 0, nf = 0, cd = 0, cf = 0;
     struct dirent *e;
     int dfd = dirfd(d);
-    while ((e = readdir(d))) {
+    for (;;) {
+        /* A listing that fails part way is said (os.walk's onerror), never read as a shorter folder. */
+        errno = 0;
+        if (!(e = readdir(d))) {
+            if (errno) note_errno(top, errno);
+            break;
+        }
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         int is_dir;
         if (e->d_type == DT_DIR) is_dir = 1;
@@ -1272,7 +1307,12 @@ static void dump_proc(void) {
     char **names = NULL;
     size_t n = 0;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    for (;;) {
+        errno = 0;
+        if (!(e = readdir(d))) {
+            if (errno) dump_note("/proc", errno);
+            break;
+        }
         if (!all_digits(e->d_name)) continue;
         names = xrealloc(names, (n + 1) * sizeof *names);
         names[n++] = strdup(e->d_name);
@@ -1293,6 +1333,8 @@ static void dump_proc(void) {
 /* os.walk(top) top-down, not following links: a directory in the skip list is not entered, anything
  * else that is not a directory is emitted (a link to a directory too: its target text). */
 static void dump_walk(const char *top) {
+    struct stat here;
+    if (lstat(top, &here) == 0) seen_add(here.st_dev, here.st_ino);  /* for check_mounts */
     DIR *d = opendir(top);
     if (!d) { dump_note(top, errno); return; }
     int dfd = dirfd(d);
@@ -1323,9 +1365,66 @@ static void dump_walk(const char *top) {
     free(dirs);
 }
 
+/* ---- every mount under the roots was entered ----
+ * The sandbox's own /proc/self/mountinfo names every mount it has; each one that is a folder under the
+ * roots, not skipped, and visible at its mount point must be a folder the walk entered (dirs_seen): a walk
+ * that quietly stayed on one side of a mount is said, path by path, and the host refuses the scan. A mount
+ * hidden under a later one, or one the sandbox may not reach (statx fails: the walk said so where it met
+ * it), is not expected. */
+static void unescape_mountinfo(char *s) {
+    char *w = s;
+    for (char *r = s; *r;) {
+        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+            *w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+            r += 4;
+        } else *w++ = *r++;
+    }
+    *w = 0;
+}
+
+static int was_entered(dev_t dev, ino_t ino) {
+    for (size_t i = 0; i < n_seen; i++) if (dirs_seen[i].dev == dev && dirs_seen[i].ino == ino) return 1;
+    return 0;
+}
+
+static void check_mounts(char **roots, size_t n_roots, int (*excluded)(const char *), void (*say)(const char *, const char *)) {
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f) { say("/proc/self/mountinfo", "not read: the mounts the walk should have entered are unknown"); return; }
+    char *line = NULL, mp[PATH_MAX + 1];
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        unsigned long long id;
+        if (sscanf(line, "%llu %*u %*u:%*u %*s %4096s", &id, mp) != 2) continue;
+        unescape_mountinfo(mp);
+        int under = 0;
+        for (size_t i = 0; i < n_roots && !under; i++) { char *r = abspath(roots[i]); under = within(mp, r); free(r); }
+        if (!under || excluded(mp) || within(mp, "/proc") || within(mp, "/sys")) continue;
+        struct statx sx;
+        if (statx(AT_FDCWD, mp, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO | STATX_MNT_ID, &sx) < 0) continue;
+        if (!S_ISDIR(sx.stx_mode) || ((sx.stx_mask & STATX_MNT_ID) && sx.stx_mnt_id != id)) continue;
+        dev_t dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+        if ((have_proc_dev && dev == proc_dev) || (have_sys_dev && dev == sys_dev)) continue;  /* /proc's, read once */
+        if (!was_entered(dev, sx.stx_ino))
+            say(mp, "not scanned: a mount under the roots that the walk never entered");
+    }
+    free(line);
+    fclose(f);
+}
+
+static void say_scan(const char *path, const char *reason) { note(path, reason); }
+static void say_dump(const char *path, const char *reason) {
+    dump_problems = xrealloc(dump_problems, (n_dump_problems + 1) * sizeof *dump_problems);
+    dump_problems[n_dump_problems++] = problem_text(path, reason);
+}
+static int dump_excluded(const char *path) {
+    for (size_t i = 0; i < n_dump_skips; i++) if (within(path, dump_skips[i])) return 1;
+    return 0;
+}
+
 static void dump(char **roots, size_t n_roots) {
     dump_proc();
     for (size_t i = 0; i < n_roots; i++) dump_walk(roots[i]);
+    check_mounts(roots, n_roots, dump_excluded, say_dump);
     remove_sentinels();
     char num[160];
     snprintf(num, sizeof num, "{\"files\": %llu, \"bytes\": %llu, \"truncated\": %llu, \"problems\": [",
@@ -1461,6 +1560,7 @@ int main(int argc, char **argv) {
     mount_device("/proc", &proc_dev, &have_proc_dev);
     mount_device("/sys", &sys_dev, &have_sys_dev);
     for (size_t i = 0; i < n_roots; i++) root(roots[i]);
+    check_mounts(roots, n_roots, skipped, say_scan);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     const char *env = getenv("PPSCAN_THREADS");
     int threads = env && atoi(env) > 0 ? atoi(env) : (int)(cpus > 0 ? cpus : 1);

@@ -323,3 +323,98 @@ def test_a_record_that_hides_what_became_of_the_sentinels_is_refused(places, tam
     host = probe_module.host(BinaryHostTarget(tamper), A, probe_module.ProbeLog(nonce="unused"))
     with pytest.raises(ProofError, match=reason):
         probe_module.scan(host, [str(places)], own=set())
+
+
+# -- what a scan could not read is judged whole, and by its reason, never by its path ------------------------
+
+def test_a_failure_past_the_200_problems_the_summary_lists_is_judged(places):
+    """The scan's summary lists only its first 200 problems (``errors`` counts them all): a failure that is
+    not a denial, coming after 200 accepted ones, used to go unseen and the scan passed. What is not listed
+    cannot be judged a denial, so the scan is refused; without the 200 before it, the same failure is listed
+    and refused by its reason, and without it the scan passes (the controls)."""
+    (places / "data" / "planted").write_text(TOKEN)
+    skipped = places / "skipped"
+    many = [str(skipped / str(n)) for n in range(200)]  # each: "not scanned: it is in the skip list"
+    (places / "link").symlink_to(places / "data")  # a root that is a link is not scanned: not a denial
+    host = probe_module.host(BinaryHostTarget(), A, probe_module.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match=r"\d+ paths failed but its report lists 200"):
+        probe_module.scan(host, [str(places), *many, str(places / "link"), "/proc"], own={TOKEN}, skip=[str(skipped)])
+    with pytest.raises(ProofError, match="other than a denial: .*link: not scanned: it is a symbolic link"):
+        probe_module.scan(host, [str(places), str(places / "link"), "/proc"], own={TOKEN}, skip=[str(skipped)])
+    probe_module.scan(host, [str(places), "/proc"], own={TOKEN})
+
+
+def test_a_path_named_like_a_denial_does_not_pass_off_another_failure(places):
+    """A problem reads "PATH: reason", and the sandbox names its paths: a link called "x [EACCES]" (a root
+    that is a link is not scanned) used to be accepted as a denial because the mark was looked for anywhere
+    in the text. The reason is what is judged."""
+    (places / "data" / "planted").write_text(TOKEN)
+    (places / "x [EACCES]").symlink_to(places / "data")
+    host = probe_module.host(BinaryHostTarget(), A, probe_module.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match="other than a denial"):
+        probe_module.scan(host, [str(places), "/proc", str(places / "x [EACCES]")], own={TOKEN})
+    probe_module.scan(host, [str(places), "/proc"], own={TOKEN})
+
+
+@pytest.mark.parametrize("what", ["scan", "dump"])
+def test_a_file_sentinel_counts_only_where_it_was_written(places, what):
+    """A file sentinel's token is also in the probe's own environment (how it is handed in), so a scan or
+    dump that reads /proc but never the place the file is in still meets the token: it must be found in
+    that file, or the scan did not look there. Here /data is left out of the roots; the control has it."""
+    host = probe_module.host(BinaryHostTarget(), A, probe_module.ProbeLog(nonce="unused"))
+    blind = [str(places / "tmp"), "/proc"] if what == "scan" else [str(places / "tmp")]
+    with pytest.raises(ProofError, match=r"did not find 1 of the prober's own canaries \(\['ppcanary-\w+-probe-file1-\w+ "
+                                         r"\(file .*/data/\.pairproof-sentinel-\w+\)'\]\)"):
+        getattr(probe_module, what)(host, blind, own=set())
+    getattr(probe_module, what)(host, [*blind, str(places / "data")], own=set())
+
+
+def _drop_one_chunk(out: bytes) -> bytes:
+    lines = out.split(b"\n")
+    chunk = next(n for n, line in enumerate(lines) if b'"b64"' in line and b"(link target)" not in line)
+    return b"\n".join(lines[:chunk] + lines[chunk + 1:])
+
+
+def test_a_dump_whose_lines_were_lost_on_the_way_is_refused(places):
+    """A driver whose output stream drops a line (one chunk of one file) leaves a dump whose record is whole
+    but which carries a file in part: the bytes its lines carry must be the bytes it says it read."""
+    (places / "data" / "planted").write_text(TOKEN)
+    host = probe_module.host(BinaryHostTarget(_drop_one_chunk), A, probe_module.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match=r"says it read \d+ bytes of files but its lines carry \d+: lines were lost"):
+        probe_module.dump(host, [str(places)], own=set())
+
+
+@pytest.mark.parametrize("root", ["/proc/1/root", "/proc/self/cwd", "/sys/kernel"])
+def test_a_root_the_scanner_declines_is_not_judged_looked_at(places, root):
+    """A root named by the caller that the scanner never reads (in /proc anything but environ and cmdline,
+    anything under /sys) used to be accepted as "not scanned", so a scan asked to look through
+    /proc/<pid>/root passed without reading a byte there. It is refused; without it the scan passes."""
+    host = probe_module.host(BinaryHostTarget(), A, probe_module.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match="other than a denial: .*not scanned"):
+        probe_module.scan(host, [str(places), "/proc", root], own=set())
+    probe_module.scan(host, [str(places), "/proc"], own=set())
+
+
+# -- every mount under the roots is entered ------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", [[], ["--dump"]])
+def test_a_mount_the_walk_never_entered_is_said(probe, shared_dir, mode):
+    """The file sentinels prove /tmp and /data were read, not the sandbox's other mounts: a walk that stays
+    on one side of a mount used to pass. The probe reads the sandbox's own mount table and names each folder
+    mount under the roots (visible there, not skipped) that its walk never entered. Here the mount is under
+    a folder its uid may pass through but not list (0711), so the walk cannot meet it; the control is the
+    same mount under a listable folder, entered and read."""
+    for name, mode_bits in (("locked", 0o711), ("open", 0o755)):
+        (shared_dir / name / "mnt").mkdir(parents=True)
+        os.chmod(shared_dir / name, mode_bits)
+    script = (f"mount -t tmpfs -o mode=755 pp {shared_dir}/locked/mnt && mount -t tmpfs -o mode=755 pp {shared_dir}/open/mnt"
+              f" && echo {TOKEN} > {shared_dir}/open/mnt/f && chmod 644 {shared_dir}/open/mnt/f"
+              f" && exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups -- {probe} {' '.join(mode)} {shared_dir}")
+    out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], capture_output=True,
+                         timeout=120, env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr.decode(errors="replace")
+    summary = json.loads(out.stdout.splitlines()[-1])
+    never = [p for p in summary["problems"] if "the walk never entered" in p]
+    assert never == [f"{shared_dir}/locked/mnt: not scanned: a mount under the roots that the walk never entered"]
+    assert (b"ppcanary" in out.stdout) if not mode else any(base64.b64decode(line["b64"]).startswith(TOKEN.encode())
+                                                             for line in map(json.loads, out.stdout.splitlines()[:-1]))

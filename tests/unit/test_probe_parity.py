@@ -221,3 +221,103 @@ def test_compressed_streams_and_archive_members(probe, tmp_path):
     cut = subprocess.run([str(probe), "--max-file-bytes", "4096", str(tmp_path / "big.gz")], capture_output=True, timeout=60)
     summary = json.loads(cut.stdout.decode().splitlines()[-1])
     assert summary["truncated"] == 1 and "of the decompressed data were scanned" in summary["problems"][0]
+
+
+def test_what_it_cannot_look_inside_is_said(probe, tmp_path):
+    """Past the depth bound, an encrypted zip member, a zip method it does not read: each is a problem and
+    counts as cut short (the scan is then judged incomplete), never a quiet skip that reads as "nothing
+    found". bzip2 members of a zip are whole bz2 streams, and are read. Controls: at the bound it finds."""
+    import bz2
+    import gzip
+    import io
+    import zipfile
+
+    def nested(levels: int) -> bytes:
+        data = b"x " + TOKEN + b"\n"
+        for _ in range(levels):
+            data = gzip.compress(data)
+        return data
+
+    (tmp_path / "five.gz").write_bytes(nested(5))
+    (tmp_path / "six.gz").write_bytes(nested(6))
+    for name, method in (("bzip2.zip", zipfile.ZIP_BZIP2), ("lzma.zip", zipfile.ZIP_LZMA)):
+        with zipfile.ZipFile(tmp_path / name, "w", method) as packed:
+            packed.writestr("m.txt", b"x " + TOKEN + b"\n")
+    stored = io.BytesIO()
+    with zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as packed:
+        packed.writestr("m.bz2", bz2.compress(b"x " + TOKEN + b"\n"))
+    encrypted = bytearray(stored.getvalue())
+    encrypted[6] |= 1  # the local header's "encrypted" flag: its bytes are not the member's
+    (tmp_path / "encrypted.zip").write_bytes(bytes(encrypted))
+    done = subprocess.run([str(probe), str(tmp_path)], capture_output=True, timeout=60, check=True)
+    lines = done.stdout.decode().splitlines()
+    wheres = sorted(json.loads(line)["where"][len(str(tmp_path)) + 1:] for line in lines[:-1])
+    assert wheres == ["bzip2.zip (member m.txt) (bz2)", "five.gz" + " (gzip)" * 5]
+    summary = json.loads(lines[-1])
+    assert sorted(p[len(str(tmp_path)) + 1:] for p in summary["problems"]) == [
+        "encrypted.zip (member m.bz2): not looked inside: the member is encrypted",
+        "lzma.zip (member m.txt): not looked inside: zip compression method 14 is not read",
+        "six.gz" + " (gzip)" * 5 + ": not looked inside: packed deeper than the bound of 5 levels"]
+    assert summary["truncated"] == 3 and summary["errors"] == 3
+
+
+SECCOMP_EIO_C = r"""
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+/* Run argv[1:] with every getdents64 failing with EIO: a folder that opens but cannot be listed. */
+int main(int argc, char **argv) {
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getdents64, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EIO),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof *f, f};
+    if (argc < 2 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) return 111;
+    execv(argv[1], argv + 1);
+    return 112;
+}
+"""
+
+
+def test_a_folder_whose_listing_fails_is_said_not_read_as_empty(probe, tmp_path):
+    """readdir's failure used to end the listing quietly: a folder that could not be listed read as an empty
+    one, and /proc as a pid namespace without processes. Each is a problem now (os.walk's onerror)."""
+    wrapper = tmp_path / "eio"
+    (tmp_path / "eio.c").write_text(SECCOMP_EIO_C)
+    subprocess.run(["gcc", "-O1", "-o", str(wrapper), str(tmp_path / "eio.c")], check=True, capture_output=True)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "planted").write_bytes(TOKEN)
+    control = subprocess.run([str(probe), str(tree)], capture_output=True, timeout=60, check=True)
+    assert json.loads(control.stdout.splitlines()[-1])["scanned_files"] == 1
+    done = subprocess.run([str(wrapper), str(probe), str(tree), "/proc"], capture_output=True, timeout=60, check=True)
+    summary = json.loads(done.stdout.splitlines()[-1])
+    assert summary["problems"] == [f"{tree}: Input/output error [EIO]", "/proc: Input/output error [EIO]"]
+    assert summary["scanned_files"] == 0
+
+
+def test_tokens_at_the_report_horizon(probe, tmp_path):
+    """A window reports hits before its horizon (its end less the overlap); the next starts a little before
+    that (the backup), so a token whose decoding starts before the horizon but whose offset is past it is
+    still read whole. Each encoding, at each base64 alignment, is placed with its offset a few bytes either
+    side of the first horizon (and of a line-wrapped run's): every file must show its token."""
+    horizon = CHUNK - 512
+    placed = 0
+    for lead in range(3):
+        payload = b"\x00" * lead + TOKEN
+        forms = {"b64": base64.b64encode(payload), "url": base64.urlsafe_b64encode(b"\xfb" * lead + TOKEN),
+                 "wrapped": b"\r\n".join(base64.b64encode(payload)[i:i + 3] for i in range(0, 64, 3)),
+                 "hex": binascii.hexlify(payload), "raw": payload}
+        for name, form in forms.items():
+            for delta in range(-4, 5):
+                offset = horizon + delta - lead * (2 if name == "hex" else 1)  # the form starts before the token
+                (tmp_path / f"{name}-{lead}-{delta + 4}").write_bytes(b"." * offset + form + b"." * 900)
+                placed += 1
+    hits, _ = run_both(probe, str(tmp_path))
+    assert len({hit["where"] for hit in hits if hit["token"] == TOKEN.decode()}) == placed

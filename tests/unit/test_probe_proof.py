@@ -109,6 +109,9 @@ COMPLETE = dict(files=10, bytes_read=1000, truncated=0, problems=["/x: permissio
     (dict(files=0, bytes_read=0), "it read nothing"),
     (dict(truncated=2), "it cut 2 files short"),
     (dict(problems=["/data/big: Input/output error [EIO]"]), "other than a denial"),
+    (dict(problems=["/data/x [EACCES]/big: Input/output error [EIO]"]), "other than a denial"),
+    (dict(problems=["/data/x: not scanned: it is in the skip list/y: Input/output error [EIO]"]), "other than a denial"),
+    (dict(errors=2), "2 paths failed but its report lists 1"),
     (dict(missing_own={"ppcanary-own"}), "did not find 1 of the prober's own canaries"),
 ])
 def test_an_incomplete_scan_is_not_judged(change, reason):
