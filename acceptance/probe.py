@@ -276,8 +276,12 @@ class SandboxBackend(base.BaseBackend):
         except ProofError as exc:
             raise self.log.fail(f"before probing {self.ref.key}: {exc}") from None
         nonce = secrets.token_hex(8)
-        result = self.target.exec_binary(self.ref, str(host_path), ["--proof", nonce, *args], env=env, timeout=timeout)
-        command = f"{host_path} (by descriptor) --proof {nonce} {' '.join(args)}"
+        # The probe checks this itself before it writes a sentinel or reads a file: misrouted (to the host, or
+        # to another sandbox) it stops after the proof line, and the host refuses that line below.
+        expect = " ".join([*(identity.namespaces[n] for n in PROOF_NAMESPACES), f"uid={identity.uid}"])
+        proof_args = ["--proof", nonce, "--expect", expect]
+        result = self.target.exec_binary(self.ref, str(host_path), [*proof_args, *args], env=env, timeout=timeout)
+        command = f"{host_path} (by descriptor) --proof {nonce} --expect '{expect}' {' '.join(args)}"
         first, _, rest = result.stdout.partition(b"\n")
         record = ProbeRecord(self.ref.key, self.ref.principal.name, command, result.rc, "",
                              rest[:2000].decode(errors="replace"), result.stderr[:1000].decode(errors="replace"))

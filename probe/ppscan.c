@@ -1140,23 +1140,33 @@ static const char *PROOF_NS[] = {"mnt", "pid", "net", "user", "uts", "ipc"};
 
 /* The first line of output: PAIRPROOF-PROOF NONCE, this process's namespaces and its uid, the line
  * acceptance/probe.py's WRAPPER prints from the shell (verified the same way, on the host). A namespace
- * that cannot be read is named so, and the host refuses the line. */
-static void put_proof(const char *nonce) {
-    puts_("PAIRPROOF-PROOF ");
-    puts_(nonce);
+ * that cannot be read is named so, and the host refuses the line.
+ * With --expect (the rest of the line the host expects: the six namespaces and uid=N), a probe that finds
+ * itself anywhere else stops right after the line, before it writes a sentinel or reads a file: a probe
+ * misrouted by a driver (to the host, or another sandbox) must not walk, nor write, where it landed. */
+static void put_proof(const char *nonce, const char *expect) {
+    char line[2048];
+    size_t at = 0;
     for (size_t i = 0; i < sizeof PROOF_NS / sizeof *PROOF_NS; i++) {
         char path[64], link[256];
         snprintf(path, sizeof path, "/proc/self/ns/%s", PROOF_NS[i]);
         ssize_t n = readlink(path, link, sizeof link - 1);
         if (n < 0) snprintf(link, sizeof link, "unreadable:%s[%s]", PROOF_NS[i], errno_name(errno));
         else link[n] = 0;
-        puts_(" ");
-        puts_(link);
+        at += (size_t)snprintf(line + at, sizeof line - at, "%s%s", i ? " " : "", link);
     }
-    char uid[32];
-    snprintf(uid, sizeof uid, " uid=%u\n", (unsigned)geteuid());
-    puts_(uid);
+    snprintf(line + at, sizeof line - at, " uid=%u", (unsigned)geteuid());
+    puts_("PAIRPROOF-PROOF ");
+    puts_(nonce);
+    puts_(" ");
+    puts_(line);
+    puts_("\n");
     flush_out();
+    if (expect && strcmp(expect, line)) {
+        fprintf(stderr, "ppscan: refusing to look: this is not the sandbox the host expects (here: %s; expected: %s)\n",
+                line, expect);
+        exit(3);
+    }
 }
 
 /* One sentinel: PATH gets the token held in the environment variable VAR (never in argv, which the
@@ -1487,7 +1497,7 @@ int main(int argc, char **argv) {
     dump_skips = malloc(((size_t)argc + 3) * sizeof *dump_skips);
     sentinels = calloc((size_t)argc, sizeof *sentinels);
     int only_positional = 0, dump_mode = 0, mfb_given = 0;
-    const char *nonce = NULL;
+    const char *nonce = NULL, *expect = NULL;
     long long mfb = DEFAULT_MAX_FILE_BYTES;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -1495,10 +1505,12 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--")) { only_positional = 1; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: ppscan [-h] [--max-file-bytes MAX_FILE_BYTES] [--skip PATH] [--proof NONCE]\n"
-                   "              [--sentinel VAR=PATH] [--dump] ROOT [ROOT ...]\n"
+                   "              [--expect 'NS... uid=N'] [--sentinel VAR=PATH] [--dump] ROOT [ROOT ...]\n"
                    "Report every canary-shaped token under the given roots (detect.py's output format), or with\n"
                    "--dump carry every file out (acceptance/cases/dump.py's output format).\n"
                    "  --proof NONCE       print first the proof line: PAIRPROOF-PROOF NONCE, the namespaces, uid=N\n"
+                   "  --expect LINE       the proof line's namespaces and uid=N the host expects; anywhere else,\n"
+                   "                      stop after the proof line (exit 3) before writing or reading anything\n"
                    "  --sentinel VAR=PATH write the token held in the environment variable VAR to PATH (a new file)\n"
                    "                      before the walk, remove it after, and say so in the completeness record\n");
             return 0;
@@ -1519,6 +1531,11 @@ int main(int argc, char **argv) {
             for (const char *c = v; *c; c++)
                 if (*c <= ' ' || *c == 0x7f) usage_error("argument --proof: the nonce must be printable, without spaces");
             nonce = v;
+            continue;
+        }
+        if ((v = option(argc, argv, &i, "--expect"))) {
+            if (!*v) usage_error("argument --expect: empty (the six namespaces and uid=N of the proof line)");
+            expect = v;
             continue;
         }
         if ((v = option(argc, argv, &i, "--sentinel"))) {
@@ -1546,7 +1563,8 @@ int main(int argc, char **argv) {
     if (mfb < 1) { char m[100]; snprintf(m, sizeof m, "--max-file-bytes must be at least 1, got %lld", mfb); usage_error(m); }
     if (dump_mode && mfb_given) usage_error("argument --max-file-bytes: the dump carries files whole (up to 256 MiB); it applies to the scan only");
     max_file_bytes = (uint64_t)mfb;
-    if (nonce) put_proof(nonce);
+    if (expect && !nonce) usage_error("argument --expect: needs --proof (the expectation is checked as the proof line is made)");
+    if (nonce) put_proof(nonce, expect);
     write_sentinels();
     if (dump_mode) {
         /* dump.py never enters these, whatever the roots */

@@ -418,3 +418,25 @@ def test_a_mount_the_walk_never_entered_is_said(probe, shared_dir, mode):
     assert never == [f"{shared_dir}/locked/mnt: not scanned: a mount under the roots that the walk never entered"]
     assert (b"ppcanary" in out.stdout) if not mode else any(base64.b64decode(line["b64"]).startswith(TOKEN.encode())
                                                              for line in map(json.loads, out.stdout.splitlines()[:-1]))
+
+
+def test_a_probe_that_is_not_where_the_host_expects_writes_and_reads_nothing(probe, tmp_path):
+    """--expect: the probe compares its own namespaces and uid with the host's expectation as it makes the
+    proof line; anywhere else (here: the host, expecting some sandbox) it stops at once, exit 3, before
+    writing its sentinel or reading a file."""
+    here = subprocess.run([str(probe), "--proof", "n1", str(tmp_path)], capture_output=True, check=True).stdout
+    line = here.split(b"\n", 1)[0].decode().split(" ", 2)[2]
+    elsewhere = line.replace("mnt:[", "mnt:[9", 1)
+    sentinel = tmp_path / "sentinel"
+    (tmp_path / "planted").write_text("ppcanary-00000000-a-mem-0000000000000000\n")
+    env = {"TOKEN": "ppcanary-11111111-a-mem-1111111111111111"}
+    refused = subprocess.run([str(probe), "--proof", "n2", "--expect", elsewhere, "--sentinel", f"TOKEN={sentinel}",
+                              str(tmp_path)], capture_output=True, env=env)
+    assert refused.returncode == 3 and b"refusing to look" in refused.stderr
+    assert refused.stdout.decode().splitlines() == [f"PAIRPROOF-PROOF n2 {line}"]  # the proof line, nothing else
+    assert not sentinel.exists()
+    # control: where it is expected, the same call writes, scans, finds and removes
+    found = subprocess.run([str(probe), "--proof", "n3", "--expect", line, "--sentinel", f"TOKEN={sentinel}",
+                            str(tmp_path)], capture_output=True, env=env)
+    assert found.returncode == 0, found.stderr
+    assert b"ppcanary-00000000-a-mem-0000000000000000" in found.stdout and not sentinel.exists()
