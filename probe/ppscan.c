@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <immintrin.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <bzlib.h>
@@ -93,9 +94,9 @@ static size_t match_token_at(const uint8_t *p, size_t n, int check_next) {
 static size_t match_token(const uint8_t *p, size_t n) { return match_token_at(p, n, 1); }
 
 /* ---- anchors ---- */
-enum { KIND_RAW, KIND_B64, KIND_HEX, KIND_ESC, KIND_DNS };
+enum { KIND_RAW, KIND_B64, KIND_HEX, KIND_ESC, KIND_DNS, KIND_JSON };
 typedef struct { char lit[32]; unsigned len; int kind, alignment, lead; } Anchor;
-static Anchor anchors[64];
+static Anchor anchors[128];
 static unsigned n_anchors;
 static hs_database_t *db;
 static hs_scratch_t *scratch;
@@ -107,11 +108,15 @@ static void add_anchor(const char *lit, unsigned len, int kind, int alignment, i
     for (unsigned i = 0; i < n_anchors; i++)
         if (anchors[i].len == len && !memcmp(anchors[i].lit, lit, len) && anchors[i].kind == kind &&
             anchors[i].alignment == alignment && anchors[i].lead == lead) return;
+    if (n_anchors == sizeof anchors / sizeof *anchors) { fprintf(stderr, "ppscan: too many anchors\n"); exit(70); }
     Anchor *a = &anchors[n_anchors++];
     memcpy(a->lit, lit, len);
     a->lit[len] = 0;
     a->len = len; a->kind = kind; a->alignment = alignment; a->lead = lead;
 }
+
+static void build_splits(void);
+static void pick_find_wrapped(void);
 
 static void build_anchors(void) {
     memset(B64_VAL, -1, sizeof B64_VAL);
@@ -124,14 +129,15 @@ static void build_anchors(void) {
         snprintf(lit, sizeof lit, "%.*s.%s", cut, PREFIX, PREFIX + cut);
         add_anchor(lit, 10, KIND_DNS, 0, 0);
     }
-    /* Beyond detect.py: any character of the prefix percent-encoded or as a JSON \u escape. */
+    /* Beyond detect.py: any character of the prefix percent-encoded or as a JSON \u escape. One
+     * caseless "\u00" stands for the thirteen JSON escapes ("\u0070"...; on_match keeps those), as
+     * thirteen more literals would push Hyperscan onto an engine half as fast. */
     for (const char *c = "pcanryPCANRY-"; *c; c++) {
         char lit[16];
         snprintf(lit, sizeof lit, "%%%02x", (unsigned)*c);
         add_anchor(lit, 3, KIND_ESC, 0, 0);
-        snprintf(lit, sizeof lit, "\\u%04x", (unsigned)*c);
-        add_anchor(lit, 6, KIND_ESC, 0, 0);
     }
+    add_anchor("\\u00", 4, KIND_JSON, 0, 0);
     for (int up = 0; up < 2; up++) {
         char prefix[10];
         for (int i = 0; i < 9; i++) prefix[i] = up && PREFIX[i] >= 'a' ? PREFIX[i] - 32 : PREFIX[i];
@@ -164,19 +170,19 @@ static void build_anchors(void) {
             add_anchor(hex, 18, KIND_HEX, 0, 0);
         }
     }
-    static char patterns[64][32 * 16];
-    const char *exprs[64];
-    unsigned flags[64], ids[64];
+    build_splits();
+    static char patterns[128][32 * 4];
+    const char *exprs[128];
+    unsigned flags[128], ids[128];
     for (unsigned i = 0; i < n_anchors; i++) {
         char *q = patterns[i];
         for (unsigned k = 0; k < anchors[i].len; k++) {
             char c = anchors[i].lit[k];
-            if (anchors[i].kind == KIND_B64 && k) q += sprintf(q, "[\\r\\n]*");
             q += sprintf(q, "\\x%02x", (uint8_t)c);
         }
         *q = 0;
         exprs[i] = patterns[i]; ids[i] = i;
-        flags[i] = anchors[i].kind == KIND_RAW || anchors[i].kind == KIND_ESC || anchors[i].kind == KIND_DNS ? HS_FLAG_CASELESS : 0;
+        flags[i] = anchors[i].kind == KIND_RAW || anchors[i].kind == KIND_ESC || anchors[i].kind == KIND_DNS || anchors[i].kind == KIND_JSON ? HS_FLAG_CASELESS : 0;
     }
 #ifdef PPSCAN_EMBEDDED_DB
     /* Compiling the patterns takes ~50 ms; the build compiled them already (same host, so the
@@ -312,30 +318,39 @@ static void verify_escaped(const uint8_t *data, size_t n, size_t s, Hits *out) {
 
 static inline int is_break(uint8_t c) { return c == '\n' || c == '\r'; }
 
+/* An occurrence of base64 anchor a whose first character is data[at] and whose last ends before
+ * data[to] (line breaks may sit between its characters): verify it as detect.py's passes would.
+ * The unwrapped pass sees it only if no break sits inside; the joined pass (which runs when the
+ * window has a break anywhere) starts `lead` characters before it, not counting breaks. */
+static void b64_occurrence(const ScanCtx *ctx, const Anchor *a, size_t at, size_t to) {
+    const uint8_t *data = ctx->data;
+    if (to - at == a->len && at >= (size_t)a->lead)
+        verify_b64(data, ctx->n, at - a->lead, a->alignment, ctx->out, 0);
+    if (!ctx->has_breaks) return;
+    size_t start = at;
+    for (size_t k = 0; k < (size_t)a->lead;) {
+        if (start == 0) return;
+        start--;
+        if (!is_break(data[start])) k++;
+    }
+    verify_b64(data, ctx->n, start, a->alignment, ctx->out, 1);
+}
+
 static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *vctx) {
     (void)from; (void)flags;
     ScanCtx *ctx = vctx;
     const Anchor *a = &anchors[id];
     const uint8_t *data = ctx->data;
-    if (a->kind == KIND_B64) {
-        /* The pattern allows line breaks between the anchor's characters: walk back over it. */
-        size_t at = (size_t)to, k = 0;
-        while (k < a->len) { at--; if (!is_break(data[at])) k++; }
-        if ((size_t)to - at == a->len && at >= (size_t)a->lead)
-            verify_b64(data, ctx->n, at - a->lead, a->alignment, ctx->out, 0);
-        if (ctx->has_breaks) {
-            size_t start = at;
-            for (k = 0; k < (size_t)a->lead;) {
-                if (start == 0) return 0;
-                start--;
-                if (!is_break(data[start])) k++;
-            }
-            verify_b64(data, ctx->n, start, a->alignment, ctx->out, 1);
-        }
+    size_t at = (size_t)to - a->len;
+    if (a->kind == KIND_B64) { b64_occurrence(ctx, a, at, (size_t)to); return 0; }
+    if (a->kind == KIND_ESC) { posv_push(ctx->esc, (size_t)to); return 0; }
+    if (a->kind == KIND_JSON) {
+        /* What a caseless "\u0070" (or the escape of another prefix character) would have matched. */
+        if (to + 2 > ctx->n || !is_hex(data[to]) || !is_hex(data[to + 1])) return 0;
+        int c = hexval(data[to]) << 4 | hexval(data[to + 1]);
+        if (c && strchr("pcanryPCANRY-", c)) posv_push(ctx->esc, (size_t)to + 2);
         return 0;
     }
-    size_t at = (size_t)to - a->len;
-    if (a->kind == KIND_ESC) { posv_push(ctx->esc, (size_t)to); return 0; }
     if (a->kind == KIND_DNS) { verify_dns(data, ctx->n, at, ctx->out); return 0; }
     if (a->kind == KIND_RAW) {
         posv_push(ctx->esc, (size_t)to);
@@ -346,6 +361,177 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
         verify_hex(data, ctx->n, at, ctx->out);
     }
     return 0;
+}
+
+/* ---- base64 anchors cut by line breaks ----
+ * Hyperscan looks for the base64 anchors as plain literals (a pattern allowing breaks between every
+ * two characters has no literal longer than one byte to start from, and cost a third of the whole
+ * scan). An occurrence with breaks inside is found here instead: each run of breaks with a base64
+ * character on either side is tried as the first break inside an anchor. SPLIT_PAIRS says which
+ * (character before, character after) pairs an anchor has at some cut; a run whose neighbours are
+ * no such pair (nearly all of them in text) costs a table look-up. */
+/* Class tables for find_wrapped: bit h of BEFORE_LO[c & 15] says whether the ASCII character
+ * (h << 4 | (c & 15)) stands just before a cut of some anchor, AFTER_LO just after one. */
+static uint8_t BEFORE_LO[16], AFTER_LO[16];
+static const uint8_t HI_BIT[16] = {1, 2, 4, 8, 16, 32, 64, 128};
+
+typedef struct { uint16_t pair; uint8_t anchor, cut; } Split;
+static uint64_t SPLIT_PAIRS[65536 / 64];
+static Split splits[128 * 32];
+static unsigned n_splits;
+
+static int split_cmp(const void *x, const void *y) {
+    const Split *a = x, *b = y;
+    if (a->pair != b->pair) return a->pair < b->pair ? -1 : 1;
+    return a->anchor != b->anchor ? (a->anchor < b->anchor ? -1 : 1) : (a->cut > b->cut) - (a->cut < b->cut);
+}
+
+static void build_splits(void) {
+    for (unsigned i = 0; i < n_anchors; i++) {
+        if (anchors[i].kind != KIND_B64) continue;
+        for (unsigned cut = 1; cut < anchors[i].len; cut++) {
+            unsigned pair = (uint8_t)anchors[i].lit[cut - 1] << 8 | (uint8_t)anchors[i].lit[cut];
+            SPLIT_PAIRS[pair >> 6] |= (uint64_t)1 << (pair & 63);
+            splits[n_splits++] = (Split){(uint16_t)pair, (uint8_t)i, (uint8_t)cut};
+            uint8_t before = (uint8_t)anchors[i].lit[cut - 1], after = (uint8_t)anchors[i].lit[cut];
+            BEFORE_LO[before & 15] |= (uint8_t)(1 << (before >> 4));
+            AFTER_LO[after & 15] |= (uint8_t)(1 << (after >> 4));
+        }
+    }
+    qsort(splits, n_splits, sizeof *splits, split_cmp);
+    pick_find_wrapped();
+}
+
+/* The run of breaks data[b0..b1) with data[b0 - 1] and data[b1] not breaks: every anchor occurrence
+ * whose first break inside is this run. */
+static void wrapped_at(const ScanCtx *ctx, size_t b0, size_t b1, unsigned pair) {
+    const uint8_t *data = ctx->data;
+    size_t lo = 0, hi = n_splits;
+    while (lo < hi) { size_t mid = (lo + hi) / 2; if (splits[mid].pair < pair) lo = mid + 1; else hi = mid; }
+    for (size_t s = lo; s < n_splits && splits[s].pair == pair; s++) {
+        const Anchor *a = &anchors[splits[s].anchor];
+        size_t cut = splits[s].cut;
+        if (b0 < cut || memcmp(data + b0 - cut, a->lit, cut)) continue;
+        size_t i = b1, k = cut;
+        while (k < a->len && i < ctx->n) {
+            if (is_break(data[i])) { i++; continue; }
+            if (data[i] != (uint8_t)a->lit[k]) break;
+            i++; k++;
+        }
+        if (k == a->len) b64_occurrence(ctx, a, b0 - cut, i);
+    }
+}
+
+/* One 64-byte block at data[block]: which bytes are line breaks, and which could stand just before
+ * or just after a cut of an anchor (bytes past the end count as none). */
+typedef struct { uint64_t brk, before, after; } BlockMasks;
+typedef struct { uint64_t brk, before; } Carry;
+
+/* The candidates of a block: the first break of a run, after a character that can start a cut,
+ * before a character that can end one or another break (the block's last byte's successor is in
+ * the next block: let it through). Each is then checked exactly. Returns 0 at a run reaching the end. */
+__attribute__((always_inline)) static inline int wrapped_block(const ScanCtx *ctx, size_t block, BlockMasks m, Carry *carry) {
+    const uint8_t *data = ctx->data;
+    size_t n = ctx->n;
+    uint64_t after_brk = m.brk << 1 | carry->brk, after_before = m.before << 1 | carry->before;
+    uint64_t cand = m.brk & ~after_brk & after_before & (m.after >> 1 | m.brk >> 1 | (uint64_t)1 << 63);
+    carry->brk = m.brk >> 63;
+    carry->before = m.before >> 63;
+    while (cand) {
+        size_t i = block + (size_t)__builtin_ctzll(cand);
+        cand &= cand - 1;
+        size_t b1 = i + 1;
+        while (b1 < n && is_break(data[b1])) b1++;
+        if (b1 >= n) return 0;
+        unsigned pair = data[i - 1] << 8 | data[b1];
+        if (SPLIT_PAIRS[pair >> 6] >> (pair & 63) & 1) wrapped_at(ctx, i, b1, pair);
+    }
+    return 1;
+}
+
+/* Breaks only, 16 bytes at a time (every x86-64 has SSE2): every break is a candidate. */
+static void find_wrapped_sse2(const ScanCtx *ctx) {
+    const __m128i nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r');
+    Carry carry = {0, 0};
+    for (size_t block = 0; block < ctx->n; block += 64) {
+        BlockMasks m = {0, ~(uint64_t)0, ~(uint64_t)0};
+        if (ctx->n - block >= 64) {
+            for (int k = 0; k < 4; k++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(ctx->data + block + 16 * k));
+                m.brk |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, nl), _mm_cmpeq_epi8(v, cr))) << (16 * k);
+            }
+        } else {
+            for (size_t i = block; i < ctx->n; i++) if (is_break(ctx->data[i])) m.brk |= (uint64_t)1 << (i - block);
+        }
+        if (!wrapped_block(ctx, block, m, &carry)) return;
+    }
+}
+
+/* Class membership by two nibble look-ups (pshufb), 32 bytes at a time. */
+typedef struct { __m256i low, zero, nl, cr, before_lo, after_lo, hi_bit; } Avx2Consts;
+
+__attribute__((target("avx2"), always_inline)) static inline void masks_avx2(const Avx2Consts *c, const uint8_t *p, uint32_t *brk, uint32_t *before, uint32_t *after) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    __m256i hi = _mm256_shuffle_epi8(c->hi_bit, _mm256_and_si256(_mm256_srli_epi16(v, 4), c->low));
+    __m256i lo = _mm256_and_si256(v, c->low);
+    *brk = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(v, c->nl), _mm256_cmpeq_epi8(v, c->cr)));
+    *before = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(c->before_lo, lo), hi), c->zero));
+    *after = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(c->after_lo, lo), hi), c->zero));
+}
+
+__attribute__((target("avx2"))) static void find_wrapped_avx2(const ScanCtx *ctx) {
+    const Avx2Consts c = {
+        _mm256_set1_epi8(15), _mm256_setzero_si256(), _mm256_set1_epi8('\n'), _mm256_set1_epi8('\r'),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)BEFORE_LO)),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)AFTER_LO)),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)HI_BIT)),
+    };
+    const uint8_t *data = ctx->data;
+    const size_t n = ctx->n;
+    Carry carry = {0, 0};
+    uint8_t tail[64];
+    for (size_t block = 0; block < n; block += 64) {
+        const uint8_t *p = data + block;
+        if (n - block < 64) { memset(tail, 0, sizeof tail); memcpy(tail, p, n - block); p = tail; }
+        uint32_t b0, b1, f0, f1, a0, a1;
+        masks_avx2(&c, p, &b0, &f0, &a0);
+        masks_avx2(&c, p + 32, &b1, &f1, &a1);
+        BlockMasks m = {(uint64_t)b1 << 32 | b0, (uint64_t)f1 << 32 | f0, (uint64_t)a1 << 32 | a0};
+        if (!wrapped_block(ctx, block, m, &carry)) return;
+    }
+}
+
+/* The same, 64 bytes at a time into mask registers. */
+__attribute__((target("avx512bw"))) static void find_wrapped_avx512(const ScanCtx *ctx) {
+    const __m512i nl = _mm512_set1_epi8('\n'), cr = _mm512_set1_epi8('\r'), low = _mm512_set1_epi8(15);
+    const __m512i before_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)BEFORE_LO));
+    const __m512i after_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)AFTER_LO));
+    const __m512i hi_bit = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)HI_BIT));
+    Carry carry = {0, 0};
+    for (size_t block = 0; block < ctx->n; block += 64) {
+        size_t len = ctx->n - block;
+        __m512i v = _mm512_maskz_loadu_epi8(len >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << len) - 1, ctx->data + block);
+        __m512i hi = _mm512_shuffle_epi8(hi_bit, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+        __m512i lo = _mm512_and_si512(v, low);
+        BlockMasks m = {
+            _mm512_cmpeq_epi8_mask(v, nl) | _mm512_cmpeq_epi8_mask(v, cr),
+            _mm512_test_epi8_mask(_mm512_shuffle_epi8(before_lo, lo), hi),
+            _mm512_test_epi8_mask(_mm512_shuffle_epi8(after_lo, lo), hi),
+        };
+        if (!wrapped_block(ctx, block, m, &carry)) return;
+    }
+}
+
+static void (*find_wrapped)(const ScanCtx *ctx) = find_wrapped_sse2;
+
+static void pick_find_wrapped(void) {
+    __builtin_cpu_init();
+    find_wrapped = __builtin_cpu_supports("avx512bw") ? find_wrapped_avx512
+                 : __builtin_cpu_supports("avx2") ? find_wrapped_avx2 : find_wrapped_sse2;
+    /* Tests run each variant this CPU has (the variants must find the same). */
+    const char *isa = getenv("PPSCAN_ISA");
+    if (isa && !strcmp(isa, "sse2")) find_wrapped = find_wrapped_sse2;
+    if (isa && !strcmp(isa, "avx2") && __builtin_cpu_supports("avx2")) find_wrapped = find_wrapped_avx2;
 }
 
 /* detect.find: every hit in data, sorted by (offset, encoding, token), duplicates dropped. */
@@ -359,6 +545,7 @@ static void find(const uint8_t *data, size_t n, Hits *out, hs_scratch_t *scr) {
         fprintf(stderr, "ppscan: hyperscan scan failed\n");
         exit(70);
     }
+    if (ctx.has_breaks) find_wrapped(&ctx);
     if (esc.n) {
         /* A token with an escaped prefix character starts at most 9 escapes (54 bytes) before it. */
         qsort(esc.v, esc.n, sizeof *esc.v, cmp_size);
