@@ -422,55 +422,75 @@ static void wrapped_at(const ScanCtx *ctx, size_t b0, size_t b1, unsigned pair) 
     }
 }
 
-/* One 64-byte block at data[block]: which bytes are line breaks, and which could stand just before
- * or just after a cut of an anchor (bytes past the end count as none). */
-typedef struct { uint64_t brk, before, after; } BlockMasks;
-typedef struct { uint64_t brk, before; } Carry;
+/* The wrapped pass runs in two steps so that the vector loop makes no call (which would spill its
+ * constants) and takes no branch per break (text has one a line, at no predictable place):
+ * candidates() turns each 64-byte block into a mask of candidates and appends their positions,
+ * then check_candidates() looks at each one exactly. A candidate is the first break of a run,
+ * after a character that can stand before a cut of an anchor, and before a character that can stand
+ * after one or another break (the last byte's successor is in the next block: it is let through). */
+#define CANDIDATES 4096
 
-/* The candidates of a block: the first break of a run, after a character that can start a cut,
- * before a character that can end one or another break (the block's last byte's successor is in
- * the next block: let it through). Each is then checked exactly. Returns 0 at a run reaching the end. */
-__attribute__((always_inline)) static inline int wrapped_block(const ScanCtx *ctx, size_t block, BlockMasks m, Carry *carry) {
+/* Check the candidates at[0..k); 0 once a run of breaks reaches the end of the data. */
+static int check_candidates(const ScanCtx *ctx, const uint32_t *at, size_t k) {
     const uint8_t *data = ctx->data;
-    size_t n = ctx->n;
-    uint64_t after_brk = m.brk << 1 | carry->brk, after_before = m.before << 1 | carry->before;
-    uint64_t cand = m.brk & ~after_brk & after_before & (m.after >> 1 | m.brk >> 1 | (uint64_t)1 << 63);
-    carry->brk = m.brk >> 63;
-    carry->before = m.before >> 63;
-    while (cand) {
-        size_t i = block + (size_t)__builtin_ctzll(cand);
-        cand &= cand - 1;
-        size_t b1 = i + 1;
-        while (b1 < n && is_break(data[b1])) b1++;
-        if (b1 >= n) return 0;
+    for (size_t c = 0; c < k; c++) {
+        size_t i = at[c], b1 = i + 1;
+        while (b1 < ctx->n && is_break(data[b1])) b1++;
+        if (b1 >= ctx->n) return 0;
         unsigned pair = data[i - 1] << 8 | data[b1];
         if (SPLIT_PAIRS[pair >> 6] >> (pair & 63) & 1) wrapped_at(ctx, i, b1, pair);
     }
     return 1;
 }
 
+/* Append the candidates of one block (brk: breaks; before, after: the class bits) to at[*k]. */
+__attribute__((always_inline)) static inline void block_candidates(uint64_t brk, uint64_t before, uint64_t after, uint64_t *carry_brk,
+                                                                 uint64_t *carry_before, uint32_t block, uint32_t *at, size_t *k) {
+    uint64_t cand = brk & ~(brk << 1 | *carry_brk) & (before << 1 | *carry_before) & (after >> 1 | brk >> 1 | (uint64_t)1 << 63);
+    *carry_brk = brk >> 63;
+    *carry_before = before >> 63;
+    /* Nearly every block has at most one: write one unconditionally, loop for the others. */
+    at[*k] = block + (uint32_t)__builtin_ctzll(cand | (uint64_t)1 << 63);
+    uint64_t rest = cand & (cand - 1);
+    size_t more = *k + 1;
+    while (rest) { at[more++] = block + (uint32_t)__builtin_ctzll(rest); rest &= rest - 1; }
+    *k += (size_t)__builtin_popcountll(cand);
+}
+
+#define WRAPPED_LOOP(...)                                                                           \
+    uint32_t at[CANDIDATES + 64];                                                                   \
+    size_t k = 0;                                                                                   \
+    uint64_t carry_brk = 0, carry_before = 0;                                                       \
+    for (size_t block = 0; block < ctx->n; block += 64) {                                           \
+        uint64_t brk, before, after;                                                                \
+        __VA_ARGS__;                                                                                \
+        block_candidates(brk, before, after, &carry_brk, &carry_before, (uint32_t)block, at, &k);   \
+        if (k >= CANDIDATES) { if (!check_candidates(ctx, at, k)) return; k = 0; }                  \
+    }                                                                                               \
+    check_candidates(ctx, at, k);
+
 /* Breaks only, 16 bytes at a time (every x86-64 has SSE2): every break is a candidate. */
 static void find_wrapped_sse2(const ScanCtx *ctx) {
     const __m128i nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r');
-    Carry carry = {0, 0};
-    for (size_t block = 0; block < ctx->n; block += 64) {
-        BlockMasks m = {0, ~(uint64_t)0, ~(uint64_t)0};
+    const uint8_t *data = ctx->data;
+    WRAPPED_LOOP(
+        before = after = ~(uint64_t)0;
+        brk = 0;
         if (ctx->n - block >= 64) {
-            for (int k = 0; k < 4; k++) {
-                __m128i v = _mm_loadu_si128((const __m128i *)(ctx->data + block + 16 * k));
-                m.brk |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, nl), _mm_cmpeq_epi8(v, cr))) << (16 * k);
+            for (int q = 0; q < 4; q++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(data + block + 16 * q));
+                brk |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, nl), _mm_cmpeq_epi8(v, cr))) << (16 * q);
             }
         } else {
-            for (size_t i = block; i < ctx->n; i++) if (is_break(ctx->data[i])) m.brk |= (uint64_t)1 << (i - block);
-        }
-        if (!wrapped_block(ctx, block, m, &carry)) return;
-    }
+            for (size_t i = block; i < ctx->n; i++) if (is_break(data[i])) brk |= (uint64_t)1 << (i - block);
+        })
 }
 
 /* Class membership by two nibble look-ups (pshufb), 32 bytes at a time. */
 typedef struct { __m256i low, zero, nl, cr, before_lo, after_lo, hi_bit; } Avx2Consts;
 
-__attribute__((target("avx2"), always_inline)) static inline void masks_avx2(const Avx2Consts *c, const uint8_t *p, uint32_t *brk, uint32_t *before, uint32_t *after) {
+__attribute__((target("avx2,popcnt,bmi"), always_inline)) static inline void masks_avx2(const Avx2Consts *c, const uint8_t *p, uint32_t *brk,
+                                                                                      uint32_t *before, uint32_t *after) {
     __m256i v = _mm256_loadu_si256((const __m256i *)p);
     __m256i hi = _mm256_shuffle_epi8(c->hi_bit, _mm256_and_si256(_mm256_srli_epi16(v, 4), c->low));
     __m256i lo = _mm256_and_si256(v, c->low);
@@ -479,7 +499,7 @@ __attribute__((target("avx2"), always_inline)) static inline void masks_avx2(con
     *after = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(c->after_lo, lo), hi), c->zero));
 }
 
-__attribute__((target("avx2"))) static void find_wrapped_avx2(const ScanCtx *ctx) {
+__attribute__((target("avx2,popcnt,bmi"))) static void find_wrapped_avx2(const ScanCtx *ctx) {
     const Avx2Consts c = {
         _mm256_set1_epi8(15), _mm256_setzero_si256(), _mm256_set1_epi8('\n'), _mm256_set1_epi8('\r'),
         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)BEFORE_LO)),
@@ -487,39 +507,31 @@ __attribute__((target("avx2"))) static void find_wrapped_avx2(const ScanCtx *ctx
         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)HI_BIT)),
     };
     const uint8_t *data = ctx->data;
-    const size_t n = ctx->n;
-    Carry carry = {0, 0};
     uint8_t tail[64];
-    for (size_t block = 0; block < n; block += 64) {
+    WRAPPED_LOOP(
         const uint8_t *p = data + block;
-        if (n - block < 64) { memset(tail, 0, sizeof tail); memcpy(tail, p, n - block); p = tail; }
+        if (ctx->n - block < 64) { memset(tail, 0, sizeof tail); memcpy(tail, p, ctx->n - block); p = tail; }
         uint32_t b0, b1, f0, f1, a0, a1;
         masks_avx2(&c, p, &b0, &f0, &a0);
         masks_avx2(&c, p + 32, &b1, &f1, &a1);
-        BlockMasks m = {(uint64_t)b1 << 32 | b0, (uint64_t)f1 << 32 | f0, (uint64_t)a1 << 32 | a0};
-        if (!wrapped_block(ctx, block, m, &carry)) return;
-    }
+        brk = (uint64_t)b1 << 32 | b0; before = (uint64_t)f1 << 32 | f0; after = (uint64_t)a1 << 32 | a0)
 }
 
-/* The same, 64 bytes at a time into mask registers. */
-__attribute__((target("avx512bw"))) static void find_wrapped_avx512(const ScanCtx *ctx) {
+/* The same, 64 bytes at a time into mask registers (bytes past the end load as zero). */
+__attribute__((target("avx512bw,popcnt,bmi"))) static void find_wrapped_avx512(const ScanCtx *ctx) {
     const __m512i nl = _mm512_set1_epi8('\n'), cr = _mm512_set1_epi8('\r'), low = _mm512_set1_epi8(15);
     const __m512i before_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)BEFORE_LO));
     const __m512i after_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)AFTER_LO));
     const __m512i hi_bit = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)HI_BIT));
-    Carry carry = {0, 0};
-    for (size_t block = 0; block < ctx->n; block += 64) {
+    const uint8_t *data = ctx->data;
+    WRAPPED_LOOP(
         size_t len = ctx->n - block;
-        __m512i v = _mm512_maskz_loadu_epi8(len >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << len) - 1, ctx->data + block);
+        __m512i v = _mm512_maskz_loadu_epi8(len >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << len) - 1, data + block);
         __m512i hi = _mm512_shuffle_epi8(hi_bit, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
         __m512i lo = _mm512_and_si512(v, low);
-        BlockMasks m = {
-            _mm512_cmpeq_epi8_mask(v, nl) | _mm512_cmpeq_epi8_mask(v, cr),
-            _mm512_test_epi8_mask(_mm512_shuffle_epi8(before_lo, lo), hi),
-            _mm512_test_epi8_mask(_mm512_shuffle_epi8(after_lo, lo), hi),
-        };
-        if (!wrapped_block(ctx, block, m, &carry)) return;
-    }
+        brk = _mm512_cmpeq_epi8_mask(v, nl) | _mm512_cmpeq_epi8_mask(v, cr);
+        before = _mm512_test_epi8_mask(_mm512_shuffle_epi8(before_lo, lo), hi);
+        after = _mm512_test_epi8_mask(_mm512_shuffle_epi8(after_lo, lo), hi))
 }
 
 static void (*find_wrapped)(const ScanCtx *ctx) = find_wrapped_sse2;
