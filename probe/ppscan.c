@@ -742,7 +742,18 @@ static void scan_bytes_named(const uint8_t *data, size_t n, const char *where, c
     }
 }
 
-typedef struct { hs_scratch_t *scratch; Hits window; uint8_t *buf; size_t cap; } Worker;
+/* A worker thread's own scratch and buffers. The decompression buffers are kept from file to file
+ * (one per nesting depth; see out_take): allocating them afresh cost a page fault every 4 KiB. */
+#define MAX_DEPTH 4
+#define KEEP_BUFFER_MAX ((size_t)64 << 20)
+typedef struct { uint8_t *p; size_t cap; } Spare;
+typedef struct {
+    hs_scratch_t *scratch;
+    Hits window;
+    uint8_t *buf;
+    size_t cap;
+    Spare spare[MAX_DEPTH + 2], packed;
+} Worker;
 
 /* detect._scan_reader over a descriptor into ev; returns 0, or the errno that stopped it. */
 static int scan_fd(Worker *w, int fd, Event *ev) {
@@ -792,7 +803,6 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
 }
 
 /* ---- compressed streams and archive members (beyond detect.py) ---- */
-#define MAX_DEPTH 4
 
 static void *xrealloc(void *p, size_t n) { p = realloc(p, n); if (!p) { perror("ppscan"); exit(70); } return p; }
 
@@ -896,6 +906,21 @@ static void unzstd(const uint8_t *data, size_t n, Out *o) {
     ZSTD_freeDStream(z);
 }
 
+/* An empty Out for depth `depth`, in the buffer the last one at that depth left (if any). */
+static Out out_take(Worker *w, int depth) {
+    Out o = {0};
+    Spare *s = &w->spare[depth];
+    o.p = s->p; o.cap = s->cap;
+    s->p = NULL; s->cap = 0;
+    return o;
+}
+
+static void out_give(Worker *w, int depth, Out *o) {
+    Spare *s = &w->spare[depth];
+    if (!s->p && o->cap <= KEEP_BUFFER_MAX) { s->p = o->p; s->cap = o->cap; } else free(o->p);
+    o->p = NULL; o->cap = o->n = 0;
+}
+
 static uint64_t octal(const uint8_t *p, size_t n) {
     uint64_t v = 0;
     size_t i = 0;
@@ -924,21 +949,28 @@ static void scan_decoded(Worker *w, Event *ev, Out *o, char *where, int depth) {
         ev->inner_truncated++;
     }
     if (o->n) scan_inner(w, ev, o->p, o->n, where, depth + 1);
-    free(o->p);
+    out_give(w, depth, o);
 }
 
 static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth) {
     if (depth > MAX_DEPTH || n < 4) return;
-    Out o = {0};
-    const char *kind = NULL;
-    if (data[0] == 0x1f && data[1] == 0x8b) { kind = "gzip"; inflate_all(data, n, 15 + 16, &o, NULL); }
-    else if (data[0] == 0x78 && (data[1] == 0x01 || data[1] == 0x5e || data[1] == 0x9c || data[1] == 0xda)) { kind = "zlib"; inflate_all(data, n, 15, &o, NULL); }
-    else if (n >= 6 && !memcmp(data, "\xfd" "7zXZ\0", 6)) { kind = "xz"; unxz(data, n, &o); }
-    else if (data[0] == 'B' && data[1] == 'Z' && data[2] == 'h') { kind = "bz2"; unbz2(data, n, &o); }
-    else if (!memcmp(data, "\x28\xb5\x2f\xfd", 4)) { kind = "zstd"; unzstd(data, n, &o); }
-    if (kind) {
+    enum { NONE, GZIP, ZLIB, XZ, BZ2, ZSTD } format = NONE;
+    static const char *FORMATS[] = {NULL, "gzip", "zlib", "xz", "bz2", "zstd"};
+    if (data[0] == 0x1f && data[1] == 0x8b) format = GZIP;
+    else if (data[0] == 0x78 && (data[1] == 0x01 || data[1] == 0x5e || data[1] == 0x9c || data[1] == 0xda)) format = ZLIB;
+    else if (n >= 6 && !memcmp(data, "\xfd" "7zXZ\0", 6)) format = XZ;
+    else if (data[0] == 'B' && data[1] == 'Z' && data[2] == 'h') format = BZ2;
+    else if (!memcmp(data, "\x28\xb5\x2f\xfd", 4)) format = ZSTD;
+    if (format != NONE) {
+        const char *kind = FORMATS[format];
+        Out o = out_take(w, depth);
+        if (format == GZIP) inflate_all(data, n, 15 + 16, &o, NULL);
+        else if (format == ZLIB) inflate_all(data, n, 15, &o, NULL);
+        else if (format == XZ) unxz(data, n, &o);
+        else if (format == BZ2) unbz2(data, n, &o);
+        else unzstd(data, n, &o);
         if (o.n || o.cut) scan_decoded(w, ev, &o, label(where, kind, NULL, 0), depth);
-        else free(o.p);
+        else out_give(w, depth, &o);
         return;
     }
     if (n >= 512 && !memcmp(data + 257, "ustar", 5)) {
@@ -977,9 +1009,9 @@ static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, cons
             char *member = label(where, "member", (const char *)h + 30, name_len);
             size_t used = csize <= n - body ? csize : n - body;
             if (method == 8) {
-                Out m = {0};
+                Out m = out_take(w, depth);
                 inflate_all(data + body, n - body, -15, &m, &used);
-                if (m.n || m.cut) scan_decoded(w, ev, &m, member, depth); else { free(m.p); free(member); }
+                if (m.n || m.cut) scan_decoded(w, ev, &m, member, depth); else { out_give(w, depth, &m); free(member); }
             } else {
                 size_t before = ev->n_inner_where + ev->n_inner_notes;
                 if (method == 0) scan_inner(w, ev, data + body, used, member, depth + 1);
@@ -1002,14 +1034,15 @@ static void scan_packed(Worker *w, int fd, Event *ev) {
     ssize_t got = pread(fd, head, sizeof head, 0);
     if (got < 4 || !looks_packed(head, (size_t)got)) return;
     size_t cap = max_file_bytes < ((uint64_t)1 << 31) ? (size_t)max_file_bytes : (size_t)1 << 31, n = 0;
-    uint8_t *data = xrealloc(NULL, cap);
+    if (w->packed.cap < cap) { free(w->packed.p); w->packed.p = xrealloc(NULL, cap); w->packed.cap = cap; }
+    uint8_t *data = w->packed.p;
     while (n < cap) {
         ssize_t r = pread(fd, data + n, cap - n, (off_t)n);
         if (r <= 0) break;
         n += (size_t)r;
     }
     scan_inner(w, ev, data, n, ev->text, 0);
-    free(data);
+    if (cap > KEEP_BUFFER_MAX) { free(w->packed.p); w->packed.p = NULL; w->packed.cap = 0; }
 }
 
 static void read_event(Worker *w, Event *ev) {
