@@ -123,6 +123,31 @@ def test_random_alphabet_soup(probe, tmp_path):
     assert len(hits) > 1000
 
 
+@pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
+def test_base64_cut_by_line_breaks(probe, tmp_path, monkeypatch, isa):
+    """Base64 cut by breaks of every kind at every place, between lines of words that end and start
+    with base64 characters: the probe finds the cut anchors apart from Hyperscan, with a vector pass
+    per instruction set (PPSCAN_ISA picks one; a CPU without it runs the next narrower)."""
+    monkeypatch.setenv("PPSCAN_ISA", isa)
+    rng = random.Random(1415)
+    words = [b"the", b"cHBj", b"YW5h", b"Bw", b"UFBD", b"wcGNh", b"kt", b"QUENB", b"hbm", b"x"]
+    breaks = [b"\n", b"\r\n", b"\r", b"\n\n", b"\r\r\n", b"\n\r"]
+    for number in range(3):
+        parts = []
+        for _ in range(300):
+            parts.append(b" ".join(rng.choice(words) for _ in range(rng.randrange(1, 12))) + rng.choice(breaks))
+            lead = bytes(rng.randrange(256) for _ in range(rng.randrange(4)))
+            blob = rng.choice([base64.b64encode, base64.urlsafe_b64encode])(lead + (TOKEN.upper() if rng.random() < 0.3 else TOKEN))
+            width = rng.choice([0, 1, 2, 3, 5, 11, 64, 76])
+            if width:
+                cut = [blob[at:at + width] for at in range(rng.randrange(width), len(blob), width)]
+                blob = blob[: len(blob) - sum(map(len, cut))] + b"".join(piece + rng.choice(breaks) for piece in cut)
+            parts.append(blob)
+        (tmp_path / f"wrapped-{number}").write_bytes(b"".join(parts))
+    hits, _ = run_both(probe, str(tmp_path))
+    assert len(hits) > 600
+
+
 def test_runs_in_a_root_with_nothing_but_itself(probe, tmp_path):
     """No Python, no shell, no libc: a root holding only the binary and data is scanned correctly."""
     if os.geteuid() != 0:
