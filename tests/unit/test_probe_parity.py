@@ -123,7 +123,7 @@ def test_random_alphabet_soup(probe, tmp_path):
     assert len(hits) > 1000
 
 
-@pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
+@pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512bw", "vbmi"])
 def test_base64_cut_by_line_breaks(probe, tmp_path, monkeypatch, isa):
     """Base64 cut by breaks of every kind at every place, between lines of words that end and start
     with base64 characters: the probe finds the cut anchors apart from Hyperscan, with a vector pass
