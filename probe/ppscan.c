@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <bzlib.h>
 #include <hs/hs.h>
+#include <libdeflate.h>
 #include <lzma.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -821,6 +822,7 @@ typedef struct {
     uint8_t *buf;
     size_t cap;
     Spare spare[MAX_DEPTH + 2], packed;
+    struct libdeflate_decompressor *deflate;
 } Worker;
 
 /* detect._scan_reader over a descriptor into ev; returns 0, or the errno that stopped it. */
@@ -920,6 +922,30 @@ static void inflate_all(const uint8_t *data, size_t n, int bits, Out *o, size_t 
     }
     if (used) *used = (size_t)(z.next_in - data);
     inflateEnd(&z);
+}
+
+/* gzip through libdeflate (3.5 times zlib's speed on text) when its result is surely what
+ * inflate_all would give: every member whole and valid (libdeflate checks the CRC and length too),
+ * all of them together below max_file_bytes (else zlib's loop notes the cut, or stops mid-member),
+ * no header CRC (zlib checks it, libdeflate skips it), no reserved flag and method 8 (zlib refuses
+ * those). Anything else returns 0 with o emptied, and the caller inflates with zlib from the start. */
+static int gunzip_whole(Worker *w, const uint8_t *data, size_t n, Out *o) {
+    if (max_file_bytes > KEEP_BUFFER_MAX) return 0;
+    size_t limit = (size_t)max_file_bytes, at = 0;
+    if (!w->deflate && !(w->deflate = libdeflate_alloc_decompressor())) return 0;
+    if (o->cap < limit) { free(o->p); o->p = xrealloc(NULL, limit); o->cap = limit; }
+    o->n = 0;
+    do {
+        size_t used, got;
+        if (n - at < 18 || data[at + 2] != 8 || (data[at + 3] & 0xe2) || o->n + 1 >= limit ||
+            libdeflate_gzip_decompress_ex(w->deflate, data + at, n - at, o->p + o->n, limit - 1 - o->n, &used, &got) != LIBDEFLATE_SUCCESS) {
+            o->n = 0;
+            return 0;
+        }
+        o->n += got;
+        at += used;
+    } while (n - at > 2 && data[at] == 0x1f && data[at + 1] == 0x8b);  /* inflate_all's test for another member */
+    return 1;
 }
 
 static void unxz(const uint8_t *data, size_t n, Out *o) {
@@ -1032,7 +1058,7 @@ static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, cons
     if (format != NONE) {
         const char *kind = FORMATS[format];
         Out o = out_take(w, depth);
-        if (format == GZIP) inflate_all(data, n, 15 + 16, &o, NULL);
+        if (format == GZIP) { if (!gunzip_whole(w, data, n, &o)) inflate_all(data, n, 15 + 16, &o, NULL); }
         else if (format == ZLIB) inflate_all(data, n, 15, &o, NULL);
         else if (format == XZ) unxz(data, n, &o);
         else if (format == BZ2) unbz2(data, n, &o);
