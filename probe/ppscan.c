@@ -584,21 +584,32 @@ __attribute__((target("avx512bw,avx512vbmi,popcnt,bmi"))) static void find_wrapp
     const __m512i nl = _mm512_set1_epi8('\n'), cr = _mm512_set1_epi8('\r');
     const __m512i before_lo = _mm512_loadu_si512(BEFORE_GROUPS), before_hi = _mm512_loadu_si512(BEFORE_GROUPS + 64);
     const __m512i after_lo = _mm512_loadu_si512(AFTER_GROUPS), after_hi = _mm512_loadu_si512(AFTER_GROUPS + 64);
-    const uintptr_t data = (uintptr_t)ctx->data;
+    const uint8_t *data = ctx->data;
+    const size_t n = ctx->n;
     WRAPPED_LOOP(
-        size_t len = ctx->n - block;
-        __mmask64 in = len >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << len) - 1;
-        __m512i v = _mm512_maskz_loadu_epi8(in, (const void *)(data + block));
-        __m512i prev = _mm512_maskz_loadu_epi8(block ? in : in & ~(__mmask64)1, (const void *)(data + block - 1));
-        __m512i next = _mm512_maskz_loadu_epi8(in >> 1 | (len > 64 ? (__mmask64)1 << 63 : 0), (const void *)(data + block + 1));
+        __m512i v, prev, next;
+        if (block && n - block > 64) {
+            /* Every block but the first and the last: plain loads. */
+            v = _mm512_loadu_si512(data + block);
+            prev = _mm512_loadu_si512(data + block - 1);
+            next = _mm512_loadu_si512(data + block + 1);
+        } else {
+            size_t len = n - block;
+            __mmask64 in = len >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << len) - 1;
+            v = _mm512_maskz_loadu_epi8(in, data + block);
+            /* The first block's first byte has no predecessor: its lane is masked off, never read. */
+            prev = _mm512_maskz_loadu_epi8(block ? in : in & ~(__mmask64)1, (const void *)((uintptr_t)data + block - 1));
+            next = _mm512_maskz_loadu_epi8(in >> 1 | (len > 64 ? (__mmask64)1 << 63 : 0), data + block + 1);
+        }
         uint64_t brk = _mm512_cmpeq_epi8_mask(v, nl) | _mm512_cmpeq_epi8_mask(v, cr);
         uint64_t share = _mm512_test_epi8_mask(_mm512_permutex2var_epi8(before_lo, prev, before_hi),
                                                _mm512_permutex2var_epi8(after_lo, next, after_hi));
-        /* A break after a break is not the first of its run; one before a break passes (its pair is
-         * looked up after the run), as does the last byte's (its successor is in the next block). */
-        uint64_t brk_prev = brk << 1 | carry_brk;
+        /* A break after a break is not the first of its run (nor is the data's first byte); one
+         * before a break passes (its pair is looked up after the run), as does the last byte's (its
+         * successor is in the next block). */
+        uint64_t brk_prev = brk << 1 | carry_brk | (block ? 0 : 1);
         carry_brk = brk >> 63;
-        cand = brk & ~brk_prev & (share | brk >> 1 | (uint64_t)1 << 63) & (block ? ~(uint64_t)0 : ~(uint64_t)1))
+        cand = brk & ~brk_prev & (share | brk >> 1 | (uint64_t)1 << 63))
 }
 
 static void (*find_wrapped)(const ScanCtx *ctx) = find_wrapped_sse2;
