@@ -137,7 +137,8 @@ def test_base64_cut_by_line_breaks(probe, tmp_path, monkeypatch, isa):
         for _ in range(300):
             parts.append(b" ".join(rng.choice(words) for _ in range(rng.randrange(1, 12))) + rng.choice(breaks))
             lead = bytes(rng.randrange(256) for _ in range(rng.randrange(4)))
-            blob = rng.choice([base64.b64encode, base64.urlsafe_b64encode])(lead + (TOKEN.upper() if rng.random() < 0.3 else TOKEN))
+            token = TOKEN.upper() if rng.random() < 0.3 else TOKEN
+            blob = rng.choice([base64.b64encode, base64.urlsafe_b64encode])(lead + token)
             width = rng.choice([0, 1, 2, 3, 5, 11, 64, 76])
             if width:
                 cut = [blob[at:at + width] for at in range(rng.randrange(width), len(blob), width)]
