@@ -95,12 +95,15 @@ static size_t match_token_at(const uint8_t *p, size_t n, int check_next) {
 static size_t match_token(const uint8_t *p, size_t n) { return match_token_at(p, n, 1); }
 
 /* ---- anchors ---- */
-enum { KIND_RAW, KIND_B64, KIND_HEX, KIND_ESC, KIND_DNS, KIND_JSON };
+enum { KIND_RAW, KIND_B64, KIND_HEX, KIND_ESC, KIND_DNS };
 typedef struct { char lit[32]; unsigned len; int kind, alignment, lead; } Anchor;
 static Anchor anchors[128];
 static unsigned n_anchors;
 static hs_database_t *db;
 static hs_scratch_t *scratch;
+
+/* The characters of the prefix, either case (for JSON escapes). */
+static uint8_t PREFIX_CHAR[256];
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 static int8_t B64_VAL[256];
@@ -130,15 +133,14 @@ static void build_anchors(void) {
         snprintf(lit, sizeof lit, "%.*s.%s", cut, PREFIX, PREFIX + cut);
         add_anchor(lit, 10, KIND_DNS, 0, 0);
     }
-    /* Beyond detect.py: any character of the prefix percent-encoded or as a JSON \u escape. One
-     * caseless "\u00" stands for the thirteen JSON escapes ("\u0070"...; on_match keeps those), as
-     * thirteen more literals would push Hyperscan onto an engine half as fast. */
+    /* Beyond detect.py: any character of the prefix percent-encoded or as a JSON \u escape (the
+     * latter found by find_json_escapes, not Hyperscan). */
     for (const char *c = "pcanryPCANRY-"; *c; c++) {
         char lit[16];
         snprintf(lit, sizeof lit, "%%%02x", (unsigned)*c);
         add_anchor(lit, 3, KIND_ESC, 0, 0);
+        PREFIX_CHAR[(uint8_t)*c] = 1;
     }
-    add_anchor("\\u00", 4, KIND_JSON, 0, 0);
     for (int up = 0; up < 2; up++) {
         char prefix[10];
         for (int i = 0; i < 9; i++) prefix[i] = up && PREFIX[i] >= 'a' ? PREFIX[i] - 32 : PREFIX[i];
@@ -183,7 +185,7 @@ static void build_anchors(void) {
         }
         *q = 0;
         exprs[i] = patterns[i]; ids[i] = i;
-        flags[i] = anchors[i].kind == KIND_RAW || anchors[i].kind == KIND_ESC || anchors[i].kind == KIND_DNS || anchors[i].kind == KIND_JSON ? HS_FLAG_CASELESS : 0;
+        flags[i] = anchors[i].kind == KIND_RAW || anchors[i].kind == KIND_ESC || anchors[i].kind == KIND_DNS ? HS_FLAG_CASELESS : 0;
     }
 #ifdef PPSCAN_EMBEDDED_DB
     /* Compiling the patterns takes ~50 ms; the build compiled them already (same host, so the
@@ -345,13 +347,6 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
     size_t at = (size_t)to - a->len;
     if (a->kind == KIND_B64) { b64_occurrence(ctx, a, at, (size_t)to); return 0; }
     if (a->kind == KIND_ESC) { posv_push(ctx->esc, (size_t)to); return 0; }
-    if (a->kind == KIND_JSON) {
-        /* What a caseless "\u0070" (or the escape of another prefix character) would have matched. */
-        if (to + 2 > ctx->n || !is_hex(data[to]) || !is_hex(data[to + 1])) return 0;
-        int c = hexval(data[to]) << 4 | hexval(data[to + 1]);
-        if (c && strchr("pcanryPCANRY-", c)) posv_push(ctx->esc, (size_t)to + 2);
-        return 0;
-    }
     if (a->kind == KIND_DNS) { verify_dns(data, ctx->n, at, ctx->out); return 0; }
     if (a->kind == KIND_RAW) {
         posv_push(ctx->esc, (size_t)to);
@@ -363,6 +358,37 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
     }
     return 0;
 }
+
+/* JSON \u escapes of a prefix character ("\u0070", "\u002D"; the 'u' in either case, as the caseless
+ * literals had it), found apart from Hyperscan: thirteen more literals there would push it onto an
+ * engine half as fast, and one "\u00" literal would cost a callback at every escape of Latin-1 text
+ * in JSON. Each is noted where its literal would have ended, for find() to look back from. */
+static inline void json_escape_at(const uint8_t *data, size_t n, size_t i, Posv *esc) {
+    const uint8_t *p = data + i;
+    if (n - i < 6 || (p[1] | 0x20) != 'u' || p[2] != '0' || p[3] != '0' || !is_hex(p[4]) || !is_hex(p[5])) return;
+    if (PREFIX_CHAR[hexval(p[4]) << 4 | hexval(p[5])]) posv_push(esc, i + 6);
+}
+
+/* Every backslash, by memchr: fast where they are few. */
+static void find_json_escapes_memchr(const uint8_t *data, size_t n, Posv *esc) {
+    for (const uint8_t *p = memchr(data, '\\', n); p; p = memchr(p + 1, '\\', (size_t)(data + n - p - 1)))
+        json_escape_at(data, n, (size_t)(p - data), esc);
+}
+
+/* The same with the backslashes found 64 bytes at a time and no call per backslash: JSON has one
+ * every few words (memchr's call per backslash made such text scan at half the speed). */
+__attribute__((target("avx2,bmi"))) static void find_json_escapes_avx2(const uint8_t *data, size_t n, Posv *esc) {
+    const __m256i backslash = _mm256_set1_epi8('\\');
+    size_t block = 0;
+    for (; n - block >= 64; block += 64) {
+        uint64_t bits = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(data + block)), backslash)) |
+                        (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(data + block + 32)), backslash)) << 32;
+        for (; bits; bits &= bits - 1) json_escape_at(data, n, block + (size_t)__builtin_ctzll(bits), esc);
+    }
+    for (size_t i = block; i < n; i++) if (data[i] == '\\') json_escape_at(data, n, i, esc);
+}
+
+static void (*find_json_escapes)(const uint8_t *data, size_t n, Posv *esc) = find_json_escapes_memchr;
 
 /* ---- base64 anchors cut by line breaks ----
  * Hyperscan looks for the base64 anchors as plain literals (a pattern allowing breaks between every
@@ -624,6 +650,7 @@ static void pick_find_wrapped(void) {
     if (isa && !strcmp(isa, "avx2")) bw = vbmi = 0;
     if (isa && !strcmp(isa, "avx512bw")) vbmi = 0;
     find_wrapped = vbmi ? find_wrapped_vbmi : bw ? find_wrapped_avx512bw : avx2 ? find_wrapped_avx2 : find_wrapped_sse2;
+    find_json_escapes = avx2 ? find_json_escapes_avx2 : find_json_escapes_memchr;
 }
 
 /* detect.find: every hit in data, sorted by (offset, encoding, token), duplicates dropped. */
@@ -638,6 +665,7 @@ static void find(const uint8_t *data, size_t n, Hits *out, hs_scratch_t *scr) {
         exit(70);
     }
     if (ctx.has_breaks) find_wrapped(&ctx);
+    find_json_escapes(data, n, &esc);
     if (esc.n) {
         /* A token with an escaped prefix character starts at most 9 escapes (54 bytes) before it. */
         qsort(esc.v, esc.n, sizeof *esc.v, cmp_size);

@@ -169,8 +169,12 @@ def test_runs_in_a_root_with_nothing_but_itself(probe, tmp_path):
     assert json.loads(lines[-1])["scanned_files"] == 1
 
 
-def test_escapes_the_probe_finds_and_detect_py_does_not(probe, tmp_path):
-    """Percent-encoding, JSON \\u escapes, DNS labels: new in the probe; detect.py finds none of these."""
+@pytest.mark.parametrize("isa", ["sse2", "native"])
+def test_escapes_the_probe_finds_and_detect_py_does_not(probe, tmp_path, monkeypatch, isa):
+    """Percent-encoding, JSON \\u escapes, DNS labels: new in the probe; detect.py finds none of these.
+    JSON escapes are looked for apart from Hyperscan, by memchr (sse2) or a vector loop (native)."""
+    if isa != "native":
+        monkeypatch.setenv("PPSCAN_ISA", isa)
     text = TOKEN.decode()
     forms = {
         "percent": "".join(f"%{ord(c):02X}" for c in text),
@@ -199,6 +203,21 @@ def test_escapes_the_probe_finds_and_detect_py_does_not(probe, tmp_path):
                          "json": "json-escape", "json-all": "json-escape", "dns": "dns-labels", "dns-in-prefix": "dns-labels"}
     assert found == {name: (expected_encoding[name], text, 1) for name in forms}
     assert reference.stdout.decode().splitlines()[:-1] == []  # detect.py does not decode these
+
+
+@pytest.mark.parametrize("isa", ["sse2", "native"])
+def test_a_json_escape_at_every_place_in_a_block(probe, tmp_path, monkeypatch, isa):
+    """A token whose only escape is its first character, at each offset of the 64-byte blocks the
+    escape search goes through (and past the last whole block): each one is found, at its offset."""
+    if isa != "native":
+        monkeypatch.setenv("PPSCAN_ISA", isa)
+    body = b"\\u0070" + TOKEN[1:]
+    for shift in range(130):
+        (tmp_path / f"at-{shift:03d}").write_bytes(b"x" * shift + body + b" " * (200 - shift))
+    static = subprocess.run([str(probe), str(tmp_path)], capture_output=True, timeout=60, check=True)
+    hits = [json.loads(line) for line in static.stdout.decode().splitlines()[:-1]]
+    found = {(pathlib.Path(hit["where"]).name, hit["encoding"], hit["token"], hit["offset"]) for hit in hits}
+    assert found == {(f"at-{shift:03d}", "json-escape", TOKEN.decode(), shift) for shift in range(130)}
 
 
 def test_compressed_streams_and_archive_members(probe, tmp_path):
