@@ -9,10 +9,12 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <immintrin.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <bzlib.h>
 #include <hs/hs.h>
+#include <libdeflate.h>
 #include <lzma.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -96,10 +98,13 @@ static size_t match_token(const uint8_t *p, size_t n) { return match_token_at(p,
 /* ---- anchors ---- */
 enum { KIND_RAW, KIND_B64, KIND_HEX, KIND_ESC, KIND_DNS };
 typedef struct { char lit[32]; unsigned len; int kind, alignment, lead; } Anchor;
-static Anchor anchors[64];
+static Anchor anchors[128];
 static unsigned n_anchors;
 static hs_database_t *db;
 static hs_scratch_t *scratch;
+
+/* The characters of the prefix, either case (for JSON escapes). */
+static uint8_t PREFIX_CHAR[256];
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 static int8_t B64_VAL[256];
@@ -108,11 +113,15 @@ static void add_anchor(const char *lit, unsigned len, int kind, int alignment, i
     for (unsigned i = 0; i < n_anchors; i++)
         if (anchors[i].len == len && !memcmp(anchors[i].lit, lit, len) && anchors[i].kind == kind &&
             anchors[i].alignment == alignment && anchors[i].lead == lead) return;
+    if (n_anchors == sizeof anchors / sizeof *anchors) { fprintf(stderr, "ppscan: too many anchors\n"); exit(70); }
     Anchor *a = &anchors[n_anchors++];
     memcpy(a->lit, lit, len);
     a->lit[len] = 0;
     a->len = len; a->kind = kind; a->alignment = alignment; a->lead = lead;
 }
+
+static void build_splits(void);
+static void pick_find_wrapped(void);
 
 static void build_anchors(void) {
     memset(B64_VAL, -1, sizeof B64_VAL);
@@ -125,13 +134,13 @@ static void build_anchors(void) {
         snprintf(lit, sizeof lit, "%.*s.%s", cut, PREFIX, PREFIX + cut);
         add_anchor(lit, 10, KIND_DNS, 0, 0);
     }
-    /* Beyond detect.py: any character of the prefix percent-encoded or as a JSON \u escape. */
+    /* Beyond detect.py: any character of the prefix percent-encoded or as a JSON \u escape (the
+     * latter found by find_json_escapes, not Hyperscan). */
     for (const char *c = "pcanryPCANRY-"; *c; c++) {
         char lit[16];
         snprintf(lit, sizeof lit, "%%%02x", (unsigned)*c);
         add_anchor(lit, 3, KIND_ESC, 0, 0);
-        snprintf(lit, sizeof lit, "\\u%04x", (unsigned)*c);
-        add_anchor(lit, 6, KIND_ESC, 0, 0);
+        PREFIX_CHAR[(uint8_t)*c] = 1;
     }
     for (int up = 0; up < 2; up++) {
         char prefix[10];
@@ -165,14 +174,14 @@ static void build_anchors(void) {
             add_anchor(hex, 18, KIND_HEX, 0, 0);
         }
     }
-    static char patterns[64][32 * 16];
-    const char *exprs[64];
-    unsigned flags[64], ids[64];
+    build_splits();
+    static char patterns[128][32 * 4];
+    const char *exprs[128];
+    unsigned flags[128], ids[128];
     for (unsigned i = 0; i < n_anchors; i++) {
         char *q = patterns[i];
         for (unsigned k = 0; k < anchors[i].len; k++) {
             char c = anchors[i].lit[k];
-            if (anchors[i].kind == KIND_B64 && k) q += sprintf(q, "[\\r\\n]*");
             q += sprintf(q, "\\x%02x", (uint8_t)c);
         }
         *q = 0;
@@ -313,29 +322,31 @@ static void verify_escaped(const uint8_t *data, size_t n, size_t s, Hits *out) {
 
 static inline int is_break(uint8_t c) { return c == '\n' || c == '\r'; }
 
+/* An occurrence of base64 anchor a whose first character is data[at] and whose last ends before
+ * data[to] (line breaks may sit between its characters): verify it as detect.py's passes would.
+ * The unwrapped pass sees it only if no break sits inside; the joined pass (which runs when the
+ * window has a break anywhere) starts `lead` characters before it, not counting breaks. */
+static void b64_occurrence(const ScanCtx *ctx, const Anchor *a, size_t at, size_t to) {
+    const uint8_t *data = ctx->data;
+    if (to - at == a->len && at >= (size_t)a->lead)
+        verify_b64(data, ctx->n, at - a->lead, a->alignment, ctx->out, 0);
+    if (!ctx->has_breaks) return;
+    size_t start = at;
+    for (size_t k = 0; k < (size_t)a->lead;) {
+        if (start == 0) return;
+        start--;
+        if (!is_break(data[start])) k++;
+    }
+    verify_b64(data, ctx->n, start, a->alignment, ctx->out, 1);
+}
+
 static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *vctx) {
     (void)from; (void)flags;
     ScanCtx *ctx = vctx;
     const Anchor *a = &anchors[id];
     const uint8_t *data = ctx->data;
-    if (a->kind == KIND_B64) {
-        /* The pattern allows line breaks between the anchor's characters: walk back over it. */
-        size_t at = (size_t)to, k = 0;
-        while (k < a->len) { at--; if (!is_break(data[at])) k++; }
-        if ((size_t)to - at == a->len && at >= (size_t)a->lead)
-            verify_b64(data, ctx->n, at - a->lead, a->alignment, ctx->out, 0);
-        if (ctx->has_breaks) {
-            size_t start = at;
-            for (k = 0; k < (size_t)a->lead;) {
-                if (start == 0) return 0;
-                start--;
-                if (!is_break(data[start])) k++;
-            }
-            verify_b64(data, ctx->n, start, a->alignment, ctx->out, 1);
-        }
-        return 0;
-    }
     size_t at = (size_t)to - a->len;
+    if (a->kind == KIND_B64) { b64_occurrence(ctx, a, at, (size_t)to); return 0; }
     if (a->kind == KIND_ESC) { posv_push(ctx->esc, (size_t)to); return 0; }
     if (a->kind == KIND_DNS) { verify_dns(data, ctx->n, at, ctx->out); return 0; }
     if (a->kind == KIND_RAW) {
@@ -349,6 +360,300 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
     return 0;
 }
 
+/* JSON \u escapes of a prefix character ("\u0070", "\u002D"; the 'u' in either case, as the caseless
+ * literals had it), found apart from Hyperscan: thirteen more literals there would push it onto an
+ * engine half as fast, and one "\u00" literal would cost a callback at every escape of Latin-1 text
+ * in JSON. Each is noted where its literal would have ended, for find() to look back from. */
+static inline void json_escape_at(const uint8_t *data, size_t n, size_t i, Posv *esc) {
+    const uint8_t *p = data + i;
+    if (n - i < 6 || (p[1] | 0x20) != 'u' || p[2] != '0' || p[3] != '0' || !is_hex(p[4]) || !is_hex(p[5])) return;
+    if (PREFIX_CHAR[hexval(p[4]) << 4 | hexval(p[5])]) posv_push(esc, i + 6);
+}
+
+/* Every backslash, by memchr: fast where they are few. */
+static void find_json_escapes_memchr(const uint8_t *data, size_t n, Posv *esc) {
+    for (const uint8_t *p = memchr(data, '\\', n); p; p = memchr(p + 1, '\\', (size_t)(data + n - p - 1)))
+        json_escape_at(data, n, (size_t)(p - data), esc);
+}
+
+/* The same with the backslashes found 64 bytes at a time and no call per backslash: JSON has one
+ * every few words (memchr's call per backslash made such text scan at half the speed). */
+__attribute__((target("avx2,bmi"))) static void find_json_escapes_avx2(const uint8_t *data, size_t n, Posv *esc) {
+    const __m256i backslash = _mm256_set1_epi8('\\');
+    size_t block = 0;
+    for (; n - block >= 64; block += 64) {
+        uint64_t bits = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(data + block)), backslash)) |
+                        (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(data + block + 32)), backslash)) << 32;
+        for (; bits; bits &= bits - 1) json_escape_at(data, n, block + (size_t)__builtin_ctzll(bits), esc);
+    }
+    for (size_t i = block; i < n; i++) if (data[i] == '\\') json_escape_at(data, n, i, esc);
+}
+
+static void (*find_json_escapes)(const uint8_t *data, size_t n, Posv *esc) = find_json_escapes_memchr;
+
+/* ---- base64 anchors cut by line breaks ----
+ * Hyperscan looks for the base64 anchors as plain literals (a pattern allowing breaks between every
+ * two characters has no literal longer than one byte to start from, and cost a third of the whole
+ * scan). An occurrence with breaks inside is found here instead: each run of breaks with a base64
+ * character on either side is tried as the first break inside an anchor. SPLIT_PAIRS says which
+ * (character before, character after) pairs an anchor has at some cut; a run whose neighbours are
+ * no such pair (nearly all of them in text) costs a table look-up. */
+/* Class tables for find_wrapped: bit h of BEFORE_LO[c & 15] says whether the ASCII character
+ * (h << 4 | (c & 15)) stands just before a cut of some anchor, AFTER_LO just after one. */
+static uint8_t BEFORE_LO[16], AFTER_LO[16];
+static const uint8_t HI_BIT[16] = {1, 2, 4, 8, 16, 32, 64, 128};
+/* For the VBMI variant: the characters before a cut are put in 8 groups (bit g of BEFORE_GROUPS[c]);
+ * bit g of AFTER_GROUPS[c] says that c follows some character of group g at a cut. */
+static uint8_t BEFORE_GROUPS[128], AFTER_GROUPS[128];
+
+typedef struct { uint16_t pair; uint8_t anchor, cut; } Split;
+static uint64_t SPLIT_PAIRS[65536 / 64];
+static Split splits[128 * 32];
+static unsigned n_splits;
+
+static int split_cmp(const void *x, const void *y) {
+    const Split *a = x, *b = y;
+    if (a->pair != b->pair) return a->pair < b->pair ? -1 : 1;
+    return a->anchor != b->anchor ? (a->anchor < b->anchor ? -1 : 1) : (a->cut > b->cut) - (a->cut < b->cut);
+}
+
+/* Put the characters that stand before a cut in 8 groups, greedily (most successors first, each in
+ * the group that grows |before| x |after| least), so that few other pairs share a group. */
+static void group_splits(void) {
+    uint8_t follows[128][128] = {{0}}, group_after[8][128] = {{0}};
+    int count[128] = {0}, members[8] = {0}, afters[8] = {0}, order[128], n_order = 0;
+    for (unsigned s = 0; s < n_splits; s++) {
+        unsigned before = splits[s].pair >> 8, after = splits[s].pair & 255;
+        if (!follows[before][after]) { follows[before][after] = 1; count[before]++; }
+    }
+    for (int c = 0; c < 128; c++) if (count[c]) order[n_order++] = c;
+    for (int i = 1; i < n_order; i++)
+        for (int j = i; j > 0 && count[order[j]] > count[order[j - 1]]; j--) { int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t; }
+    for (int i = 0; i < n_order; i++) {
+        int c = order[i], best = 0, best_cost = INT_MAX;
+        for (int g = 0; g < 8; g++) {
+            int grown = afters[g];
+            for (int a = 0; a < 128; a++) grown += follows[c][a] && !group_after[g][a];
+            int cost = (members[g] + 1) * grown - members[g] * afters[g];
+            if (cost < best_cost) { best_cost = cost; best = g; }
+        }
+        members[best]++;
+        BEFORE_GROUPS[c] |= (uint8_t)(1 << best);
+        for (int a = 0; a < 128; a++)
+            if (follows[c][a] && !group_after[best][a]) { group_after[best][a] = 1; afters[best]++; AFTER_GROUPS[a] |= (uint8_t)(1 << best); }
+    }
+}
+
+static void build_splits(void) {
+    for (unsigned i = 0; i < n_anchors; i++) {
+        if (anchors[i].kind != KIND_B64) continue;
+        for (unsigned cut = 1; cut < anchors[i].len; cut++) {
+            unsigned pair = (uint8_t)anchors[i].lit[cut - 1] << 8 | (uint8_t)anchors[i].lit[cut];
+            SPLIT_PAIRS[pair >> 6] |= (uint64_t)1 << (pair & 63);
+            splits[n_splits++] = (Split){(uint16_t)pair, (uint8_t)i, (uint8_t)cut};
+            uint8_t before = (uint8_t)anchors[i].lit[cut - 1], after = (uint8_t)anchors[i].lit[cut];
+            BEFORE_LO[before & 15] |= (uint8_t)(1 << (before >> 4));
+            AFTER_LO[after & 15] |= (uint8_t)(1 << (after >> 4));
+        }
+    }
+    qsort(splits, n_splits, sizeof *splits, split_cmp);
+    group_splits();
+    pick_find_wrapped();
+}
+
+/* The run of breaks data[b0..b1) with data[b0 - 1] and data[b1] not breaks: every anchor occurrence
+ * whose first break inside is this run. */
+static void wrapped_at(const ScanCtx *ctx, size_t b0, size_t b1, unsigned pair) {
+    const uint8_t *data = ctx->data;
+    size_t lo = 0, hi = n_splits;
+    while (lo < hi) { size_t mid = (lo + hi) / 2; if (splits[mid].pair < pair) lo = mid + 1; else hi = mid; }
+    for (size_t s = lo; s < n_splits && splits[s].pair == pair; s++) {
+        const Anchor *a = &anchors[splits[s].anchor];
+        size_t cut = splits[s].cut;
+        if (b0 < cut || memcmp(data + b0 - cut, a->lit, cut)) continue;
+        size_t i = b1, k = cut;
+        while (k < a->len && i < ctx->n) {
+            if (is_break(data[i])) { i++; continue; }
+            if (data[i] != (uint8_t)a->lit[k]) break;
+            i++; k++;
+        }
+        if (k == a->len) b64_occurrence(ctx, a, b0 - cut, i);
+    }
+}
+
+/* The wrapped pass runs in two steps so that the vector loop makes no call (which would spill its
+ * constants) and takes no branch per break (text has one a line, at no predictable place): each
+ * 64-byte block becomes a mask of candidates whose positions are appended to a buffer, which
+ * check_candidates() then goes through exactly. A candidate is the first break of a run whose
+ * neighbours may be a pair of SPLIT_PAIRS, or whose run goes on (the pair is then looked up after
+ * the run). How closely "may be" is tested depends on the instruction set: not at all (SSE2), each
+ * neighbour in its class (AVX2, AVX-512BW; 28% of the breaks in text pass), or the two neighbours'
+ * groups (AVX-512 VBMI; 4% pass). */
+#define CANDIDATES 4096
+
+/* Check the candidates at[0..k); 0 once a run of breaks reaches the end of the data. */
+static int check_candidates(const ScanCtx *ctx, const uint32_t *at, size_t k) {
+    const uint8_t *data = ctx->data;
+    for (size_t c = 0; c < k; c++) {
+        size_t i = at[c], b1 = i + 1;
+        while (b1 < ctx->n && is_break(data[b1])) b1++;
+        if (b1 >= ctx->n) return 0;
+        unsigned pair = data[i - 1] << 8 | data[b1];
+        if (SPLIT_PAIRS[pair >> 6] >> (pair & 63) & 1) wrapped_at(ctx, i, b1, pair);
+    }
+    return 1;
+}
+
+/* Append the positions of cand's bits (block + bit) to at[*k]. Nearly every block has at most one:
+ * one is written unconditionally and only the others loop. */
+__attribute__((always_inline)) static inline void append_candidates(uint64_t cand, uint32_t block, uint32_t *at, size_t *k) {
+    at[*k] = block + (uint32_t)__builtin_ctzll(cand | (uint64_t)1 << 63);
+    uint64_t rest = cand & (cand - 1);
+    size_t more = *k + 1;
+    while (rest) { at[more++] = block + (uint32_t)__builtin_ctzll(rest); rest &= rest - 1; }
+    *k += (size_t)__builtin_popcountll(cand);
+}
+
+/* The candidates of a block from its breaks and class bits; the carries bring the last byte of the
+ * block before (its successor, the next block's first byte, is not known: it is let through). */
+__attribute__((always_inline)) static inline uint64_t class_candidates(uint64_t brk, uint64_t before, uint64_t after, uint64_t *carry_brk,
+                                                                     uint64_t *carry_before) {
+    uint64_t cand = brk & ~(brk << 1 | *carry_brk) & (before << 1 | *carry_before) & (after >> 1 | brk >> 1 | (uint64_t)1 << 63);
+    *carry_brk = brk >> 63;
+    *carry_before = before >> 63;
+    return cand;
+}
+
+/* The loop every variant shares; its arguments set `cand` for the block at data[block]. */
+#define WRAPPED_LOOP(...)                                                                           \
+    uint32_t at[CANDIDATES + 64];                                                                   \
+    size_t k = 0;                                                                                   \
+    uint64_t carry_brk = 0, carry_before = 0;                                                       \
+    (void)carry_brk; (void)carry_before;                                                            \
+    for (size_t block = 0; block < ctx->n; block += 64) {                                           \
+        uint64_t cand;                                                                              \
+        __VA_ARGS__;                                                                                \
+        append_candidates(cand, (uint32_t)block, at, &k);                                           \
+        if (k >= CANDIDATES) { if (!check_candidates(ctx, at, k)) return; k = 0; }                  \
+    }                                                                                               \
+    check_candidates(ctx, at, k);
+
+/* Breaks only, 16 bytes at a time (every x86-64 has SSE2): every first break of a run is a candidate. */
+static void find_wrapped_sse2(const ScanCtx *ctx) {
+    const __m128i nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r');
+    const uint8_t *data = ctx->data;
+    WRAPPED_LOOP(
+        uint64_t brk = 0;
+        if (ctx->n - block >= 64) {
+            for (int q = 0; q < 4; q++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(data + block + 16 * q));
+                brk |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, nl), _mm_cmpeq_epi8(v, cr))) << (16 * q);
+            }
+        } else {
+            for (size_t i = block; i < ctx->n; i++) if (is_break(data[i])) brk |= (uint64_t)1 << (i - block);
+        }
+        cand = class_candidates(brk, ~(uint64_t)0, ~(uint64_t)0, &carry_brk, &carry_before))
+}
+
+/* Class membership by two nibble look-ups (pshufb), 32 bytes at a time. */
+typedef struct { __m256i low, zero, nl, cr, before_lo, after_lo, hi_bit; } Avx2Consts;
+
+__attribute__((target("avx2,popcnt,bmi"), always_inline)) static inline void masks_avx2(const Avx2Consts *c, const uint8_t *p, uint32_t *brk,
+                                                                                      uint32_t *before, uint32_t *after) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    __m256i hi = _mm256_shuffle_epi8(c->hi_bit, _mm256_and_si256(_mm256_srli_epi16(v, 4), c->low));
+    __m256i lo = _mm256_and_si256(v, c->low);
+    *brk = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(v, c->nl), _mm256_cmpeq_epi8(v, c->cr)));
+    *before = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(c->before_lo, lo), hi), c->zero));
+    *after = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(c->after_lo, lo), hi), c->zero));
+}
+
+__attribute__((target("avx2,popcnt,bmi"))) static void find_wrapped_avx2(const ScanCtx *ctx) {
+    const Avx2Consts c = {
+        _mm256_set1_epi8(15), _mm256_setzero_si256(), _mm256_set1_epi8('\n'), _mm256_set1_epi8('\r'),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)BEFORE_LO)),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)AFTER_LO)),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)HI_BIT)),
+    };
+    const uint8_t *data = ctx->data;
+    uint8_t tail[64];
+    WRAPPED_LOOP(
+        const uint8_t *p = data + block;
+        if (ctx->n - block < 64) { memset(tail, 0, sizeof tail); memcpy(tail, p, ctx->n - block); p = tail; }
+        uint32_t b0, b1, f0, f1, a0, a1;
+        masks_avx2(&c, p, &b0, &f0, &a0);
+        masks_avx2(&c, p + 32, &b1, &f1, &a1);
+        cand = class_candidates((uint64_t)b1 << 32 | b0, (uint64_t)f1 << 32 | f0, (uint64_t)a1 << 32 | a0, &carry_brk, &carry_before))
+}
+
+/* The same, 64 bytes at a time into mask registers (bytes past the end load as zero). */
+__attribute__((target("avx512bw,popcnt,bmi"))) static void find_wrapped_avx512bw(const ScanCtx *ctx) {
+    const __m512i nl = _mm512_set1_epi8('\n'), cr = _mm512_set1_epi8('\r'), low = _mm512_set1_epi8(15);
+    const __m512i before_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)BEFORE_LO));
+    const __m512i after_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)AFTER_LO));
+    const __m512i hi_bit = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)HI_BIT));
+    const uint8_t *data = ctx->data;
+    WRAPPED_LOOP(
+        size_t len = ctx->n - block;
+        __m512i v = _mm512_maskz_loadu_epi8(len >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << len) - 1, data + block);
+        __m512i hi = _mm512_shuffle_epi8(hi_bit, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+        __m512i lo = _mm512_and_si512(v, low);
+        cand = class_candidates(_mm512_cmpeq_epi8_mask(v, nl) | _mm512_cmpeq_epi8_mask(v, cr),
+                                _mm512_test_epi8_mask(_mm512_shuffle_epi8(before_lo, lo), hi),
+                                _mm512_test_epi8_mask(_mm512_shuffle_epi8(after_lo, lo), hi), &carry_brk, &carry_before))
+}
+
+/* With VBMI a byte indexes a 128-entry table in one instruction (vpermi2b): each byte's predecessor
+ * and successor (loaded one byte off; masked loads touch nothing outside the data) get their group
+ * bits, and a break whose two neighbours share a group is a candidate. Bytes >= 128 alias in the
+ * tables: a few more candidates, which the exact check drops. */
+__attribute__((target("avx512bw,avx512vbmi,popcnt,bmi"))) static void find_wrapped_vbmi(const ScanCtx *ctx) {
+    const __m512i nl = _mm512_set1_epi8('\n'), cr = _mm512_set1_epi8('\r');
+    const __m512i before_lo = _mm512_loadu_si512(BEFORE_GROUPS), before_hi = _mm512_loadu_si512(BEFORE_GROUPS + 64);
+    const __m512i after_lo = _mm512_loadu_si512(AFTER_GROUPS), after_hi = _mm512_loadu_si512(AFTER_GROUPS + 64);
+    const uint8_t *data = ctx->data;
+    const size_t n = ctx->n;
+    WRAPPED_LOOP(
+        __m512i v, prev, next;
+        if (block && n - block > 64) {
+            /* Every block but the first and the last: plain loads. */
+            v = _mm512_loadu_si512(data + block);
+            prev = _mm512_loadu_si512(data + block - 1);
+            next = _mm512_loadu_si512(data + block + 1);
+        } else {
+            size_t len = n - block;
+            __mmask64 in = len >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << len) - 1;
+            v = _mm512_maskz_loadu_epi8(in, data + block);
+            /* The first block's first byte has no predecessor: its lane is masked off, never read. */
+            prev = _mm512_maskz_loadu_epi8(block ? in : in & ~(__mmask64)1, (const void *)((uintptr_t)data + block - 1));
+            next = _mm512_maskz_loadu_epi8(in >> 1 | (len > 64 ? (__mmask64)1 << 63 : 0), data + block + 1);
+        }
+        uint64_t brk = _mm512_cmpeq_epi8_mask(v, nl) | _mm512_cmpeq_epi8_mask(v, cr);
+        uint64_t share = _mm512_test_epi8_mask(_mm512_permutex2var_epi8(before_lo, prev, before_hi),
+                                               _mm512_permutex2var_epi8(after_lo, next, after_hi));
+        /* A break after a break is not the first of its run (nor is the data's first byte); one
+         * before a break passes (its pair is looked up after the run), as does the last byte's (its
+         * successor is in the next block). */
+        uint64_t brk_prev = brk << 1 | carry_brk | (block ? 0 : 1);
+        carry_brk = brk >> 63;
+        cand = brk & ~brk_prev & (share | brk >> 1 | (uint64_t)1 << 63))
+}
+
+static void (*find_wrapped)(const ScanCtx *ctx) = find_wrapped_sse2;
+
+static void pick_find_wrapped(void) {
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2"), bw = __builtin_cpu_supports("avx512bw");
+    int vbmi = bw && __builtin_cpu_supports("avx512vbmi");
+    /* PPSCAN_ISA picks a narrower variant (tests run each; they must find the same). */
+    const char *isa = getenv("PPSCAN_ISA");
+    if (isa && !strcmp(isa, "sse2")) avx2 = bw = vbmi = 0;
+    if (isa && !strcmp(isa, "avx2")) bw = vbmi = 0;
+    if (isa && !strcmp(isa, "avx512bw")) vbmi = 0;
+    find_wrapped = vbmi ? find_wrapped_vbmi : bw ? find_wrapped_avx512bw : avx2 ? find_wrapped_avx2 : find_wrapped_sse2;
+    find_json_escapes = avx2 ? find_json_escapes_avx2 : find_json_escapes_memchr;
+}
+
 /* detect.find: every hit in data, sorted by (offset, encoding, token), duplicates dropped. */
 static void find(const uint8_t *data, size_t n, Hits *out, hs_scratch_t *scr) {
     static __thread Posv esc;
@@ -360,6 +665,8 @@ static void find(const uint8_t *data, size_t n, Hits *out, hs_scratch_t *scr) {
         fprintf(stderr, "ppscan: hyperscan scan failed\n");
         exit(70);
     }
+    if (ctx.has_breaks) find_wrapped(&ctx);
+    find_json_escapes(data, n, &esc);
     if (esc.n) {
         /* A token with an escaped prefix character starts at most 9 escapes (54 bytes) before it. */
         qsort(esc.v, esc.n, sizeof *esc.v, cmp_size);
@@ -544,7 +851,19 @@ static void scan_bytes_named(const uint8_t *data, size_t n, const char *where, c
     }
 }
 
-typedef struct { hs_scratch_t *scratch; Hits window; uint8_t *buf; size_t cap; } Worker;
+/* A worker thread's own scratch and buffers. The decompression buffers are kept from file to file
+ * (one per nesting depth; see out_take): allocating them afresh cost a page fault every 4 KiB. */
+#define MAX_DEPTH 4
+#define KEEP_BUFFER_MAX ((size_t)64 << 20)
+typedef struct { uint8_t *p; size_t cap; } Spare;
+typedef struct {
+    hs_scratch_t *scratch;
+    Hits window;
+    uint8_t *buf;
+    size_t cap;
+    Spare spare[MAX_DEPTH + 2], packed;
+    struct libdeflate_decompressor *deflate;
+} Worker;
 
 /* detect._scan_reader over a descriptor into ev; returns 0, or the errno that stopped it. */
 static int scan_fd(Worker *w, int fd, Event *ev) {
@@ -594,7 +913,6 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
 }
 
 /* ---- compressed streams and archive members (beyond detect.py) ---- */
-#define MAX_DEPTH 4
 #define MAX_DEPTH_TEXT "5"  /* streams and members inside a file: depth 0 to MAX_DEPTH */
 
 static void *xrealloc(void *p, size_t n) { p = realloc(p, n); if (!p) { perror("ppscan"); exit(70); } return p; }
@@ -645,6 +963,30 @@ static void inflate_all(const uint8_t *data, size_t n, int bits, Out *o, size_t 
     }
     if (used) *used = (size_t)(z.next_in - data);
     inflateEnd(&z);
+}
+
+/* gzip through libdeflate (3.5 times zlib's speed on text) when its result is surely what
+ * inflate_all would give: every member whole and valid (libdeflate checks the CRC and length too),
+ * all of them together below max_file_bytes (else zlib's loop notes the cut, or stops mid-member),
+ * no header CRC (zlib checks it, libdeflate skips it), no reserved flag and method 8 (zlib refuses
+ * those). Anything else returns 0 with o emptied, and the caller inflates with zlib from the start. */
+static int gunzip_whole(Worker *w, const uint8_t *data, size_t n, Out *o) {
+    if (max_file_bytes > KEEP_BUFFER_MAX) return 0;
+    size_t limit = (size_t)max_file_bytes, at = 0;
+    if (!w->deflate && !(w->deflate = libdeflate_alloc_decompressor())) return 0;
+    if (o->cap < limit) { free(o->p); o->p = xrealloc(NULL, limit); o->cap = limit; }
+    o->n = 0;
+    do {
+        size_t used, got;
+        if (n - at < 18 || data[at + 2] != 8 || (data[at + 3] & 0xe2) || o->n + 1 >= limit ||
+            libdeflate_gzip_decompress_ex(w->deflate, data + at, n - at, o->p + o->n, limit - 1 - o->n, &used, &got) != LIBDEFLATE_SUCCESS) {
+            o->n = 0;
+            return 0;
+        }
+        o->n += got;
+        at += used;
+    } while (n - at > 2 && data[at] == 0x1f && data[at + 1] == 0x8b);  /* inflate_all's test for another member */
+    return 1;
 }
 
 static void unxz(const uint8_t *data, size_t n, Out *o) {
@@ -699,6 +1041,21 @@ static void unzstd(const uint8_t *data, size_t n, Out *o) {
     ZSTD_freeDStream(z);
 }
 
+/* An empty Out for depth `depth`, in the buffer the last one at that depth left (if any). */
+static Out out_take(Worker *w, int depth) {
+    Out o = {0};
+    Spare *s = &w->spare[depth];
+    o.p = s->p; o.cap = s->cap;
+    s->p = NULL; s->cap = 0;
+    return o;
+}
+
+static void out_give(Worker *w, int depth, Out *o) {
+    Spare *s = &w->spare[depth];
+    if (!s->p && o->cap <= KEEP_BUFFER_MAX) { s->p = o->p; s->cap = o->cap; } else free(o->p);
+    o->p = NULL; o->cap = o->n = 0;
+}
+
 static uint64_t octal(const uint8_t *p, size_t n) {
     uint64_t v = 0;
     size_t i = 0;
@@ -727,7 +1084,7 @@ static void scan_decoded(Worker *w, Event *ev, Out *o, char *where, int depth) {
         ev->inner_truncated++;
     }
     if (o->n) scan_inner(w, ev, o->p, o->n, where, depth + 1);
-    free(o->p);
+    out_give(w, depth, o);
 }
 
 static int looks_packed(const uint8_t *h, size_t n);
@@ -745,16 +1102,23 @@ static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, cons
         if (looks_packed(data, n)) not_looked_inside(ev, where, "not looked inside: packed deeper than the bound of " MAX_DEPTH_TEXT " levels");
         return;
     }
-    Out o = {0};
-    const char *kind = NULL;
-    if (data[0] == 0x1f && data[1] == 0x8b) { kind = "gzip"; inflate_all(data, n, 15 + 16, &o, NULL); }
-    else if (data[0] == 0x78 && (data[1] == 0x01 || data[1] == 0x5e || data[1] == 0x9c || data[1] == 0xda)) { kind = "zlib"; inflate_all(data, n, 15, &o, NULL); }
-    else if (n >= 6 && !memcmp(data, "\xfd" "7zXZ\0", 6)) { kind = "xz"; unxz(data, n, &o); }
-    else if (data[0] == 'B' && data[1] == 'Z' && data[2] == 'h') { kind = "bz2"; unbz2(data, n, &o); }
-    else if (!memcmp(data, "\x28\xb5\x2f\xfd", 4)) { kind = "zstd"; unzstd(data, n, &o); }
-    if (kind) {
+    enum { NONE, GZIP, ZLIB, XZ, BZ2, ZSTD } format = NONE;
+    static const char *FORMATS[] = {NULL, "gzip", "zlib", "xz", "bz2", "zstd"};
+    if (data[0] == 0x1f && data[1] == 0x8b) format = GZIP;
+    else if (data[0] == 0x78 && (data[1] == 0x01 || data[1] == 0x5e || data[1] == 0x9c || data[1] == 0xda)) format = ZLIB;
+    else if (n >= 6 && !memcmp(data, "\xfd" "7zXZ\0", 6)) format = XZ;
+    else if (data[0] == 'B' && data[1] == 'Z' && data[2] == 'h') format = BZ2;
+    else if (!memcmp(data, "\x28\xb5\x2f\xfd", 4)) format = ZSTD;
+    if (format != NONE) {
+        const char *kind = FORMATS[format];
+        Out o = out_take(w, depth);
+        if (format == GZIP) { if (!gunzip_whole(w, data, n, &o)) inflate_all(data, n, 15 + 16, &o, NULL); }
+        else if (format == ZLIB) inflate_all(data, n, 15, &o, NULL);
+        else if (format == XZ) unxz(data, n, &o);
+        else if (format == BZ2) unbz2(data, n, &o);
+        else unzstd(data, n, &o);
         if (o.n || o.cut) scan_decoded(w, ev, &o, label(where, kind, NULL, 0), depth);
-        else free(o.p);
+        else out_give(w, depth, &o);
         return;
     }
     if (n >= 512 && !memcmp(data + 257, "ustar", 5)) {
@@ -796,9 +1160,9 @@ static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, cons
                 not_looked_inside(ev, member, "not looked inside: the member is encrypted");
                 free(member);
             } else if (method == 8) {
-                Out m = {0};
+                Out m = out_take(w, depth);
                 inflate_all(data + body, n - body, -15, &m, &used);
-                if (m.n || m.cut) scan_decoded(w, ev, &m, member, depth); else { free(m.p); free(member); }
+                if (m.n || m.cut) scan_decoded(w, ev, &m, member, depth); else { out_give(w, depth, &m); free(member); }
             } else if (method == 0 || method == 12 || method == 93 || method == 95) {
                 /* stored, or bzip2, zstd and xz: those members are whole streams, known by their magic */
                 size_t before = ev->n_inner_where + ev->n_inner_notes;
@@ -827,14 +1191,15 @@ static void scan_packed(Worker *w, int fd, Event *ev) {
     ssize_t got = pread(fd, head, sizeof head, 0);
     if (got < 4 || !looks_packed(head, (size_t)got)) return;
     size_t cap = max_file_bytes < ((uint64_t)1 << 31) ? (size_t)max_file_bytes : (size_t)1 << 31, n = 0;
-    uint8_t *data = xrealloc(NULL, cap);
+    if (w->packed.cap < cap) { free(w->packed.p); w->packed.p = xrealloc(NULL, cap); w->packed.cap = cap; }
+    uint8_t *data = w->packed.p;
     while (n < cap) {
         ssize_t r = pread(fd, data + n, cap - n, (off_t)n);
         if (r <= 0) break;
         n += (size_t)r;
     }
     scan_inner(w, ev, data, n, ev->text, 0);
-    free(data);
+    if (cap > KEEP_BUFFER_MAX) { free(w->packed.p); w->packed.p = NULL; w->packed.cap = 0; }
 }
 
 static void read_event(Worker *w, Event *ev) {

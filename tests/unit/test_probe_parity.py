@@ -123,6 +123,32 @@ def test_random_alphabet_soup(probe, tmp_path):
     assert len(hits) > 1000
 
 
+@pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512bw", "vbmi"])
+def test_base64_cut_by_line_breaks(probe, tmp_path, monkeypatch, isa):
+    """Base64 cut by breaks of every kind at every place, between lines of words that end and start
+    with base64 characters: the probe finds the cut anchors apart from Hyperscan, with a vector pass
+    per instruction set (PPSCAN_ISA picks one; a CPU without it runs the next narrower)."""
+    monkeypatch.setenv("PPSCAN_ISA", isa)
+    rng = random.Random(1415)
+    words = [b"the", b"cHBj", b"YW5h", b"Bw", b"UFBD", b"wcGNh", b"kt", b"QUENB", b"hbm", b"x"]
+    breaks = [b"\n", b"\r\n", b"\r", b"\n\n", b"\r\r\n", b"\n\r"]
+    for number in range(3):
+        parts = []
+        for _ in range(300):
+            parts.append(b" ".join(rng.choice(words) for _ in range(rng.randrange(1, 12))) + rng.choice(breaks))
+            lead = bytes(rng.randrange(256) for _ in range(rng.randrange(4)))
+            token = TOKEN.upper() if rng.random() < 0.3 else TOKEN
+            blob = rng.choice([base64.b64encode, base64.urlsafe_b64encode])(lead + token)
+            width = rng.choice([0, 1, 2, 3, 5, 11, 64, 76])
+            if width:
+                cut = [blob[at:at + width] for at in range(rng.randrange(width), len(blob), width)]
+                blob = blob[: len(blob) - sum(map(len, cut))] + b"".join(piece + rng.choice(breaks) for piece in cut)
+            parts.append(blob)
+        (tmp_path / f"wrapped-{number}").write_bytes(b"".join(parts))
+    hits, _ = run_both(probe, str(tmp_path))
+    assert len(hits) > 600
+
+
 def test_runs_in_a_root_with_nothing_but_itself(probe, tmp_path):
     """No Python, no shell, no libc: a root holding only the binary and data is scanned correctly."""
     if os.geteuid() != 0:
@@ -143,8 +169,12 @@ def test_runs_in_a_root_with_nothing_but_itself(probe, tmp_path):
     assert json.loads(lines[-1])["scanned_files"] == 1
 
 
-def test_escapes_the_probe_finds_and_detect_py_does_not(probe, tmp_path):
-    """Percent-encoding, JSON \\u escapes, DNS labels: new in the probe; detect.py finds none of these."""
+@pytest.mark.parametrize("isa", ["sse2", "native"])
+def test_escapes_the_probe_finds_and_detect_py_does_not(probe, tmp_path, monkeypatch, isa):
+    """Percent-encoding, JSON \\u escapes, DNS labels: new in the probe; detect.py finds none of these.
+    JSON escapes are looked for apart from Hyperscan, by memchr (sse2) or a vector loop (native)."""
+    if isa != "native":
+        monkeypatch.setenv("PPSCAN_ISA", isa)
     text = TOKEN.decode()
     forms = {
         "percent": "".join(f"%{ord(c):02X}" for c in text),
@@ -173,6 +203,21 @@ def test_escapes_the_probe_finds_and_detect_py_does_not(probe, tmp_path):
                          "json": "json-escape", "json-all": "json-escape", "dns": "dns-labels", "dns-in-prefix": "dns-labels"}
     assert found == {name: (expected_encoding[name], text, 1) for name in forms}
     assert reference.stdout.decode().splitlines()[:-1] == []  # detect.py does not decode these
+
+
+@pytest.mark.parametrize("isa", ["sse2", "native"])
+def test_a_json_escape_at_every_place_in_a_block(probe, tmp_path, monkeypatch, isa):
+    """A token whose only escape is its first character, at each offset of the 64-byte blocks the
+    escape search goes through (and past the last whole block): each one is found, at its offset."""
+    if isa != "native":
+        monkeypatch.setenv("PPSCAN_ISA", isa)
+    body = b"\\u0070" + TOKEN[1:]
+    for shift in range(130):
+        (tmp_path / f"at-{shift:03d}").write_bytes(b"x" * shift + body + b" " * (200 - shift))
+    static = subprocess.run([str(probe), str(tmp_path)], capture_output=True, timeout=60, check=True)
+    hits = [json.loads(line) for line in static.stdout.decode().splitlines()[:-1]]
+    found = {(pathlib.Path(hit["where"]).name, hit["encoding"], hit["token"], hit["offset"]) for hit in hits}
+    assert found == {(f"at-{shift:03d}", "json-escape", TOKEN.decode(), shift) for shift in range(130)}
 
 
 def test_compressed_streams_and_archive_members(probe, tmp_path):
