@@ -93,7 +93,13 @@ def pairproof_target(request: pytest.FixtureRequest, pairproof_run: Run, platfor
     options = TargetOptions(run=f"{pairproof_run.id}-{pairproof_run.worker}",
                             state_dir=Path(request.config.getoption("pairproof_state_dir")),
                             secrets=platform_secrets, profile=agent_profile)
-    t = factory(options)
+    try:
+        t = factory(options)
+    except Exception as exc:
+        # No case can be judged on a target that cannot be built: the run stops as a usage error would, rather
+        # than report every test broken for one cause (`pairproof qualify`: exit 2, the last reports intact).
+        pytest.exit(f"target {name!r} could not be built ({type(exc).__name__}: {exc}"[:400]
+                    + f"); `pairproof check-driver {name}` shows what it lacks", returncode=pytest.ExitCode.USAGE_ERROR)
     try:
         yield t
     finally:

@@ -200,8 +200,8 @@ class PairproofSession:
             sys.stderr.write("ERROR: " + _usage_message(self.usage_problems) + "\n")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        if self.is_worker or not self.active or self.usage_error:
-            return
+        if self.is_worker or not self.active or self.usage_error or self.config.option.collectonly:
+            return  # (--collect-only: nothing ran, so nothing is judged)
         if exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) and not self.outcomes:
             return  # nothing was judged: a verdict would only restate the error
         self.verdict = pairing.judge(self.outcomes.values(), catalogue.load(), self.expected_refusals)
