@@ -79,8 +79,8 @@ def qualify(args: argparse.Namespace) -> int:
     problems = targets.preflight(args.target)
     if problems:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
-    inputs.state_dir(Path(args.state_dir))
-    reports = inputs.reports_dir(Path(args.reports_dir))
+    inputs.state_dir(args.state_dir)
+    reports = inputs.reports_dir(args.reports_dir)
     import pytest
 
     from reports import reportset
@@ -92,12 +92,13 @@ def qualify(args: argparse.Namespace) -> int:
         "--target", args.target,
         "--profile", str(profile.path),
         "--pairproof-state-dir", args.state_dir,
-        "-p", "no:cacheprovider",
+        "-p", "no:cacheprovider", "-p", "no:benchmark",  # (pytest-benchmark makes .benchmarks/ where it runs)
         # the CLI imported the suite's packages before pytest could register them for rewriting
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
         *(f"--case={c}" for c in args.case),
     ]
     inputs.pytest_args(suite, args.pytest_args)  # pytest's own usage check and a dry collection, nothing written
+    existed = inputs.nearest_existing(reports)
     staged = reportset.stage(reports)
     pytest_args = [*suite, "--pairproof-verdict", str(staged / "verdict.json"),
                    "--alluredir", str(staged / "allure-results"), "-v", "-rfE"]
@@ -128,6 +129,7 @@ def qualify(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
         if not published:
             reportset.discard(staged)
+            inputs.unmake(reports, existed)
     print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}, "
           f"summary page {reports / 'summary.html'}")
     return int(code)
@@ -152,7 +154,7 @@ def report(args: argparse.Namespace) -> int:
 
     from . import inputs
 
-    reports = inputs.existing_folder(Path(args.reports_dir), "--reports-dir", "a qualification wrote its reports to")
+    reports = inputs.existing_folder(args.reports_dir, "--reports-dir", "a qualification wrote its reports to")
     if not (reports / "verdict.json").exists():
         raise SetupError(f"no verdict in {reports}: run `pairproof qualify --reports-dir {reports}` first")
     inputs.json_file(reports / "verdict.json", "--reports-dir", "a verdict written by `pairproof qualify` (rerun it)")
@@ -214,10 +216,10 @@ def mutants(args: argparse.Namespace) -> int:
     if unknown:
         raise SetupError(f"--only {', '.join(map(repr, unknown))}: no such mutant in mutants/catalogue.toml; give a "
                          "name from it (`pairproof mutants` runs them all)")
-    if args.suite:
-        inputs.existing_folder(Path(args.suite), "--suite", "of test cases to judge the mutants with")
-    inputs.state_dir(Path(args.state_dir))
-    reports = inputs.reports_dir(Path(args.reports_dir))
+    if args.suite is not None:
+        inputs.existing_folder(args.suite, "--suite", "of test cases to judge the mutants with")
+    inputs.state_dir(args.state_dir)
+    reports = inputs.reports_dir(args.reports_dir)
     reports.mkdir(parents=True, exist_ok=True)
     try:
         return runner.run(reports=reports, jobs=args.jobs, only=args.only or None,
@@ -235,10 +237,10 @@ def gate(args: argparse.Namespace) -> int:
 
     from . import inputs
 
-    results = inputs.existing_folder(Path(args.results), "--results", "a qualification wrote (verdict.json, "
+    results = inputs.existing_folder(args.results, "--results", "a qualification wrote (verdict.json, "
                                      "allure-results/), e.g. reports")
     if args.mutants is not None:
-        inputs.json_file(Path(args.mutants), "--mutants", "the mutant report `pairproof mutants` wrote (reports/mutants.json)")
+        inputs.json_file(args.mutants, "--mutants", "the mutant report `pairproof mutants` wrote (reports/mutants.json)")
     # The published set's own folder, read whole: a run publishing meanwhile cannot mix two sets under the gate.
     results = reportset.current(results) or results
     result = release_gate.judge(results, Path(args.mutants) if args.mutants else None)
@@ -270,7 +272,7 @@ def check_driver(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)  # a bad profile: SetupError naming the file and field
     from . import inputs
 
-    inputs.state_dir(Path(args.state_dir))
+    inputs.state_dir(args.state_dir)
     run = f"check{token_source.token_hex(3)}"
     options = targets.TargetOptions(run=run, state_dir=Path(args.state_dir), profile=profile,
                                     secrets={env: f"pp-check-{code}-{token_source.token_hex(8)}"

@@ -41,7 +41,7 @@ def positive(value: int, option: str, *, zero: bool = False) -> int:
     return value
 
 
-def _nearest_existing(path: Path) -> Path:
+def nearest_existing(path: Path) -> Path:
     for candidate in (path, *path.parents):
         if os.path.lexists(candidate):
             return candidate
@@ -65,11 +65,16 @@ def _fs_type(path: Path) -> str:
     return kind
 
 
+def _given(value: str | Path, option: str, what: str) -> Path:
+    # Path("") is ".": an empty option must be caught before it becomes the current folder.
+    if str(value).strip() == "":
+        raise SetupError(f"{option} is empty: give the path of {what}")
+    return Path(value)
+
+
 def _folder(path: Path, option: str, what: str) -> Path:
     """The folder ``path`` is, or the existing folder it would be created in; SetupError if neither."""
-    if str(path).strip() == "":
-        raise SetupError(f"{option} is empty: give the path of a folder ({what})")
-    existing = _nearest_existing(path)
+    existing = nearest_existing(path)
     if not existing.is_dir():
         where = "is" if existing == path else f"would be inside {existing}, which is"
         raise SetupError(f"{option} {path}: {where} a file, not a folder; give a folder ({what})")
@@ -88,10 +93,11 @@ def _try_scratch(existing: Path, path: Path, option: str, what: str) -> Path:
         raise SetupError(f"{option} {path}: cannot {verb} {exc.strerror}; choose another with {option} ({what})") from None
 
 
-def state_dir(path: Path, option: str = "--state-dir") -> Path:
+def state_dir(value: str | Path, option: str = "--state-dir") -> Path:
     """A folder (or one creatable) on a real filesystem where the runtime can create folders, give them to
     an instance's own uid and keep its sqlite databases."""
     what = "the runtime's state folder"
+    path = _given(value, option, "a folder (" + what + ")")
     existing = _folder(path, option, what)
     scratch = _try_scratch(existing, path, option, what)
     try:
@@ -118,17 +124,29 @@ def state_dir(path: Path, option: str = "--state-dir") -> Path:
     return path
 
 
-def reports_dir(path: Path, option: str = "--reports-dir") -> Path:
+def unmake(path: Path, existing: Path) -> None:
+    """Remove the empty folders from ``path`` up to (not including) ``existing``: what a run that ends with
+    nothing to publish created to hold its reports."""
+    for folder in (path, *path.parents):
+        if folder == existing or not folder.is_relative_to(existing):
+            return
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
+def reports_dir(value: str | Path, option: str = "--reports-dir") -> Path:
     """A folder (or one creatable) where files can be written; created only when the run starts."""
     what = "where the reports go"
+    path = _given(value, option, "a folder (" + what + ")")
     existing = _folder(path, option, what)
     shutil.rmtree(_try_scratch(existing, path, option, what), ignore_errors=True)
     return path
 
 
-def existing_folder(path: Path, option: str, what: str) -> Path:
-    if str(path).strip() == "":
-        raise SetupError(f"{option} is empty: give the path of a folder ({what})")
+def existing_folder(value: str | Path, option: str, what: str) -> Path:
+    path = _given(value, option, f"the folder {what}")
     if not path.exists():
         raise SetupError(f"{option} {path}: no such folder; give the folder {what}")
     if not path.is_dir():
@@ -138,12 +156,11 @@ def existing_folder(path: Path, option: str, what: str) -> Path:
     return path
 
 
-def json_file(path: Path, option: str, what: str) -> object:
-    """The JSON document in ``path``; SetupError naming the file and what is wrong with it."""
+def json_file(value: str | Path, option: str, what: str) -> object:
+    """The JSON document in ``value``; SetupError naming the file and what is wrong with it."""
     import json
 
-    if str(path).strip() == "":
-        raise SetupError(f"{option} is empty: give the path of {what}")
+    path = _given(value, option, what)
     try:
         text = path.read_text()
     except FileNotFoundError:

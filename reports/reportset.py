@@ -55,7 +55,12 @@ def stage_copy(reports: Path) -> Path:
 
 
 def discard(staged: Path) -> None:
+    """Remove a run's unpublished folder, and the sets folder too if that leaves it empty (a first run)."""
     shutil.rmtree(staged, ignore_errors=True)
+    try:
+        staged.parent.rmdir()
+    except OSError:
+        pass  # not empty: the published set, or another run's folder
 
 
 def publish(reports: Path, staged: Path) -> None:
