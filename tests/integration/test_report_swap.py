@@ -1,0 +1,118 @@
+"""The report swap is atomic (issue 18): a qualification killed at any point leaves either the previous
+complete report set or the new complete one under the names a user and the gate read, never a mix and
+never nothing. Runs ``pairproof qualify --case CP-1`` (a few seconds each) several times, killing it at
+points found by watching the run's own folder: slow, still run in CI (tox -e unit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from reports import allure_html, html, reportset
+from reports import verdict as verdict_report
+
+pytestmark = pytest.mark.slow
+CHECKOUT = Path(__file__).resolve().parent.parent.parent
+DEADLINE = 240.0
+
+
+def _qualify(reports: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
+    if allure_html.find():
+        env["PAIRPROOF_ALLURE"] = allure_html.find()
+    return subprocess.Popen([sys.executable, "-m", "acceptance.cli", "qualify", "--case", "CP-1",
+                             "--reports-dir", str(reports)], cwd=reports.parent, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _whole_set(reports: Path) -> str:
+    """The run whose reports the names show, after checking they all come from that one run."""
+    members = ["verdict.json", "junit.xml", "summary.html", "allure-results"]
+    members += ["allure-report.html"] if allure_html.find() else []
+    for name in members:
+        assert (reports / name).exists(), f"{name} missing: the names show no whole set"
+    assert len({(reports / name).resolve().parent for name in members}) == 1, "the names show two sets"
+    verdict = json.loads((reports / "verdict.json").read_text())
+    assert (reports / "junit.xml").read_text() == verdict_report.junit(verdict)
+    assert (reports / "summary.html").read_text() == html.render(verdict, None)
+    judged = {t["test"] for c in verdict["cases"] for t in c["refusals"]}
+    judged |= {t["test"] for c in verdict["cases"] for ctl in c["controls"].values() for t in ctl["tests"]}
+    runs = []
+    for path in (reports / "allure-results").glob("*-result.json"):
+        result = json.loads(path.read_text())
+        runs += [label["value"] for label in result["labels"] if label["name"] == "pairproof_run"]
+    assert runs and set(runs) == {verdict["run"]} and len(runs) == len(judged), (runs, verdict["run"])
+    if allure_html.find():
+        assert (reports / "allure-report.html").stat().st_size > 0
+    return verdict["run"]
+
+
+def _staged(reports: Path) -> Path | None:
+    """The folder the running qualification writes its set into (not the published one)."""
+    sets = reports / reportset.SETS
+    published = reportset.current(reports)
+    found = [p for p in sets.glob("set-*") if p != published] if sets.is_dir() else []
+    return found[0] if len(found) == 1 else None
+
+
+def _when(reports: Path, *parts: str) -> Callable[[], bool]:
+    def ready() -> bool:
+        staged = _staged(reports)
+        return staged is not None and all(any(staged.glob(p)) for p in parts)
+    return ready
+
+
+def _wait(proc: subprocess.Popen, condition: Callable[[], bool]) -> None:
+    end = time.monotonic() + DEADLINE
+    while not condition():
+        if proc.poll() is not None:
+            raise RuntimeError(f"qualify ended (exit {proc.returncode}) before the kill point: {proc.stderr.read()[-2000:]}")
+        if time.monotonic() > end:
+            proc.kill()
+            raise TimeoutError("the kill point was not reached in time")
+        time.sleep(0.02)
+
+
+# (signal, when: the kill point, as what the run's own folder shows)
+POINTS = [
+    (signal.SIGKILL, lambda reports: (lambda: True)),  # at once: while its inputs are being checked
+    (signal.SIGTERM, lambda reports: _when(reports, "allure-results/*-result.json")),  # mid-run: a test finished
+    (signal.SIGKILL, lambda reports: _when(reports, "verdict.json")),  # the verdict is in, the pages not yet
+    (signal.SIGKILL, lambda reports: _when(reports, "summary.html")),  # Allure's report being built
+]
+
+
+def test_a_run_killed_at_any_point_leaves_the_previous_set_or_the_new_one(tmp_path):
+    reports = tmp_path / "reports"
+    first = _qualify(reports)
+    assert first.wait(timeout=DEADLINE) == 0, first.stderr.read()[-3000:]
+    shown = _whole_set(reports)
+    for signum, point in POINTS:
+        proc = _qualify(reports)
+        try:
+            _wait(proc, point(reports))
+            proc.send_signal(signum)
+            code = proc.wait(timeout=DEADLINE)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        now = _whole_set(reports)
+        # (now != shown: the kill came just after the new set was published, which is as good)
+        if now == shown and signum in (signal.SIGTERM, signal.SIGINT):
+            assert code == 130, f"{signal.Signals(signum).name} mid-run: exit {code}, not 130"
+        shown = now
+    last = _qualify(reports)
+    assert last.wait(timeout=DEADLINE) == 0, last.stderr.read()[-3000:]
+    new = _whole_set(reports)
+    assert new != shown
+    # the folders the killed runs left are swept by the next publish
+    assert sorted(p.name for p in (reports / reportset.SETS).iterdir()) == sorted(["current", reportset.current(reports).name])
