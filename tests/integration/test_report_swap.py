@@ -55,24 +55,22 @@ def _whole_set(reports: Path) -> str:
     return verdict["run"]
 
 
-def _staged(reports: Path) -> Path | None:
-    """The folder the running qualification writes its set into (not the published one)."""
-    sets = reports / reportset.SETS
-    published = reportset.current(reports)
-    found = [p for p in sets.glob("set-*") if p != published] if sets.is_dir() else []
-    return found[0] if len(found) == 1 else None
+def _staged(reports: Path, pid: int) -> Path | None:
+    """The folder the running qualification (process ``pid``) writes its set into."""
+    found = list((reports / reportset.SETS).glob(f"set-{pid}-*"))
+    return found[0] if found else None
 
 
-def _when(reports: Path, *parts: str) -> Callable[[], bool]:
-    def ready() -> bool:
-        staged = _staged(reports)
+def _when(*parts: str) -> Callable[[Path, int], bool]:
+    def ready(reports: Path, pid: int) -> bool:
+        staged = _staged(reports, pid)
         return staged is not None and all(any(staged.glob(p)) for p in parts)
     return ready
 
 
-def _wait(proc: subprocess.Popen, condition: Callable[[], bool]) -> None:
+def _wait(proc: subprocess.Popen, reports: Path, condition: Callable[[Path, int], bool]) -> None:
     end = time.monotonic() + DEADLINE
-    while not condition():
+    while not condition(reports, proc.pid):
         if proc.poll() is not None:
             raise RuntimeError(f"qualify ended (exit {proc.returncode}) before the kill point: {proc.stderr.read()[-2000:]}")
         if time.monotonic() > end:
@@ -83,10 +81,10 @@ def _wait(proc: subprocess.Popen, condition: Callable[[], bool]) -> None:
 
 # (signal, when: the kill point, as what the run's own folder shows)
 POINTS = [
-    (signal.SIGKILL, lambda reports: (lambda: True)),  # at once: while its inputs are being checked
-    (signal.SIGTERM, lambda reports: _when(reports, "allure-results/*-result.json")),  # mid-run: a test finished
-    (signal.SIGKILL, lambda reports: _when(reports, "verdict.json")),  # the verdict is in, the pages not yet
-    (signal.SIGKILL, lambda reports: _when(reports, "summary.html")),  # Allure's report being built
+    (signal.SIGKILL, lambda reports, pid: True),  # at once: while its inputs are being checked
+    (signal.SIGTERM, _when("allure-results/*-result.json")),  # mid-run: a test finished
+    (signal.SIGKILL, _when("verdict.json")),  # the verdict is in, the pages not yet
+    (signal.SIGKILL, _when("summary.html")),  # Allure's report being built
 ]
 
 
@@ -98,7 +96,7 @@ def test_a_run_killed_at_any_point_leaves_the_previous_set_or_the_new_one(tmp_pa
     for signum, point in POINTS:
         proc = _qualify(reports)
         try:
-            _wait(proc, point(reports))
+            _wait(proc, reports, point)
             proc.send_signal(signum)
             code = proc.wait(timeout=DEADLINE)
         finally:
