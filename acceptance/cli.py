@@ -3,6 +3,7 @@
     pairproof qualify [--target reference] [--profile reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
     pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
     pairproof gate [--results reports] [--mutants reports/mutants.json]
+    pairproof report [--reports-dir reports]                                   (rebuild the two HTML pages)
     pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR]     (TARGET: a registered name or module:factory)
     pairproof clean [--target reference] [--all]
     pairproof scan PATH... [--json] [--skip PATH]                             (exit 0 no hits, 1 hits, 2 bad input)
