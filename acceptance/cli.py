@@ -46,18 +46,27 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_SETUP)
 
 
-class _RunEnd:
-    """What pytest.main's exit code does not tell apart: a Ctrl-C/SIGTERM, or a ``pytest.exit`` (and why)."""
+def _run_end():
+    """A plugin that learns what pytest.main's exit code does not tell apart: a Ctrl-C/SIGTERM, or a stop by
+    ``pytest.exit`` or by a worker that could not build the target (and why). (Built here: pytest is imported
+    only when a run starts.)"""
+    import pytest
 
-    def __init__(self) -> None:
-        self.interrupted = False
-        self.stopped = ""
+    class RunEnd:
+        interrupted = False
+        stopped = ""
 
-    def pytest_keyboard_interrupt(self, excinfo) -> None:
-        if isinstance(excinfo.value, KeyboardInterrupt):
-            self.interrupted = True
-        else:
-            self.stopped = str(getattr(excinfo.value, "msg", excinfo.value))
+        def pytest_keyboard_interrupt(self, excinfo) -> None:
+            if isinstance(excinfo.value, KeyboardInterrupt):
+                self.interrupted = True
+            else:
+                self.stopped = str(getattr(excinfo.value, "msg", excinfo.value))
+
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_testnodedown(self, node, error) -> None:
+            self.stopped = getattr(node, "workeroutput", {}).get("pairproof_unbuildable", "") or self.stopped
+
+    return RunEnd()
 
 
 def _terminate_like_interrupt(signum: int, frame: object) -> None:
@@ -106,7 +115,7 @@ def qualify(args: argparse.Namespace) -> int:
     if args.n:
         # one worker per module, so a case's refusal and controls judge one platform run (DESIGN §5 rule 1)
         pytest_args += ["-n", str(args.n), "--dist", "loadfile"]
-    end = _RunEnd()
+    end = _run_end()
     published = False
     previous = signal.signal(signal.SIGTERM, _terminate_like_interrupt)
     try:

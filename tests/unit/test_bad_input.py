@@ -80,6 +80,7 @@ CASES = [
     ("qualify --target nosuch", "'nosuch'", "choose one of"),
     ("qualify --target no.such.module:create", "'no.such.module'", "PYTHONPATH"),
     ("qualify --target broken_targets:raising", "'broken_targets:raising'", "check-driver"),
+    ("qualify -n 2 --target broken_targets:raising", "'broken_targets:raising'", "check-driver"),  # on a worker
     ("qualify --profile nosuch", "'nosuch'", "choose one of"),
     ("qualify --profile {bad}/broken.toml", "broken.toml", "TOML"),
     ("qualify --profile {bad}/empty.toml", "empty.toml", "required"),
