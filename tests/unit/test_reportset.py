@@ -93,3 +93,26 @@ def test_the_set_folder_is_as_readable_as_a_plain_reports_folder(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert staged.stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+def test_pairproof_report_rebuilds_the_pages_into_a_new_set_published_whole(tmp_path, monkeypatch, capsys):
+    """``pairproof report`` rebuilds summary.html from the published verdict (and the mutant report beside
+    it) in a copy of the set, then publishes that copy: the old set is never edited in place."""
+    from support.verdicts import sample_verdict
+
+    from acceptance import cli
+    from reports import allure_html, html
+
+    monkeypatch.setattr(allure_html, "find", lambda: None)  # Allure's page: "skipped", not this test's concern
+    reports = tmp_path / "reports"
+    staged = reportset.stage(reports)
+    (staged / "verdict.json").write_text(json.dumps(sample_verdict()))
+    (staged / "summary.html").write_text("stale")
+    reportset.publish(reports, staged)
+    kill_matrix = {"summary": "1/1", "mutants": [{"name": "shared-volume", "status": "killed"}],
+                   "matrix": {"shared-volume": {"FS-1": "failed"}}}
+    (reports / "mutants.json").write_text(json.dumps(kill_matrix))
+    assert cli.main(["report", "--reports-dir", str(reports)]) == 0
+    assert reportset.current(reports) != staged and not staged.exists()
+    assert (reports / "summary.html").read_text() == html.render(sample_verdict(), kill_matrix)
+    assert json.loads((reports / "verdict.json").read_text()) == sample_verdict()
