@@ -204,7 +204,7 @@ class PairproofSession:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
         if self.unbuildable and not self.is_worker:
-            # Every test of the run errored on one cause, the target: nothing was judged, so no verdict.
+            # A worker's tests all errored on one cause, the target: the run judged part at most, so no verdict.
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
         if self.is_worker or not self.active or self.usage_error or self.config.option.collectonly:
