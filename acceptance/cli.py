@@ -3,12 +3,16 @@
     pairproof qualify [--target reference] [--profile reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
     pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
     pairproof gate [--results reports] [--mutants reports/mutants.json]
+    pairproof report [--reports-dir reports]                                   (rebuild the two HTML pages)
     pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR]     (TARGET: a registered name or module:factory)
     pairproof clean [--target reference] [--all]
     pairproof scan PATH... [--json] [--skip PATH]                             (exit 0 no hits, 1 hits, 2 bad input)
 
-Bad input (an unknown target, not root, a missing kernel feature, an unwritable reports folder) gets
-one line naming the problem and the fix, exit code 2, and nothing is changed.
+Every command checks everything it was given before it writes or starts anything (``inputs.py``): bad
+input (an unknown case, target or profile, pytest arguments pytest refuses, a state or reports folder that
+cannot serve, not root, a missing kernel feature, a missing or malformed file) gets one line on stderr
+naming the input and the fix, exit code 2, and nothing is changed. ``qualify`` writes into a new report set
+and publishes it in one rename only when the run ends with a verdict (``reports/reportset.py``).
 """
 
 from __future__ import annotations
@@ -22,19 +26,47 @@ from pathlib import Path
 
 from .errors import SetupError
 
+EXIT_FAILED = 1
 EXIT_SETUP = 2
 EXIT_INTERRUPTED = 130
+EXIT_CODES = """exit codes (every command):
+  0    passed (gate: the evidence proves the catalogue; scan: no hits; clean, report: done)
+  1    a case failed or is broken, or the run ended without a verdict (gate: refused; scan: hits;
+       check-driver: the core or a claimed facet fails; mutants: a mutant survived)
+  2    bad input or a machine that cannot run it: one line on stderr names the input and the fix,
+       and nothing was changed (the last good reports are intact)
+  130  interrupted (SIGINT or SIGTERM): instances torn down, the previous reports left as they were"""
 
 
-def _reports_dir(path: Path) -> Path:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".pairproof-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise SetupError(f"cannot write reports to {path}: {exc.strerror}; choose another with --reports-dir") from exc
-    return path
+class _Parser(argparse.ArgumentParser):
+    """argparse's own usage errors, as one line and exit 2 like every other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"pairproof: {message} (see `{self.prog} --help`)\n")
+        sys.exit(EXIT_SETUP)
+
+
+def _run_end():
+    """A plugin that learns what pytest.main's exit code does not tell apart: a Ctrl-C/SIGTERM, or a stop by
+    ``pytest.exit`` or by a worker that could not build the target (and why). (Built here: pytest is imported
+    only when a run starts.)"""
+    import pytest
+
+    class RunEnd:
+        interrupted = False
+        stopped = ""
+
+        def pytest_keyboard_interrupt(self, excinfo) -> None:
+            if isinstance(excinfo.value, KeyboardInterrupt):
+                self.interrupted = True
+            else:
+                self.stopped = str(getattr(excinfo.value, "msg", excinfo.value))
+
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_testnodedown(self, node, error) -> None:
+            self.stopped = getattr(node, "workeroutput", {}).get("pairproof_unbuildable", "") or self.stopped
+
+    return RunEnd()
 
 
 def _terminate_like_interrupt(signum: int, frame: object) -> None:
@@ -46,8 +78,10 @@ def _terminate_like_interrupt(signum: int, frame: object) -> None:
 
 
 def qualify(args: argparse.Namespace) -> int:
-    from . import targets
+    from . import inputs, targets
 
+    inputs.positive(args.n, "-n", zero=True)
+    inputs.case_ids(args.case)
     targets.load(args.target)  # unknown target: SetupError before anything is touched
     from .profiles import load as load_profile
 
@@ -55,52 +89,98 @@ def qualify(args: argparse.Namespace) -> int:
     problems = targets.preflight(args.target)
     if problems:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
-    reports = _reports_dir(Path(args.reports_dir))
+    inputs.state_dir(args.state_dir)
+    reports = inputs.reports_dir(args.reports_dir)
     import pytest
+
+    from reports import reportset
 
     from . import cases
 
-    pytest_args = [
+    suite = [
         str(Path(cases.__file__).parent),
         "--target", args.target,
         "--profile", str(profile.path),
         "--pairproof-state-dir", args.state_dir,
-        "--pairproof-verdict", str(reports / "verdict.json"),
-        "--alluredir", str(reports / "allure-results"), "--clean-alluredir",
-        "-p", "no:cacheprovider", "-v", "-rfE",
+        "-p", "no:cacheprovider", "-p", "no:benchmark",  # (pytest-benchmark makes .benchmarks/ where it runs)
         # the CLI imported the suite's packages before pytest could register them for rewriting
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
+        *(f"--case={c}" for c in args.case),
     ]
+    inputs.pytest_args(suite, args.pytest_args)  # pytest's own usage check and a dry collection, nothing written
+    existed = inputs.nearest_existing(reports)
+    staged = reportset.stage(reports)
+    pytest_args = [*suite, "--pairproof-verdict", str(staged / "verdict.json"),
+                   "--alluredir", str(staged / "allure-results"), "-v", "-rfE"]
     if args.n:
         # one worker per module, so a case's refusal and controls judge one platform run (DESIGN §5 rule 1)
         pytest_args += ["-n", str(args.n), "--dist", "loadfile"]
-    pytest_args += [f"--case={c}" for c in args.case]
+    end = _run_end()
+    published = False
     previous = signal.signal(signal.SIGTERM, _terminate_like_interrupt)
     try:
-        code = pytest.main(pytest_args + args.pytest_args)
+        code = pytest.main(pytest_args + args.pytest_args, plugins=[end])
+        if end.interrupted:
+            print(f"pairproof: qualify interrupted: the run's instances were torn down; the reports in {reports} "
+                  "are left as they were", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if code == pytest.ExitCode.USAGE_ERROR:
+            raise SetupError(end.stopped or "pytest refused the run (its message is above); fix the arguments, the "
+                             "target or the machine, then run again")
+        if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not (staged / "verdict.json").exists():
+            print(f"pairproof: qualify ended without a verdict (pytest exit {int(code)}"
+                  f"{': ' + end.stopped if end.stopped else ''}); the reports in {reports} are left as they were",
+                  file=sys.stderr)
+            return EXIT_FAILED
+        _build(staged, reports)
+        reportset.publish(reports, staged)
+        published = True
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if code == pytest.ExitCode.INTERRUPTED:
-        print("pairproof: qualify interrupted: the run's instances were torn down", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}")
-    if (reports / "verdict.json").exists():
-        _report(reports)
+        if not published:
+            reportset.discard(staged)
+            inputs.unmake(reports, existed)
+    print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}, "
+          f"summary page {reports / 'summary.html'}")
     return int(code)
 
 
-def _report(reports: Path) -> None:
+def _build(staged: Path, reports: Path) -> None:
+    """The summary page and Allure's HTML report, into the set being built (published with it)."""
     from reports import allure_html, html
 
-    print(f"pairproof: summary page {html.write(reports)}")
-    print("pairproof: " + allure_html.build(reports / "allure-results", reports / "allure-report.html"))
+    mutants = reports / "mutants.json"
+    try:
+        html.write(staged, mutants=mutants)
+    except ValueError:  # a damaged mutant report must not cost the run its reports: the page without it
+        print(f"pairproof: {mutants} is not JSON: the summary page leaves the kill matrix out")
+        html.write(staged, mutants=None)
+    built = allure_html.build(staged / "allure-results", staged / "allure-report.html")
+    print("pairproof: " + built.replace(str(staged), str(reports)))
 
 
 def report(args: argparse.Namespace) -> int:
-    reports = Path(args.reports_dir)
+    from reports import reportset
+
+    from . import inputs
+
+    reports = inputs.existing_folder(args.reports_dir, "--reports-dir", "a qualification wrote its reports to")
     if not (reports / "verdict.json").exists():
         raise SetupError(f"no verdict in {reports}: run `pairproof qualify --reports-dir {reports}` first")
-    _report(reports)
+    inputs.json_file(reports / "verdict.json", "--reports-dir", "a verdict written by `pairproof qualify` (rerun it)")
+    if (reports / "mutants.json").exists():
+        inputs.json_file(reports / "mutants.json", "--reports-dir", "a mutant report (rerun `pairproof mutants`)")
+    inputs.reports_dir(reports)
+    staged = reportset.stage_copy(reports)
+    published = False
+    try:
+        _build(staged, reports)
+        reportset.publish(reports, staged)
+        published = True
+    finally:
+        if not published:
+            reportset.discard(staged)
+    print(f"pairproof: summary page {reports / 'summary.html'}")
     return 0
 
 
@@ -110,6 +190,10 @@ def clean(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         raise SetupError("pairproof clean must run as root (it removes cgroups and instance volumes): run it with sudo")
     targets.load(args.target)  # unknown target: SetupError before anything is touched
+    state = Path(args.state_dir)
+    if str(state).strip() == "" or (os.path.lexists(state) and not state.is_dir()):
+        raise SetupError(f"--state-dir {str(state)!r}: not a folder; give the state folder the runs used "
+                         "(qualify --state-dir; default /var/lib/pairproof)")
     lines = targets.clean(args.target, Path(args.state_dir), include_live=args.all)
     for line in lines:
         print(line)
@@ -125,12 +209,28 @@ def clean(args: argparse.Namespace) -> int:
 
 
 def mutants(args: argparse.Namespace) -> int:
+    from mutants import catalogue as mutant_catalogue
     from mutants import runner
     from mutants.errors import MutantError
 
+    from . import inputs
+
     if os.geteuid() != 0:
         raise SetupError("pairproof mutants must run as root (each run starts sandboxes): run it with sudo")
-    reports = _reports_dir(Path(args.reports_dir))
+    inputs.positive(args.jobs, "-j")
+    try:
+        names = {m.name for m in mutant_catalogue.load()}
+    except (OSError, ValueError, KeyError) as exc:
+        raise SetupError(f"mutants/catalogue.toml cannot be read ({type(exc).__name__}: {exc}); fix the file") from None
+    unknown = [n for n in args.only or () if n not in names]
+    if unknown:
+        raise SetupError(f"--only {', '.join(map(repr, unknown))}: no such mutant in mutants/catalogue.toml; give a "
+                         "name from it (`pairproof mutants` runs them all)")
+    if args.suite is not None:
+        inputs.existing_folder(args.suite, "--suite", "of test cases to judge the mutants with")
+    inputs.state_dir(args.state_dir)
+    reports = inputs.reports_dir(args.reports_dir)
+    reports.mkdir(parents=True, exist_ok=True)
     try:
         return runner.run(reports=reports, jobs=args.jobs, only=args.only or None,
                           suite=Path(args.suite).resolve() if args.suite else None, state_dir=args.state_dir)
@@ -143,8 +243,17 @@ def mutants(args: argparse.Namespace) -> int:
 
 def gate(args: argparse.Namespace) -> int:
     from reports import gate as release_gate
+    from reports import reportset
 
-    result = release_gate.judge(Path(args.results), Path(args.mutants) if args.mutants else None)
+    from . import inputs
+
+    results = inputs.existing_folder(args.results, "--results", "a qualification wrote (verdict.json, "
+                                     "allure-results/), e.g. reports")
+    if args.mutants is not None:
+        inputs.json_file(args.mutants, "--mutants", "the mutant report `pairproof mutants` wrote (reports/mutants.json)")
+    # The published set's own folder, read whole: a run publishing meanwhile cannot mix two sets under the gate.
+    results = reportset.current(results) or results
+    result = release_gate.judge(results, Path(args.mutants) if args.mutants else None)
     for line in result.lines:
         print(line)
     for reason in result.reasons:
@@ -171,6 +280,9 @@ def check_driver(args: argparse.Namespace) -> int:
     if problems:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
     profile = load_profile(args.profile)  # a bad profile: SetupError naming the file and field
+    from . import inputs
+
+    inputs.state_dir(args.state_dir)
     run = f"check{token_source.token_hex(3)}"
     options = targets.TargetOptions(run=run, state_dir=Path(args.state_dir), profile=profile,
                                     secrets={env: f"pp-check-{code}-{token_source.token_hex(8)}"
@@ -219,7 +331,7 @@ def scan(args: argparse.Namespace) -> int:
 
     missing = [p for p in args.paths if not os.path.lexists(p)]
     if missing:
-        raise SetupError(f"no such path: {', '.join(missing)}")
+        raise SetupError(f"no such path: {', '.join(map(repr, missing))}; give files or folders that exist")
     try:
         report = hostscan.scan_paths(args.paths, skip=args.skip)
     except ProofError as exc:  # a bad PAIRPROOF_PROBE, or a scanner that failed or did not finish its report
@@ -247,7 +359,8 @@ def scan(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="pairproof", description="Qualify personal-agent isolation with paired canaries.")
+    parser = _Parser(prog="pairproof", description="Qualify personal-agent isolation with paired canaries.",
+                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     q = sub.add_parser("qualify", help="run the suite on a target and write reports/")
     q.add_argument("--target", default="reference", help="target driver (default: reference)")
@@ -297,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--json", action="store_true", help="one JSON object per hit, then the completeness record")
     s.add_argument("--skip", action="append", default=[], metavar="PATH", help="do not enter PATH (repeatable)")
     s.set_defaults(func=scan)
+    for command in sub.choices.values():  # every command, those added later included, documents the same codes
+        command.epilog, command.formatter_class = EXIT_CODES, argparse.RawDescriptionHelpFormatter
     args = parser.parse_args(argv)
     try:
         return args.func(args)

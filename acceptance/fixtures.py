@@ -25,7 +25,7 @@ from canaries import Mint
 
 from . import catalogue, observe, probe
 from .contract import FACETS, LOCATIONS, InstanceRef, ModelPath, PlatformLog, Principal, Target, TargetView, UndeclaredFacetError
-from .errors import ProofError, TargetError
+from .errors import ProofError, SetupError, TargetError
 from .keys import EVIDENCE_KEY, LACKS_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION, TARGET_VIEW
 from .profiles import AgentProfile
 from .profiles import load as load_profile
@@ -93,7 +93,20 @@ def pairproof_target(request: pytest.FixtureRequest, pairproof_run: Run, platfor
     options = TargetOptions(run=f"{pairproof_run.id}-{pairproof_run.worker}",
                             state_dir=Path(request.config.getoption("pairproof_state_dir")),
                             secrets=platform_secrets, profile=agent_profile)
-    t = factory(options)
+    try:
+        t = factory(options)
+    except Exception as exc:
+        # No case can be judged on a target that cannot be built: the run stops as a usage error would, rather
+        # than report every test broken for one cause (`pairproof qualify`: exit 2, the last reports intact).
+        why = (f"target {name!r} could not be built ({type(exc).__name__}: {exc}"[:400]
+               + f"); `pairproof check-driver {name}` shows what it lacks")
+        workeroutput = getattr(request.config, "workeroutput", None)
+        if workeroutput is None:
+            pytest.exit(why, returncode=pytest.ExitCode.USAGE_ERROR)
+        # On an xdist worker pytest.exit is the controller's INTERNALERROR: instead this worker's tests error at
+        # once on this fixture's cached failure, and the controller ends the run as a usage error (session.py).
+        workeroutput["pairproof_unbuildable"] = why
+        raise SetupError(why) from exc
     try:
         yield t
     finally:

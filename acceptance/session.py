@@ -51,6 +51,7 @@ class PairproofSession:
         self.verdict: dict | None = None
         self.usage_error = False
         self.usage_problems: list[str] = []
+        self.unbuildable = ""  # why a worker could not build the target (fixtures.pairproof_target)
         self._full: list[pytest.Item] = []
         # case -> node ids of every refusal the suite has for it, selected or not (rule 4)
         self.expected_refusals: dict[str, set[str]] = {}
@@ -119,6 +120,8 @@ class PairproofSession:
         if problems:
             self.usage_error = True
             self.usage_problems = problems
+        if output.get("pairproof_unbuildable"):
+            self.unbuildable = output["pairproof_unbuildable"]
         for case, nodeids in output.get("pairproof_expected", {}).items():
             self.expected_refusals.setdefault(case, set()).update(nodeids)
 
@@ -200,8 +203,12 @@ class PairproofSession:
             sys.stderr.write("ERROR: " + _usage_message(self.usage_problems) + "\n")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        if self.is_worker or not self.active or self.usage_error:
+        if self.unbuildable and not self.is_worker:
+            # A worker's tests all errored on one cause, the target: the run judged part at most, so no verdict.
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
+        if self.is_worker or not self.active or self.usage_error or self.config.option.collectonly:
+            return  # (--collect-only: nothing ran, so nothing is judged)
         if exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) and not self.outcomes:
             return  # nothing was judged: a verdict would only restate the error
         self.verdict = pairing.judge(self.outcomes.values(), catalogue.load(), self.expected_refusals)

@@ -48,8 +48,11 @@ def copy_suite(dest: Path) -> Path:
 
     for name in PACKAGES:
         source = Path(importlib.import_module(name).__file__).parent
-        shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__", "allure-results",
-                                                                           "verdict.json"))
+        # A run's reports are not source: the default reports folder is the reports package's own, where the
+        # member names are links into .pairproof-sets/ (one may dangle: a page not built).
+        shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns(
+            "__pycache__", "allure-results", "verdict.json", ".pairproof-sets", "junit.xml", "summary.html",
+            "allure-report.html", "mutants.json", "mutants.txt", "*.tmp"))
     return dest
 
 

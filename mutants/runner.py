@@ -267,9 +267,11 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
         "matrix": {o.name: (o.runs[-1].statuses if o.runs else {}) for o in outcomes},
     }
     reports.mkdir(parents=True, exist_ok=True)
-    tmp = reports / "mutants.json.tmp"
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(reports / "mutants.json")
-    (reports / "mutants.txt").write_text(table(report) + "\n")
+    # Each file whole (temporary file, then rename); the table first, so the report the gate reads is the last
+    # to change.
+    for name, text in (("mutants.txt", table(report) + "\n"), ("mutants.json", json.dumps(report, indent=2) + "\n")):
+        tmp = reports / f"{name}.tmp"
+        tmp.write_text(text)
+        tmp.replace(reports / name)
     progress(table(report))
     return 0 if ok else 1

@@ -94,12 +94,14 @@ def render(verdict: dict, mutants: dict | None = None) -> str:
     return "\n".join(out)
 
 
-def write(reports: Path) -> Path:
+def write(reports: Path, mutants: Path | None | str = "beside") -> Path:
+    """``reports/summary.html`` from ``reports/verdict.json`` and a mutant report (``mutants``: its path;
+    by default ``reports/mutants.json`` if it exists; None for none), written whole (temporary file, then rename)."""
     verdict = json.loads((reports / "verdict.json").read_text())
-    mutants_path = reports / "mutants.json"
-    mutants = json.loads(mutants_path.read_text()) if mutants_path.exists() else None
+    path = reports / "mutants.json" if mutants == "beside" else mutants
+    kill_matrix = json.loads(Path(path).read_text()) if path is not None and Path(path).exists() else None
     target = reports / "summary.html"
     tmp = target.with_name("summary.html.tmp")
-    tmp.write_text(render(verdict, mutants))
+    tmp.write_text(render(verdict, kill_matrix))
     tmp.replace(target)
     return target

@@ -473,13 +473,18 @@ def test_a_mutant_report_of_the_old_runner_is_refused(tmp_path, monkeypatch, cap
     assert code == 1 and f"is not a {runner.SCHEMA} report (schema None)" in out, out
 
 
-def test_a_damaged_or_missing_mutant_report_fails(tmp_path, monkeypatch, capsys):
+def test_a_damaged_or_missing_mutant_report_is_bad_input_named_first(tmp_path, capsys):
+    """Issue 18: a --mutants file that is not there, or not JSON, is bad input: exit 2 and one line naming it,
+    before anything is judged (the library's judge still refuses it, for callers that skip the CLI)."""
     folder = _write(tmp_path)
     (folder / "mutants.json").write_text("{")
-    code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(folder / "mutants.json"))
-    assert code == 1 and "is not JSON" in out
-    code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(folder / "nothing.json"))
-    assert code == 1 and "no mutant report at" in out
+    for path, says in ((folder / "mutants.json", "not JSON"), (folder / "nothing.json", "no such file")):
+        code = cli.main(["gate", "--results", str(folder), "--mutants", str(path)])
+        captured = capsys.readouterr()
+        lines = captured.err.strip().splitlines()
+        assert (code, len(lines)) == (2, 1) and str(path) in lines[0] and says in lines[0], captured.err
+        assert captured.out == ""
+        assert any("is not JSON" in r or "no mutant report at" in r for r in gate.judge_mutants(path).reasons)
 
 
 # -- review of issue 12: what the gate still took on the verdict's word -------------------------------

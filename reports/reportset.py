@@ -1,0 +1,161 @@
+"""A qualification's report set, replaced whole or not at all.
+
+A run writes its reports (``verdict.json``, ``junit.xml``, ``summary.html``, ``allure-report.html``,
+``allure-results/``) into a new folder of its own, ``<reports>/.pairproof-sets/<set>/``, and only a run that
+ends with a verdict publishes it: one ``rename(2)`` of the symlink ``.pairproof-sets/current``. The names a
+user and the gate read (``<reports>/verdict.json`` ...) are fixed symlinks into ``current``, so at every
+instant they show one set: the previous complete one, or the new complete one. An interrupted run, a
+usage error or a crash discards its folder (or leaves it for the next publish to sweep) and never touches
+the published set.
+
+A reports folder written before sets existed holds the members as plain files; the first publish adopts
+them as a set (copied, then each name swapped for its link atomically) before it swaps in the new one.
+``mutants.json`` and ``mutants.txt`` are not members: ``pairproof mutants`` writes them beside the set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+SETS = ".pairproof-sets"
+CURRENT = "current"
+MEMBERS = ("verdict.json", "junit.xml", "summary.html", "allure-report.html", "allure-results")
+
+
+def current(reports: Path) -> Path | None:
+    """The published set's folder, or None when there is none (a fresh or a pre-sets reports folder)."""
+    link = reports / SETS / CURRENT
+    return link.resolve() if link.is_dir() else None
+
+
+def stage(reports: Path) -> Path:
+    """A new, empty folder for one run's reports, beside the published set (same filesystem: one rename)."""
+    sets = reports / SETS
+    sets.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f"set-{os.getpid()}-", dir=sets))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staged, 0o777 & ~umask)  # readable as a plain reports folder is (mkdtemp makes it 0700)
+    return staged
+
+
+def stage_copy(reports: Path) -> Path:
+    """A new folder holding a copy of the published set (or of a pre-sets folder's members), to rebuild
+    parts of it and publish the result whole (``pairproof report``)."""
+    staged = stage(reports)
+    source = current(reports) or reports
+    for name in MEMBERS:
+        _copy(source / name, staged / name)
+    return staged
+
+
+def discard(staged: Path) -> None:
+    """Remove a run's unpublished folder, and the sets folder too if that leaves it empty (a first run)."""
+    shutil.rmtree(staged, ignore_errors=True)
+    try:
+        staged.parent.rmdir()
+    except OSError:
+        pass  # not empty: the published set, or another run's folder
+
+
+def publish(reports: Path, staged: Path) -> None:
+    """Make ``staged`` the report set with one rename; then remove sets nobody is writing any more."""
+    sets = reports / SETS
+    _adopt_plain_members(reports)
+    _link_members(reports)
+    link = sets / f".current-{os.getpid()}"
+    link.unlink(missing_ok=True)
+    os.symlink(staged.name, link)
+    os.replace(link, sets / CURRENT)  # the swap: every member name now shows the new set
+    _sweep(sets, keep=staged.name)
+
+
+def _copy(source: Path, dest: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, dest, symlinks=False)
+    elif source.is_file():
+        shutil.copy2(source, dest)
+
+
+def _adopt_plain_members(reports: Path) -> None:
+    """Members written as plain files (before sets, or by hand) become the published set first, so that
+    replacing each name by its link never shows a mix: each name shows the same bytes before and after."""
+    plain = [n for n in MEMBERS if os.path.lexists(reports / n) and not (reports / n).is_symlink()]
+    if not plain or current(reports) is not None:
+        return
+    adopted = stage(reports)
+    for name in plain:
+        _copy(reports / name, adopted / name)
+    link = reports / SETS / f".current-{os.getpid()}"
+    link.unlink(missing_ok=True)
+    os.symlink(adopted.name, link)
+    os.replace(link, reports / SETS / CURRENT)
+
+
+def _link_members(reports: Path) -> None:
+    """Each member name -> ``.pairproof-sets/current/<name>``, each replaced atomically (idempotent)."""
+    for name in MEMBERS:
+        path = reports / name
+        target = f"{SETS}/{CURRENT}/{name}"
+        if path.is_symlink() and os.readlink(path) == target:
+            continue
+        tmp = reports / f".{name}.link-{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        os.symlink(target, tmp)
+        if path.is_dir() and not path.is_symlink():
+            _exchange(tmp, path)  # a folder cannot be renamed over: swap the two names in one step
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap two names atomically (renameat2 RENAME_EXCHANGE); where the kernel or filesystem lacks it, move
+    ``b`` aside and rename ``a`` over it (a moment where ``b`` is absent, never a mix)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None and renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return
+    err = ctypes.get_errno() if renameat2 is not None else errno.ENOSYS
+    if err not in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        raise OSError(err, os.strerror(err), str(b))
+    aside = b.with_name(b.name + f".old-{os.getpid()}")
+    os.rename(b, aside)
+    os.rename(a, b)
+    os.rename(aside, a)
+
+
+def _sweep(sets: Path, *, keep: str) -> None:
+    """Remove every set but the published one, except folders of runs still writing (their pid lives)."""
+    for entry in sets.iterdir():
+        if entry.name in (CURRENT, keep):
+            continue
+        pid = _owner(entry.name)
+        if entry.name.startswith(".current-") and pid is not None and not _alive(pid):
+            entry.unlink(missing_ok=True)
+        elif entry.name.startswith("set-") and (pid is None or pid == os.getpid() or not _alive(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _owner(name: str) -> int | None:
+    part = name.split("-")[1] if name.count("-") >= 1 else ""
+    return int(part) if part.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

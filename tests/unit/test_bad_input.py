@@ -1,0 +1,181 @@
+"""Bad input changes nothing (issue 18): every command, given a bad input, exits 2 with one line on stderr
+naming the input and the fix, and the reports folder (holding a published report set) and the state folder
+are byte for byte what they were. Each input runs as a user runs it: ``python -m acceptance.cli`` in a
+process of its own."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reports import reportset
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+SUPPORT = CHECKOUT / "tests" / "support"
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    """Every entry under ``root``: a file's bytes and mode, a link's target, a folder's mode."""
+    seen = {}
+    for folder, dirs, files in os.walk(root):
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            rel = str(path.relative_to(root))
+            st = path.lstat()
+            if path.is_symlink():
+                seen[rel] = "link " + os.readlink(path)
+            elif path.is_dir():
+                seen[rel] = f"dir {st.st_mode:o}"
+            else:
+                seen[rel] = f"file {st.st_mode:o} " + hashlib.sha256(path.read_bytes()).hexdigest()
+    return seen
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    """A reports folder with a published set, a state folder with a run's leftovers, and bad files."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    staged = reportset.stage(reports)
+    (staged / "verdict.json").write_text(json.dumps({"run": "0badc0de", "status": "passed"}))
+    (staged / "junit.xml").write_text("<testsuite/>")
+    (staged / "summary.html").write_text("<html>the last good run</html>")
+    (staged / "allure-results").mkdir()
+    (staged / "allure-results" / "1-result.json").write_text("{}")
+    reportset.publish(reports, staged)
+    (reports / "mutants.json").write_text(json.dumps({"schema": "kept as it is"}))
+    state = tmp_path / "state"
+    (state / "runs" / "deadbeef").mkdir(parents=True)
+    (state / "runs" / "deadbeef" / "owner.json").write_text("{}")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "a-file").write_text("not a folder")
+    (bad / "broken.toml").write_text("name = 'x\n[start\n")
+    (bad / "empty.toml").write_text("")
+    (bad / "broken.json").write_text('{"schema": ')
+    (bad / "damaged-reports").mkdir()
+    (bad / "damaged-reports" / "verdict.json").write_text("{not json")
+    return {"root": tmp_path, "reports": reports, "state": state, "bad": bad}
+
+
+# (command line with {reports} {state} {bad} placeholders, what the line must name, a word of the fix)
+CASES = [
+    # qualify: the issue's rows first
+    ("qualify --case XX-9", "'XX-9'", "catalogue"),
+    ("qualify -- --bogus-flag", "--bogus-flag", "drop"),
+    ("qualify --state-dir /proc/foo", "/proc/foo", "choose a folder"),
+    ("qualify --state-dir {bad}/a-file", "a-file", "give a folder"),
+    ("qualify --state-dir {bad}/a-file/below", "a-file", "give a folder"),
+    ("qualify --state-dir=", "--state-dir is empty", "give the path"),
+    ("qualify --reports-dir {bad}/a-file", "a-file", "give a folder"),
+    ("qualify --reports-dir /proc/pairproof-reports", "/proc/pairproof-reports", "choose a folder"),
+    ("qualify -n many", "-n", "--help"),
+    ("qualify -n -1", "-n -1", "0 or more"),
+    ("qualify --target nosuch", "'nosuch'", "choose one of"),
+    ("qualify --target no.such.module:create", "'no.such.module'", "PYTHONPATH"),
+    ("qualify --target broken_targets:raising", "'broken_targets:raising'", "check-driver"),
+    ("qualify -n 2 --target broken_targets:raising", "'broken_targets:raising'", "check-driver"),  # on a worker
+    ("qualify --profile nosuch", "'nosuch'", "choose one of"),
+    ("qualify --profile {bad}/broken.toml", "broken.toml", "TOML"),
+    ("qualify --profile {bad}/empty.toml", "empty.toml", "required"),
+    ("qualify --profile /proc/self/mem", "/mem", "cannot read"),
+    ("qualify -- -k no_test_has_this_name", "no_test_has_this_name", "widen"),
+    ("qualify --bogus", "--bogus", "--help"),
+    # mutants
+    ("mutants --only no-such-mutant", "'no-such-mutant'", "give a name"),
+    ("mutants -j 0", "-j 0", "above 0"),
+    ("mutants --suite {bad}/no-such-folder", "no-such-folder", "give the folder"),
+    ("mutants --reports-dir {bad}/a-file", "a-file", "give a folder"),
+    ("mutants --state-dir /proc/foo", "/proc/foo", "choose a folder"),
+    # gate
+    ("gate --results {reports} --mutants /nonexistent.json", "/nonexistent.json", "drop --mutants"),
+    ("gate --results {reports} --mutants {bad}/broken.json", "broken.json", "not JSON"),
+    ("gate --results {reports} --mutants {bad}", "is a folder", "give the path"),
+    ("gate --results {bad}/a-file", "a-file", "give the folder"),
+    ("gate --results {bad}/no-such-folder", "no-such-folder", "give the folder"),
+    # report
+    ("report --reports-dir {bad}/no-such-folder", "no-such-folder", "give the folder"),
+    ("report --reports-dir {bad}", "no verdict", "pairproof qualify"),
+    ("report --reports-dir {bad}/damaged-reports", "verdict.json", "not JSON"),
+    # clean
+    ("clean --target nosuch", "'nosuch'", "choose one of"),
+    ("clean --state-dir {bad}/a-file", "a-file", "not a folder"),
+    # scan
+    ("scan {bad}/no-such-path", "no-such-path", "exist"),
+    ("scan", "PATH", "--help"),
+    # check-driver
+    ("check-driver nosuch", "'nosuch'", "choose one of"),
+    ("check-driver broken_targets:not_a_factory", "not a factory", "module:factory"),
+    ("check-driver reference --profile {bad}/broken.toml", "broken.toml", "TOML"),
+    ("check-driver reference --state-dir {bad}/a-file", "a-file", "give a folder"),
+    # the command itself
+    ("", "command", "--help"),
+    ("frobnicate", "frobnicate", "--help"),
+]
+DEFAULTS = {"qualify": ["--case", "CP-1", "--reports-dir", "{reports}", "--state-dir", "{state}"],
+            "mutants": ["--reports-dir", "{reports}", "--state-dir", "{state}"],
+            "report": ["--reports-dir", "{reports}"], "clean": ["--state-dir", "{state}"],
+            "check-driver": ["--state-dir", "{state}"]}
+
+
+def _argv(line: str, world: dict[str, Path]) -> list[str]:
+    """The row's command line, with the defaults that keep a run inside tmp_path put before the row's own
+    words (argparse keeps an option's last value, so the row's own wins) and before any ``--``."""
+    words = line.split(" ") if line else []
+    cut = words.index("--") if "--" in words else len(words)
+    words = words[:1] + DEFAULTS.get(words[0] if words else "", []) + words[1:cut] + words[cut:]
+    return [w.format(**{k: str(v) for k, v in world.items()}) for w in words]
+
+
+def _commands() -> set[str]:
+    """The commands ``pairproof --help`` lists (any added later included)."""
+    import re
+
+    done = subprocess.run([sys.executable, "-m", "acceptance.cli", "--help"], capture_output=True, text=True,
+                          cwd=CHECKOUT, timeout=60)
+    return set(re.search(r"\{([a-z,-]+)\}", done.stdout).group(1).split(","))
+
+
+def test_the_table_covers_every_command_with_twenty_inputs_or_more():
+    assert {line.split(" ")[0] for line, _, _ in CASES if line} >= _commands()
+    assert len(CASES) >= 20
+
+
+@pytest.mark.parametrize("line,names,fix", CASES, ids=[c[0] or "(no command)" for c in CASES])
+def test_bad_input_exits_2_with_one_line_and_changes_nothing(world, line, names, fix):
+    argv = _argv(line, world)
+    before = {"reports": _tree_digest(world["reports"]), "state": _tree_digest(world["state"]),
+              "all": _tree_digest(world["root"])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), str(CHECKOUT)])}
+    done = subprocess.run([sys.executable, "-m", "acceptance.cli", *argv], capture_output=True, text=True,
+                          cwd=world["root"], env=env, timeout=300, stdin=subprocess.DEVNULL)
+    lines = done.stderr.strip().splitlines()
+    assert (done.returncode, len(lines)) == (2, 1), f"{argv}: exit {done.returncode}\n{done.stderr[-2000:]}"
+    assert lines[0].startswith("pairproof: ") and "Traceback" not in done.stderr
+    assert names in lines[0] and fix in lines[0], lines[0]
+    assert _tree_digest(world["reports"]) == before["reports"]
+    assert _tree_digest(world["state"]) == before["state"]
+    assert _tree_digest(world["root"]) == before["all"]
+
+
+def test_the_published_set_is_what_the_names_show(world):
+    """The fixture's set is a real published one: the member names resolve into it (so the digests above
+    watch the set itself, not a stray copy)."""
+    reports = world["reports"]
+    assert json.loads((reports / "verdict.json").read_text())["run"] == "0badc0de"
+    assert reportset.current(reports) == (reports / "verdict.json").resolve().parent
+
+
+def test_help_documents_the_exit_codes_of_every_command():
+    for command in ("", *sorted(_commands())):
+        done = subprocess.run([sys.executable, "-m", "acceptance.cli", *([command] if command else []), "--help"],
+                              capture_output=True, text=True, cwd=CHECKOUT, timeout=60)
+        assert done.returncode == 0, done.stderr
+        for code in ("0 ", "1 ", "2 ", "130"):
+            assert f"\n  {code}" in done.stdout, (command, done.stdout)
