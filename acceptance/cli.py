@@ -6,7 +6,7 @@
     pairproof report [--reports-dir reports]                                   (rebuild the two HTML pages)
     pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR]     (TARGET: a registered name or module:factory)
     pairproof clean [--target reference] [--all]
-    pairproof scan PATH... [--json] [--skip PATH]                             (exit 0 no hits, 1 hits, 2 bad input)
+    pairproof scan PATH... [--json] [--skip PATH]                             (exit 0 clean, 1 hits or not all read, 2 bad input)
 
 Every command checks everything it was given before it writes or starts anything (``inputs.py``): bad
 input (an unknown case, target or profile, pytest arguments pytest refuses, a state or reports folder that
