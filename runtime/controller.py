@@ -9,12 +9,22 @@ Which agent runs, how it is known ready and how a turn reaches it is the control
 (``agents.py``; the runtime's own agent unless given): a turn goes to the agent's own API inside its
 sandbox, from the host, through the instance's broker.
 
+Sleep has three depths, one lifecycle (``sleep(id, depth)``, or ``sleep_by_policy`` which picks one with
+``SleepPolicy``): *frozen* (the sandbox's processes kept and stopped by the cgroup freezer, its memory still
+charged, its broker suspended and its lease suspended), *stopped* (processes gone, volume kept; the registry
+calls it ``sleeping``) and *snapshotted* (the volume sealed into the snapshot store and the local copy gone).
+``wake`` brings an instance back from whichever depth it is at and says which (``InstanceRecord.woke_from``).
+Authority is re-checked on every wake: a cold one admits a new lease; a thaw renews the suspended lease only
+if it was not revoked meanwhile (``authority.Current.renew``), so a kill switch thrown on a frozen instance
+still holds after it thaws.
+
 Sandboxes die with the controller that started them (``bwrap --die-with-parent``): a restarted
 controller finds its instances asleep, with their volumes and generations intact, and wakes them anew.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -25,6 +35,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import agents, capacity, cgroups, managed, requestid, sandbox, uids
@@ -48,6 +59,30 @@ RUN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 # its uid alone; the broker holds the same key and presents it on the platform side (``forward_runctl``).
 RUNCTL_KEY_FILE = "runctl.key"
 log = logging.getLogger("pairproof.controller")
+DEPTHS = ("frozen", "stopped", "snapshotted")
+PARKED = "parked.json"  # in a snapshotted instance's folder: which snapshot holds its volume
+
+
+@dataclass(frozen=True)
+class SleepPolicy:
+    """Which depth an instance goes to sleep at, from how long it has been idle and how full memory is.
+
+    A thaw takes milliseconds but a frozen instance keeps its memory charged; a stopped one frees memory
+    and keeps its volume on disk; a snapshotted one frees its disk as well, and pays a restore on waking.
+    So: frozen while recently used and memory is not under pressure, snapshotted after a long idle time,
+    stopped in between. Memory pressure is the admission arithmetic's own figure (what the fleet needs
+    under the budget, as a fraction of the host's memory), so the policy and admission never disagree."""
+
+    freeze_below_s: float = 600.0
+    stop_below_s: float = 6 * 3600.0
+    pressure: float = 0.75
+
+    def depth(self, idle_s: float, memory_used: float) -> str:
+        if idle_s < self.freeze_below_s and memory_used < self.pressure:
+            return "frozen"
+        if idle_s < self.stop_below_s:
+            return "stopped"
+        return "snapshotted"
 
 
 def logs_decision(method):
@@ -92,7 +127,7 @@ class Controller:
                  hierarchy: cgroups.Hierarchy | None = None, ready_deadline: float = 10.0,
                  platform: Platform | None = None, budget: capacity.Budget = capacity.REFERENCE_BUDGET,
                  host: capacity.Host | None = None, managed_sha256: str = managed.PINNED_SHA256,
-                 agent: AgentLaunch = agents.REFERENCE) -> None:
+                 agent: AgentLaunch = agents.REFERENCE, policy: SleepPolicy = SleepPolicy()) -> None:
         if not RUN.match(run):
             raise ConfigError(f"run name {run!r} is invalid: use 1-48 of a-z, 0-9, '_' and '-', starting alphanumeric")
         self.root, self.run, self.limits, self.ready_deadline = Path(root), run, limits, ready_deadline
@@ -103,6 +138,8 @@ class Controller:
         _traversable(self.root)
         # Admission (capacity.py) checks every wake and provision against this host, measured now unless given.
         self.budget, self.host = budget, host or capacity.measure_host(self.state)
+        self.policy = policy
+        self._last_used: dict[str, float] = {}  # monotonic time each instance last woke or ended a turn
         self._turns: dict[str, int] = {}
         self._turns_lock = threading.Lock()
         for d in (self.root, self.root / "runs", self.state):
@@ -121,7 +158,7 @@ class Controller:
         self._runctl_keys: dict[str, str] = {}  # each running instance's run-control key (for the no-broker path)
         self._journals: dict[str, Journal] = {}
         for record in self.registry.all():
-            if record.state == "running":  # its sandbox died with the controller that started it
+            if record.state in ("running", "frozen"):  # its sandbox died with the controller that started it
                 self.registry.set_state(record.id, "sleeping")
 
     # -- set-up ------------------------------------------------------------------------------------
@@ -198,15 +235,26 @@ class Controller:
 
     @logs_decision
     def wake(self, instance_id: str) -> InstanceRecord:
+        """Bring the instance back from whichever depth it sleeps at, to ready; the record says which
+        (``woke_from``). Admission first, then authority: a cold wake admits a new lease, a thaw renews the
+        suspended one only if it was not revoked meanwhile."""
         record = self.registry.get(instance_id)
         if record.state == "destroyed":
             raise InstanceError(f"instance {instance_id} was destroyed: provision a new one")
-        if instance_id in self._sandboxes and self._sandboxes[instance_id].alive():
-            return record
+        proc = self._sandboxes.get(instance_id)
+        if proc is not None and proc.alive():
+            if record.state == "frozen":
+                return self._thaw(record, proc)
+            return dataclasses.replace(record, woke_from="running")
+        if proc is not None:  # its sandbox died (frozen or not): what is left of it goes before a cold start
+            self._stop(instance_id)
+        depth = {"provisioned": "provisioned", "snapshotted": "snapshotted"}.get(record.state, "stopped")
         # The file may have changed since provision: it is checked again, before anything starts.
         self._check_managed((self._instance_dir(record) / "managed.json").read_bytes(),
                             f"managed config of instance {record.id} ({record.org}/{record.user})")
         self._admit(f"wake of {instance_id}", resident=1, active=1)
+        if record.state == "snapshotted":
+            self._unpark(record)
         runctl_key = self._issue_runctl_key(record)
         self._runctl_keys[instance_id] = runctl_key
         limits = Limits(record.memory_bytes, record.pids_max)
@@ -224,7 +272,30 @@ class Controller:
         except BaseException:
             self._stop(instance_id)
             raise
-        return self.registry.set_state(instance_id, "running")
+        self._last_used[instance_id] = time.monotonic()
+        return dataclasses.replace(self.registry.set_state(instance_id, "running"), woke_from=depth)
+
+    def _thaw(self, record: InstanceRecord, proc: sandbox.SandboxProcess) -> InstanceRecord:
+        """Wake from frozen: admitted (it was resident all along; now it is active too), its authority
+        re-checked and renewed only if still good, then its processes and its broker run again."""
+        self._admit(f"thaw of {record.id}", active=1)
+        broker = self._brokers.get(record.id)
+        if self.platform is not None:
+            lease = secrets.token_hex(8)
+            if self.platform.current.renew(record.id, record.generation, lease, time.time() + LEASE_TTL):
+                claims = (record.id, record.org, record.user, record.generation, lease)
+                if broker is not None:
+                    broker.rotate(grant=self.platform.grants.issue(*claims, ttl=LEASE_TTL),
+                                  model_capability=self.platform.models.issue(*claims, ttl=MODEL_TTL))
+            else:
+                # Revoked (or ended) while frozen: it thaws, as a revoked running instance goes on running,
+                # but with nothing renewed every capability it holds stays refused.
+                log.warning("thaw of %s: its authority was revoked while frozen; no lease renewed", record.id)
+        proc.cgroup.thaw()
+        if broker is not None:
+            broker.suspended = False
+        self._last_used[record.id] = time.monotonic()
+        return dataclasses.replace(self.registry.set_state(record.id, "running"), woke_from="frozen")
 
     # -- capacity admission ------------------------------------------------------------------------
 
@@ -425,9 +496,73 @@ class Controller:
         raise SandboxError(f"agent of {proc.spec.instance_id} not ready within {self.ready_deadline}s")
 
     @logs_decision
-    def sleep(self, instance_id: str) -> InstanceRecord:
+    def sleep(self, instance_id: str, depth: str = "stopped") -> InstanceRecord:
+        """Put the instance to sleep at ``depth`` (one of DEPTHS); ``wake`` brings it back from any of them.
+
+        *frozen*: its processes stay, stopped by the cgroup freezer (memory still charged), its broker
+        refuses everything and its lease honours nothing until the thaw. *stopped*: the sandbox and broker
+        end, the volume stays. *snapshotted*: stopped, then the volume sealed into the snapshot store and the
+        local copy removed."""
+        if depth not in DEPTHS:
+            raise ConfigError(f"sleep depth {depth!r} is unknown: use one of {', '.join(DEPTHS)}")
+        record = self.registry.get(instance_id)
+        if record.state == "destroyed":
+            raise InstanceError(f"instance {instance_id} was destroyed: nothing to put to sleep")
+        if depth == "frozen":
+            return self._freeze(record)
         self._stop(instance_id)
-        return self.registry.set_state(instance_id, "sleeping")
+        if depth == "snapshotted" and record.state != "snapshotted":
+            self._park(record)
+            return self.registry.set_state(instance_id, "snapshotted")
+        return self.registry.set_state(instance_id, "snapshotted" if record.state == "snapshotted" else "sleeping")
+
+    def sleep_by_policy(self, instance_id: str) -> InstanceRecord:
+        """Sleep at the depth ``self.policy`` picks for this instance's idle time and the fleet's memory need."""
+        idle = time.monotonic() - self._last_used.get(instance_id, 0.0)
+        needed = capacity.need(self.budget, self.fleet())
+        depth = self.policy.depth(idle, needed.memory_mb / max(self.host.memory_mb, 1))
+        log.info("sleep of %s by policy: idle %.0f s, memory %d of %d MB: %s", instance_id, idle,
+                 needed.memory_mb, self.host.memory_mb, depth)
+        return self.sleep(instance_id, depth)
+
+    def _freeze(self, record: InstanceRecord) -> InstanceRecord:
+        proc = self.sandbox(record.id)
+        with self._turns_lock:
+            if self._turns.get(record.id):
+                raise InstanceError(f"instance {record.id} is running a turn: freeze it when the turn has ended")
+        broker = self._brokers.get(record.id)
+        # Refuse first, then stop: nothing is let in to a process about to be frozen, and nothing it holds is
+        # honoured while it is.
+        if broker is not None:
+            broker.suspended = True
+        if self.platform is not None:
+            self.platform.current.suspend(record.id)
+        try:
+            proc.cgroup.freeze()
+        except BaseException:
+            self._stop(record.id)  # never left half-frozen: it goes to the stopped depth instead
+            self.registry.set_state(record.id, "sleeping")
+            raise
+        return self.registry.set_state(record.id, "frozen")
+
+    def _park(self, record: InstanceRecord) -> None:
+        """The snapshotted depth: the volume sealed into the snapshot store, then the local copy removed."""
+        volume = self._instance_dir(record) / "volume"
+        ref = self.snapshots.take(volume, org=record.org, user=record.user, instance=record.id,
+                                  generation=record.generation)
+        tmp = self._instance_dir(record) / (PARKED + ".tmp")
+        tmp.write_text(json.dumps({"snapshot": ref.id}))
+        tmp.replace(self._instance_dir(record) / PARKED)
+        shutil.rmtree(volume)
+
+    def _unpark(self, record: InstanceRecord) -> None:
+        """Restore a snapshotted instance's volume from the store; the parking snapshot goes once it is back."""
+        home = self._instance_dir(record)
+        snap_id = json.loads((home / PARKED).read_text())["snapshot"]
+        _owned_dir(home / "volume", record.uid)  # restore swaps a fresh folder in for this one
+        self.snapshots.restore(snap_id, org=record.org, user=record.user, volume=home / "volume", uid=record.uid)
+        (home / PARKED).unlink()
+        self.snapshots.path(snap_id).unlink(missing_ok=True)
 
     @logs_decision
     def recreate(self, instance_id: str) -> InstanceRecord:
@@ -449,6 +584,8 @@ class Controller:
         proc = self._sandboxes.get(instance_id)
         if proc is None:
             raise InstanceError(f"instance {instance_id} is not running")
+        if proc.cgroup.frozen():
+            proc.cgroup.kill_all()  # a frozen launcher takes its SIGKILL only once thawed
         proc.popen.kill()
         proc.popen.wait()
 
@@ -461,6 +598,8 @@ class Controller:
             self.platform.current.end(instance_id)  # every capability of this lease dies with it
         proc = self._sandboxes.pop(instance_id, None)
         if proc is not None:
+            if proc.cgroup.frozen():
+                proc.cgroup.kill_all()  # killed while still frozen, so it never runs again
             proc.stop()
             proc.cgroup.remove()
 
@@ -517,6 +656,7 @@ class Controller:
         finally:
             with self._turns_lock:
                 self._turns[instance_id] -= 1
+            self._last_used[instance_id] = time.monotonic()
 
     def volume_path(self, instance_id: str) -> Path:
         """The host folder that is the instance's /data."""

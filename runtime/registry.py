@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS instances (
     slot INTEGER NOT NULL UNIQUE,
     uid INTEGER NOT NULL UNIQUE,
     generation INTEGER NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('provisioned', 'running', 'sleeping', 'destroyed')),
+    state TEXT NOT NULL CHECK (state IN ('provisioned', 'running', 'frozen', 'sleeping', 'snapshotted', 'destroyed')),
     memory_bytes INTEGER NOT NULL,
     pids_max INTEGER NOT NULL,
     created REAL NOT NULL
@@ -44,6 +44,9 @@ class InstanceRecord:
     state: str
     memory_bytes: int
     pids_max: int
+    # Set on the record a wake returns (never stored): the depth it woke from, "frozen", "stopped",
+    # "snapshotted", "provisioned" (a first wake) or "running" (it was awake already).
+    woke_from: str = ""
 
 
 class Registry:
