@@ -8,9 +8,16 @@ A wake is timed to the same readiness condition whatever its depth: the first pe
 
 - *cold*: the first wake of a just-provisioned instance (new cgroup, the agent's Python and its imports read
   for the first time in that instance);
-- *stopped*: a wake after ``sleep`` (processes gone, volume kept): a second cold start, on warm caches;
+- *frozen*: a thaw after ``sleep(id, "frozen")`` (processes kept by the cgroup freezer): admission, the
+  authority re-check and lease renewal, the thaw, the broker let through again;
+- *stopped*: a wake after ``sleep(id, "stopped")`` (processes gone, volume kept): a second cold start, on
+  warm caches;
+- *snapshotted*: a wake after ``sleep(id, "snapshotted")`` of a 50 MB volume (sealed into the store, local
+  copy gone): restore, then a cold start;
 - *restore*: a 50 MB snapshot restored into the instance (decrypt + decompress + unpack + swap, then a
   recreate under a new generation: a wake).
+
+The wake benchmarks share ``group="wake"`` so one run's table shows them side by side.
 
 Snapshot = tar + zstandard + AES-GCM of the volume.
 """
@@ -20,6 +27,7 @@ from __future__ import annotations
 import os
 
 ROUNDS = 5
+FROZEN_ROUNDS = 50  # a thaw is short: more rounds for a stable median
 
 
 def _answered(controller, instance_id: str) -> None:
@@ -66,6 +74,7 @@ def test_restore_50mb_to_first_answer(benchmark, controller):
         controller.restore(snapshot_id, rec.id)
         _answered(controller, rec.id)
 
+    benchmark.group = "wake"
     benchmark.pedantic(restore_and_ask, setup=take_snapshot, rounds=ROUNDS, iterations=1)
 
 
@@ -79,6 +88,7 @@ def test_cold_wake_to_first_answer(benchmark, controller):
         controller.wake(instance_id)
         _answered(controller, instance_id)
 
+    benchmark.group = "wake"
     benchmark.pedantic(wake_and_ask, setup=provision, rounds=ROUNDS, iterations=1)
 
 
@@ -93,4 +103,36 @@ def test_stopped_wake_to_first_answer(benchmark, controller):
         controller.wake(rec.id)
         _answered(controller, rec.id)
 
+    benchmark.group = "wake"
     benchmark.pedantic(wake_and_ask, setup=stop, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+
+
+def test_frozen_wake_to_first_answer(benchmark, controller):
+    rec = controller.provision("org1", "alice")
+    controller.wake(rec.id)
+
+    def freeze() -> None:
+        controller.sleep(rec.id, "frozen")
+
+    def thaw_and_ask() -> None:
+        if controller.wake(rec.id).woke_from != "frozen":
+            raise RuntimeError(f"{rec.id} did not wake from frozen: the benchmark would time another depth")
+        _answered(controller, rec.id)
+
+    benchmark.group = "wake"
+    benchmark.pedantic(thaw_and_ask, setup=freeze, rounds=FROZEN_ROUNDS, iterations=1, warmup_rounds=2)
+
+
+def test_snapshotted_wake_50mb_to_first_answer(benchmark, controller):
+    rec = _with_50mb_volume(controller)
+
+    def park() -> None:
+        controller.sleep(rec.id, "snapshotted")
+
+    def wake_and_ask() -> None:
+        if controller.wake(rec.id).woke_from != "snapshotted":
+            raise RuntimeError(f"{rec.id} did not wake from snapshotted: the benchmark would time another depth")
+        _answered(controller, rec.id)
+
+    benchmark.group = "wake"
+    benchmark.pedantic(wake_and_ask, setup=park, rounds=ROUNDS, iterations=1)

@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS instances (
     slot INTEGER NOT NULL UNIQUE,
     uid INTEGER NOT NULL UNIQUE,
     generation INTEGER NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('provisioned', 'running', 'frozen', 'sleeping', 'snapshotted', 'destroyed')),
+    state TEXT NOT NULL CHECK (state IN ('provisioned', 'running', 'sleeping', 'snapshotted', 'destroyed')),
     memory_bytes INTEGER NOT NULL,
     pids_max INTEGER NOT NULL,
     created REAL NOT NULL
