@@ -147,7 +147,10 @@ class ReferenceTarget(Breakers):
         return InstanceRef(ref.principal, ref.key, record.generation)
 
     def sleep(self, ref: InstanceRef) -> None:
-        self.controller.sleep(ref.key)
+        self.controller.sleep(ref.key, "stopped")
+
+    def freeze(self, ref: InstanceRef) -> None:
+        self.controller.sleep(ref.key, "frozen")
 
     def recreate(self, ref: InstanceRef) -> InstanceRef:
         record = self.controller.recreate(ref.key)
