@@ -225,9 +225,12 @@ class Broker:
                 self.refuse(status, reason, f"the broker does not forward this ({reason})")
                 return True
 
+            def _frozen(self) -> bool:
+                return broker.suspended and self._route_refused(503, "instance_frozen")
+
             def _checked(self) -> bool:
-                if broker.suspended:
-                    return self._route_refused(503, "instance_frozen")
+                if self._frozen():
+                    return True
                 if not self.path.startswith("/"):  # "GET http://elsewhere/ HTTP/1.1": a proxy request
                     return self._route_refused(400, "absolute_uri_refused")
                 return False
@@ -268,11 +271,11 @@ class Broker:
                     self._route_refused(404, "route_not_allowed")
 
             def do_CONNECT(self) -> None:
-                if not self._checked():
+                if not self._frozen():
                     self._route_refused(405, "connect_refused")
 
             def _other(self) -> None:
-                if not self._checked():
+                if not self._frozen():
                     self._route_refused(405, "method_not_allowed")
 
             do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other
