@@ -35,6 +35,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,6 +121,18 @@ def _owned_dir(path: Path, uid: int, mode: int = 0o700) -> None:
     os.chmod(path, mode)
 
 
+@dataclass(frozen=True)
+class WakeOutcome:
+    """One instance's part in a simultaneous wake: ``woke`` (``detail``: the depth it came from),
+    ``refused`` by admission (``detail``: its reason) or ``failed`` (``detail``: the error); ``seconds``
+    from the call to ready or to the answer."""
+
+    instance: str
+    status: str
+    detail: str
+    seconds: float
+
+
 class Controller:
     """Lifecycle of the instances of one run."""
 
@@ -144,6 +157,10 @@ class Controller:
         # flip is kept in memory because a restarted controller treats both alike (their sandboxes died with
         # the old one), and a registry write is an fsync: 2.5 of the 3.6 ms a thaw took when it was stored.
         self._frozen: set[str] = set()
+        self._admission = threading.Lock()  # one admission decision at a time
+        self._reserved: set[str] = set()  # instances whose wake was admitted and is still in progress
+        self._wakers: ThreadPoolExecutor | None = None  # wake_many's threads (see there why they are kept)
+        self._retired: list[ThreadPoolExecutor] = []
         self._turns: dict[str, int] = {}
         self._turns_lock = threading.Lock()
         for d in (self.root, self.root / "runs", self.state):
@@ -248,17 +265,29 @@ class Controller:
         proc = self._sandboxes.get(instance_id)
         if proc is not None and proc.alive():
             if instance_id in self._frozen:
-                return self._thaw(record, proc)
+                self._admit(f"thaw of {record.id}", reserve=instance_id)
+                try:
+                    return self._thaw(record, proc)
+                finally:
+                    self._release(instance_id)
             return dataclasses.replace(record, woke_from="running")
         if proc is not None:  # its sandbox died (frozen or not): what is left of it goes before a cold start
             self._stop(instance_id)
-        depth = {"provisioned": "provisioned", "snapshotted": "snapshotted"}.get(record.state, "stopped")
         # The file may have changed since provision: it is checked again, before anything starts.
         self._check_managed((self._instance_dir(record) / "managed.json").read_bytes(),
                             f"managed config of instance {record.id} ({record.org}/{record.user})")
-        self._admit(f"wake of {instance_id}", resident=1, active=1)
+        self._admit(f"wake of {instance_id}", reserve=instance_id)
+        try:
+            return self._cold_start(record)
+        finally:
+            self._release(instance_id)
+
+    def _cold_start(self, record: InstanceRecord) -> InstanceRecord:
+        instance_id = record.id
+        depth = {"provisioned": "provisioned", "snapshotted": "snapshotted"}.get(record.state, "stopped")
         if record.state == "snapshotted":
             self._unpark(record)
+            self.registry.set_state(instance_id, "sleeping")  # its volume is back: stopped, whatever follows
         runctl_key = self._issue_runctl_key(record)
         self._runctl_keys[instance_id] = runctl_key
         limits = Limits(record.memory_bytes, record.pids_max)
@@ -282,7 +311,6 @@ class Controller:
     def _thaw(self, record: InstanceRecord, proc: sandbox.SandboxProcess) -> InstanceRecord:
         """Wake from frozen: admitted (it was resident all along; now it is active too), its authority
         re-checked and renewed only if still good, then its processes and its broker run again."""
-        self._admit(f"thaw of {record.id}", active=1)
         broker = self._brokers.get(record.id)
         if self.platform is not None:
             lease = secrets.token_hex(8)
@@ -302,15 +330,45 @@ class Controller:
         self._last_used[record.id] = time.monotonic()
         return dataclasses.replace(record, woke_from="frozen")
 
+    def wake_many(self, instance_ids: Sequence[str]) -> list[WakeOutcome]:
+        """Wake every instance at once (one thread each), under admission: those that fit wake, the others
+        are refused with admission's reason; a wake that fails is undone whole (``wake`` stops what it
+        started). One outcome per instance, in the order given."""
+        def one(instance_id: str) -> WakeOutcome:
+            started = time.monotonic()
+            try:
+                record = self.wake(instance_id)
+            except CapacityRefused as exc:
+                return WakeOutcome(instance_id, "refused", exc.reason, time.monotonic() - started)
+            except Exception as exc:  # reported with the others, never lost in a thread
+                return WakeOutcome(instance_id, "failed", f"{type(exc).__name__}: {exc}", time.monotonic() - started)
+            return WakeOutcome(instance_id, "woke", record.woke_from, time.monotonic() - started)
+
+        if not instance_ids:
+            return []
+        # The threads outlive the call: a sandbox's launcher dies with the *thread* that started it (bwrap's
+        # --die-with-parent is PR_SET_PDEATHSIG, which follows the thread), so they live as long as the
+        # controller and end in ``close``, after the sandboxes.
+        with self._admission:
+            if self._wakers is None or self._wakers._max_workers < len(instance_ids):
+                if self._wakers is not None:
+                    self._retired.append(self._wakers)  # its threads still hold sandboxes: kept until close
+                self._wakers = ThreadPoolExecutor(max(len(instance_ids), 10), thread_name_prefix="wake")
+            pool = self._wakers
+        return list(pool.map(one, instance_ids))
+
     # -- capacity admission ------------------------------------------------------------------------
 
     def fleet(self) -> capacity.Fleet:
         """The fleet as admission counts it: instances with a live sandbox are resident; those with a turn
         in progress (driven through ``agent``) are active; instances not destroyed are stored users; the
         snapshots are their stored size, rounded up to MB."""
-        resident = [i for i, proc in list(self._sandboxes.items()) if proc.alive()]
+        reserved = set(self._reserved)  # wakes admitted and in progress: each counts resident and active
+        resident = [i for i, proc in list(self._sandboxes.items()) if proc.alive() and i not in reserved]
         with self._turns_lock:
             active = sum(1 for i in resident if self._turns.get(i))
+        resident += reserved
+        active += len(reserved)
         stored = sum(1 for r in self.registry.all() if r.state != "destroyed")
         snapshot_bytes = 0
         for path in self.snapshots.dir.glob("*.snap"):
@@ -320,18 +378,36 @@ class Controller:
                 pass
         return capacity.Fleet(len(resident), active, stored, capacity.megabytes(snapshot_bytes))
 
-    def _admit(self, operation: str, *, resident: int = 0, active: int = 0, stored: int = 0) -> None:
+    def _admit(self, operation: str, *, stored: int = 0, reserve: str | None = None) -> None:
         """Refuse (CapacityRefused, logged) unless the fleet grown by the operation fits the host.
 
-        A wake counts its instance as resident *and* active, since it wakes to run a turn; a provision
-        counts one more stored user. Called before anything is started or written."""
-        fleet = self.fleet()
-        grown = capacity.Fleet(fleet.resident + resident, fleet.active + active, fleet.stored_users + stored,
-                               fleet.snapshots_mb)
-        admission = capacity.admit(self.budget, grown, self.host)
-        if not admission.ok:
-            log.warning("capacity refused %s: %s", operation, admission.reason)
-            raise CapacityRefused(admission.reason, operation)
+        A wake (``reserve``: its instance) counts its instance as resident *and* active, since it wakes to
+        run a turn, from the moment it is admitted until it is done (``_release``): simultaneous wakes are
+        admitted one at a time against each other's reservations, so they cannot all see the same free
+        room. A provision counts one more stored user. Called before anything is started or written."""
+        with self._admission:
+            fleet = self.fleet()
+            grown = fleet
+            if reserve in self._reserved:
+                raise InstanceError(f"a wake of {reserve} is already in progress: wait for it")
+            if reserve is not None:
+                already = 1 if reserve in self._sandboxes and self._sandboxes[reserve].alive() else 0
+                with self._turns_lock:
+                    busy = 1 if already and self._turns.get(reserve) else 0
+                grown = capacity.Fleet(fleet.resident + 1 - already, fleet.active + 1 - busy, fleet.stored_users,
+                                       fleet.snapshots_mb)
+            grown = capacity.Fleet(grown.resident, grown.active, grown.stored_users + stored, grown.snapshots_mb)
+            admission = capacity.admit(self.budget, grown, self.host)
+            if not admission.ok:
+                log.warning("capacity refused %s: %s", operation, admission.reason)
+                raise CapacityRefused(admission.reason, operation)
+            if reserve is not None:
+                self._reserved.add(reserve)
+
+    def _release(self, instance_id: str) -> None:
+        """The wake is over (ready, or undone): the instance counts as what it now is."""
+        with self._admission:
+            self._reserved.discard(instance_id)
 
     def assess(self, budget: dict, fleet: dict, host: dict | None = None) -> tuple[capacity.Need, capacity.Admission | None]:
         """The platform's admission arithmetic for a planner: what ``fleet`` needs under ``budget`` and, given a
@@ -749,6 +825,8 @@ class Controller:
                 self.remove_extra(name)
             except Exception as exc:
                 errors.append(f"{name}: {exc}")
+        for pool in [*self._retired, *([self._wakers] if self._wakers else [])]:
+            pool.shutdown(wait=True)
         self.registry.close()
         for journal in self._journals.values():
             journal.close()

@@ -11,9 +11,11 @@ import urllib.request
 import pytest
 
 from runtime.authority import AuthorityError
+from runtime.broker import AGENT_PORT
 from runtime.cgroups import V1Cgroup, V2Cgroup
 from runtime.controller import SleepPolicy
 from runtime.errors import ConfigError
+from runtime.netns import socket_in
 
 
 def _kernel_says_frozen(cg) -> bool:
@@ -101,6 +103,13 @@ def test_a_frozen_broker_refuses_at_once_and_answers_again_after_the_thaw(platfo
     broker = c.broker(rec.id)
     assert _runctl(broker, "/v1/runs/run_none") == (503, "instance_frozen")
     assert broker.refusals[-1] == ("GET /v1/runs/run_none", "instance_frozen")
+    # The agent side too (the frozen agent cannot ask, but nothing else in its namespace may either).
+    with socket_in(c.sandbox(rec.id).host_pid) as sock:
+        sock.settimeout(5)
+        sock.connect(("127.0.0.1", AGENT_PORT))
+        sock.sendall(b"GET /whoami HTTP/1.0\r\n\r\n")
+        assert sock.recv(4096).split(b"\r\n", 1)[0].split()[1] == b"503"
+    assert broker.refusals[-1] == ("/whoami", "instance_frozen")
     c.wake(rec.id)
     assert _runctl(broker, "/v1/runs/run_none") == (404, "")  # the agent's own answer: no such run
 
