@@ -17,16 +17,25 @@ A wake is timed to the same readiness condition whatever its depth: the first pe
 - *restore*: a 50 MB snapshot restored into the instance (decrypt + decompress + unpack + swap, then a
   recreate under a new generation: a wake).
 
-The wake benchmarks share ``group="wake"`` so one run's table shows them side by side.
+The wake benchmarks share ``group="wake"`` so one run's table shows them side by side. Simultaneous wakes of
+ten (``wake_many``, admission on) are their own group: the batch's time, and each instance's p50 and p99 to
+ready and the number refused in ``extra_info`` (``--benchmark-json`` carries it).
 
 Snapshot = tar + zstandard + AES-GCM of the volume.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import statistics
+
+import pytest
+
+from runtime import capacity
 
 ROUNDS = 5
+SIMULTANEOUS = 10
 FROZEN_ROUNDS = 50  # a thaw is short: more rounds for a stable median
 
 
@@ -136,3 +145,43 @@ def test_snapshotted_wake_50mb_to_first_answer(benchmark, controller):
 
     benchmark.group = "wake"
     benchmark.pedantic(wake_and_ask, setup=park, rounds=ROUNDS, iterations=1)
+
+
+@pytest.mark.parametrize("host", ["measured", "tight"])
+def test_simultaneous_wake_of_10(benchmark, controller, host):
+    """Ten stopped instances woken at once (``wake_many``) with admission on, against the host as measured or
+    a tight one (memory for one waking instance beside four idle ones: while they wake all ten count as
+    active, so two are admitted and eight refused). The timing is the whole batch,
+    to the last woken agent's first answer; extra_info has each instance's p50 and p99 to ready and how many
+    admission refused per round."""
+    ids = [controller.provision("org1", f"user{i}").id for i in range(SIMULTANEOUS)]
+    if host == "tight":
+        b = controller.budget
+        controller.host = capacity.Host(
+            memory_mb=b.shared_memory_mb + b.memory_headroom_mb + b.active_instance_mb + b.broker_mb
+            + 4 * (b.idle_instance_mb + b.broker_mb), disk_mb=controller.host.disk_mb)
+    rounds: list[list] = []
+
+    def stop_all() -> None:
+        for instance_id in ids:
+            controller.sleep(instance_id)
+
+    def wake_all() -> None:
+        outcomes = controller.wake_many(ids)
+        failed = [o for o in outcomes if o.status == "failed"]
+        if failed:
+            raise RuntimeError(f"wakes failed (not refused): {failed}")
+        for o in outcomes:
+            if o.status == "woke":
+                _answered(controller, o.instance)
+        rounds.append(outcomes)
+
+    benchmark.group = "simultaneous wake of 10"
+    benchmark.pedantic(wake_all, setup=stop_all, rounds=3, iterations=1)
+    ready = sorted(o.seconds for outcomes in rounds for o in outcomes if o.status == "woke")
+    p99 = ready[min(len(ready) - 1, math.ceil(0.99 * len(ready)) - 1)]
+    benchmark.extra_info.update({
+        "ready_p50_ms": round(statistics.median(ready) * 1000, 1), "ready_p99_ms": round(p99 * 1000, 1),
+        "refused_per_round": [sum(o.status == "refused" for o in outcomes) for outcomes in rounds],
+        "host_memory_mb": controller.host.memory_mb,
+    })
