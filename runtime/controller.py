@@ -641,8 +641,9 @@ class Controller:
         """Restore a snapshotted instance's volume from the store; the parking snapshot goes once it is back."""
         home = self._instance_dir(record)
         snap_id = json.loads((home / PARKED).read_text())["snapshot"]
-        _owned_dir(home / "volume", record.uid)  # restore swaps a fresh folder in for this one
-        self.snapshots.restore(snap_id, org=record.org, user=record.user, volume=home / "volume", uid=record.uid)
+        volume = home / "volume"
+        _owned_dir(volume, record.uid, 0o700)  # restore swaps a fresh folder in for this one
+        self.snapshots.restore(snap_id, org=record.org, user=record.user, volume=volume, uid=record.uid)
         (home / PARKED).unlink()
         self.snapshots.path(snap_id).unlink(missing_ok=True)
 
