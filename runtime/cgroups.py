@@ -70,6 +70,12 @@ class Cgroup(Protocol):
     def memory_current(self) -> int:
         """The memory charged to the cgroup now, in bytes (what a frozen instance still holds)."""
 
+    def memory_peak(self) -> int:
+        """The most memory charged to the cgroup since it was made or ``reset_peak``, in bytes."""
+
+    def reset_peak(self) -> None:
+        """Start ``memory_peak`` afresh from the current charge."""
+
     def remove(self) -> None: ...
 
 
@@ -184,6 +190,12 @@ class V1Cgroup:
     def memory_current(self) -> int:
         return int(_read(self.memory_dir / "memory.usage_in_bytes"))
 
+    def memory_peak(self) -> int:
+        return int(_read(self.memory_dir / "memory.max_usage_in_bytes"))
+
+    def reset_peak(self) -> None:
+        _write(self.memory_dir / "memory.max_usage_in_bytes", "0")  # v1 resets the peak on any write
+
     def add(self, pid: int) -> None:
         for f in self.procs_files:
             _write(f, str(pid))
@@ -265,6 +277,15 @@ class V2Cgroup:
 
     def memory_current(self) -> int:
         return int(_read(self.directory / "memory.current"))
+
+    def memory_peak(self) -> int:
+        peak = self.directory / "memory.peak"  # kernel >= 5.19
+        if not peak.exists():
+            raise CgroupError(f"{peak} does not exist: this kernel keeps no memory peak per cgroup (5.19 or later does)")
+        return int(_read(peak))
+
+    def reset_peak(self) -> None:
+        _write(self.directory / "memory.peak", "reset")  # kernel >= 6.12; older ones refuse, and say so
 
     def kill_all(self, deadline: float = 5.0) -> None:
         if self.frozen():  # v2 delivers SIGKILL to frozen tasks, but a thawed cgroup is one state fewer to leave
