@@ -140,3 +140,16 @@ def test_policy_freezes_recent_stops_older_and_snapshots_the_long_idle():
     assert policy.depth(10, 0.9) == "stopped"  # under memory pressure a frozen instance's memory is too dear
     assert policy.depth(600, 0.1) == "stopped"
     assert policy.depth(7200, 0.1) == "snapshotted"
+
+
+def test_sleep_by_policy_goes_to_the_depth_the_policy_names(controller):
+    rec = controller.provision("org1", "alice")
+    for policy, depth in ((SleepPolicy(freeze_below_s=3600), "frozen"),
+                          (SleepPolicy(freeze_below_s=0, stop_below_s=3600), "sleeping"),
+                          (SleepPolicy(freeze_below_s=0, stop_below_s=0), "snapshotted"),
+                          # under memory pressure (every MB of the host counted as used) a recent one is stopped
+                          (SleepPolicy(freeze_below_s=3600, pressure=0.0), "sleeping")):
+        controller.wake(rec.id)
+        controller.policy = policy
+        assert controller.sleep_by_policy(rec.id).state == depth
+    assert controller.wake(rec.id).woke_from == "stopped"
