@@ -180,11 +180,15 @@ class Checker:
         _check(not t.running(OWNER), "running() is still true after sleep")
         ref = self.ref = t.wake(ref)
         _check(t.running(OWNER), "running() is false after wake")
+        pid = t.identity(ref).host_pid
+        t.freeze(ref)
+        ref = self.ref = t.wake(ref)
+        _check(t.identity(ref).host_pid == pid, "wake after freeze started a new sandbox: freeze did not keep it")
         again = t.recreate(ref)
         _check(again.generation > ref.generation, f"recreate kept generation {ref.generation}")
         self.ref = again
         _check(self.token + "memory" in t.read_back(again, "memory"), "recreate lost the volume (memory token gone)")
-        return "sleep, running, wake, recreate (next generation, volume kept)"
+        return "sleep, running, wake, freeze and thaw (same sandbox), recreate (next generation, volume kept)"
 
     def credentials(self) -> str:
         t, ref = self.target, self.ref

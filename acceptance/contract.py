@@ -149,11 +149,18 @@ class ExecBinary(Protocol):
 
 @runtime_checkable
 class Lifecycle(Protocol):
-    """Sleep, wake, replace and kill a sandbox; whether a principal has one running."""
+    """Sleep (stopped or frozen), wake, replace and kill a sandbox; whether a principal has one running."""
 
-    def wake(self, ref: InstanceRef, *, request_id: str = "") -> InstanceRef: ...
+    def wake(self, ref: InstanceRef, *, request_id: str = "") -> InstanceRef:
+        """Bring the instance back to ready from whichever sleep it is in (stopped or frozen)."""
 
-    def sleep(self, ref: InstanceRef) -> None: ...
+    def sleep(self, ref: InstanceRef) -> None:
+        """Stop the instance's sandbox; its volume stays."""
+
+    def freeze(self, ref: InstanceRef) -> None:
+        """Sleep without stopping: the sandbox's processes stay, held frozen by the host (the cgroup freezer),
+        their memory still charged; ``wake`` thaws them. While frozen nothing of the instance may act or be
+        acted for: its broker refuses every request, its capabilities buy nothing."""
 
     def recreate(self, ref: InstanceRef) -> InstanceRef:
         """Replace the sandbox, keep the volume; the returned ref has the next generation."""
@@ -458,7 +465,8 @@ CORE = members(Target)
 # Core methods a driver may lack: the suite falls back to another way and records that it did.
 OPTIONAL_CORE = members(ExecBinary)
 FACETS: dict[str, Facet] = {f.name: f for f in (
-    Facet("lifecycle", Lifecycle, "sleep, wake, recreate and crash an instance; whether a principal has one running"),
+    Facet("lifecycle", Lifecycle, "sleep, freeze, wake, recreate and crash an instance; whether a principal has one "
+                                  "running"),
     Facet("credentials", Credentials, "the credentials held for an instance (grant, model capability), rotated and revoked"),
     Facet("broker", Broker, "the agent's egress through its per-instance broker: its endpoint, its refusals, run control"),
     Facet("model", ModelPath, "the model path: the proxy, a scriptable provider and its record, the meter, spend caps"),

@@ -148,6 +148,43 @@ def cgroups(pid: int, proc: Path = PROC) -> dict[str, str]:
     return found
 
 
+def _cgroup_mounts(mountinfo: Path) -> dict[str, Path]:
+    """Where each v1 controller's hierarchy is mounted (by controller name), and v2's under ``""``."""
+    found: dict[str, Path] = {}
+    for line in mountinfo.read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields, rfields = left.split(), right.split()
+        if len(fields) < 5 or len(rfields) < 3 or fields[3] != "/":
+            continue
+        if rfields[0] == "cgroup2":
+            found.setdefault("", Path(fields[4]))
+        elif rfields[0] == "cgroup":
+            for option in rfields[2].split(","):
+                found.setdefault(option.removeprefix("name="), Path(fields[4]))
+    return found
+
+
+def frozen(pid: int, proc: Path = PROC) -> bool | None:
+    """Whether the kernel holds ``pid`` frozen, read from its own cgroup's freezer: v1 ``freezer.state`` reads
+    FROZEN (or FREEZING), or v2 ``cgroup.events`` says ``frozen 1``. None when no freezer file could be read
+    for it (the process is gone, or no freezer governs its cgroup): no answer, not a "no"."""
+    groups, mounts = cgroups(pid, proc), _cgroup_mounts(proc / "self" / "mountinfo")
+    answers = []
+    if "freezer" in groups and "freezer" in mounts:
+        try:
+            state = (mounts["freezer"] / groups["freezer"].lstrip("/") / "freezer.state").read_text().strip()
+            answers.append(state != "THAWED")
+        except OSError:
+            pass
+    if "" in groups and "" in mounts:
+        try:
+            events = (mounts[""] / groups[""].lstrip("/") / "cgroup.events").read_text().splitlines()
+            answers.append("frozen 1" in events)
+        except OSError:
+            pass
+    return any(answers) if answers else None
+
+
 def listening_ports(pid: int, proc: Path = PROC) -> set[tuple[str, int]]:
     """The TCP (v4 and v6) sockets listening in ``pid``'s network namespace: (address, port), as the
     kernel lists them for that namespace (``/proc/<pid>/net/tcp``)."""

@@ -5,7 +5,9 @@ the *product grant* (presented to the product server) and the short-lived *model
 to the model proxy). Both are HMAC-signed claims (instance, org, user, generation, lease, expiry), so a
 server can check them without calling back; both are also checked against ``Current``, the controller's
 record of the instance's current generation and lease, so that recreating an instance or ending its
-lease kills every capability of the old one even if its signature and expiry still hold.
+lease kills every capability of the old one even if its signature and expiry still hold. While an instance
+is frozen its lease is *suspended*: kept (a revocation thrown meanwhile is recorded against it) but honouring
+nothing until the thaw re-checks it and admits a new one.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ class Standing:
     lease: str
     lease_expires: float
     revoked: bool = False
+    suspended: bool = False
 
 
 class Current:
@@ -114,7 +117,33 @@ class Current:
         with self._lock:
             s = self._by_instance.get(instance)
             if s is not None:
-                self._by_instance[instance] = Standing(s.generation, s.lease, s.lease_expires, revoked=True)
+                self._by_instance[instance] = Standing(s.generation, s.lease, s.lease_expires, revoked=True,
+                                                       suspended=s.suspended)
+
+    def renew(self, instance: str, generation: int, lease: str, lease_expires: float) -> bool:
+        """The re-check a thaw makes before its instance runs again: a new lease only if the suspended one is
+        still on record for ``generation`` and was not revoked meanwhile (False: nothing changed, the
+        instance's authority stays dead). A new lease, so what was copied before the freeze dies with it."""
+        with self._lock:
+            s = self._by_instance.get(instance)
+            if s is None or s.revoked or s.generation != generation:
+                return False
+            self._by_instance[instance] = Standing(generation, lease, lease_expires)
+            return True
+
+    def suspend(self, instance: str) -> None:
+        """The instance is frozen: its lease stays on record (a revocation still lands on it) but nothing it
+        holds is honoured until a thaw admits a lease again."""
+        with self._lock:
+            s = self._by_instance.get(instance)
+            if s is not None:
+                self._by_instance[instance] = Standing(s.generation, s.lease, s.lease_expires, s.revoked,
+                                                       suspended=True)
+
+    def standing(self, instance: str) -> Standing | None:
+        """The instance's record as it stands (None: no current lease)."""
+        with self._lock:
+            return self._by_instance.get(instance)
 
     def check(self, claims: Claims) -> None:
         with self._lock:
@@ -123,6 +152,8 @@ class Current:
             raise AuthorityError("no_current_lease", f"instance {claims.instance} has no current lease")
         if s.revoked:
             raise AuthorityError("revoked", f"instance {claims.instance}'s authority was revoked")
+        if s.suspended:
+            raise AuthorityError("suspended", f"instance {claims.instance} is frozen: its lease honours nothing until thawed")
         if claims.generation != s.generation:
             raise AuthorityError("generation_stale",
                                  f"capability is for generation {claims.generation}, current is {s.generation}")

@@ -12,6 +12,9 @@ Platform side (a listener on the host): the agent's run-control API, for an exac
 run-control key (``Authorization: Bearer``), which the agent requires; whoever calls the platform side
 never supplies or sees it.
 
+While its instance is frozen the broker is *suspended*: both sides refuse every request at once
+(``instance_frozen``, 503), nothing is forwarded or held for the thaw.
+
 The grant and the capability stay in this process; every refusal answers with a reason code and is
 logged with the route and the reason, never the payload.
 """
@@ -67,6 +70,7 @@ class Broker:
         self.journal, self.generation = journal, generation
         self.refusals: list[tuple[str, str]] = []
         self._lock = threading.Lock()
+        self.suspended = False  # its instance is frozen: refuse everything, on both sides
         inner = socket_in(sandbox_pid)
         inner.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         inner.bind(("127.0.0.1", AGENT_PORT))
@@ -221,7 +225,12 @@ class Broker:
                 self.refuse(status, reason, f"the broker does not forward this ({reason})")
                 return True
 
+            def _frozen(self) -> bool:
+                return broker.suspended and self._route_refused(503, "instance_frozen")
+
             def _checked(self) -> bool:
+                if self._frozen():
+                    return True
                 if not self.path.startswith("/"):  # "GET http://elsewhere/ HTTP/1.1": a proxy request
                     return self._route_refused(400, "absolute_uri_refused")
                 return False
@@ -262,10 +271,12 @@ class Broker:
                     self._route_refused(404, "route_not_allowed")
 
             def do_CONNECT(self) -> None:
-                self._route_refused(405, "connect_refused")
+                if not self._frozen():
+                    self._route_refused(405, "connect_refused")
 
             def _other(self) -> None:
-                self._route_refused(405, "method_not_allowed")
+                if not self._frozen():
+                    self._route_refused(405, "method_not_allowed")
 
             do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other
 
@@ -278,6 +289,10 @@ class Broker:
             component = f"broker {broker.instance} (platform side)"
 
             def _dispatch(self, method: str) -> None:
+                if broker.suspended:
+                    broker._refused(f"{method} {self.path[:200]}", "instance_frozen")
+                    self.refuse(503, "instance_frozen", "the instance is frozen: wake it first")
+                    return
                 if not any(m == method and rx.fullmatch(self.path) for m, rx in RUNCTL_ROUTES):
                     broker._refused(f"{method} {self.path[:200]}", "route_not_allowed")
                     self.refuse(403, "route_not_allowed", "not in the run-control route set")

@@ -9,12 +9,22 @@ Which agent runs, how it is known ready and how a turn reaches it is the control
 (``agents.py``; the runtime's own agent unless given): a turn goes to the agent's own API inside its
 sandbox, from the host, through the instance's broker.
 
+Sleep has three depths, one lifecycle (``sleep(id, depth)``, or ``sleep_by_policy`` which picks one with
+``SleepPolicy``): *frozen* (the sandbox's processes kept and stopped by the cgroup freezer, its memory still
+charged, its broker suspended and its lease suspended), *stopped* (processes gone, volume kept; the registry
+calls it ``sleeping``) and *snapshotted* (the volume sealed into the snapshot store and the local copy gone).
+``wake`` brings an instance back from whichever depth it is at and says which (``InstanceRecord.woke_from``).
+Authority is re-checked on every wake: a cold one admits a new lease; a thaw renews the suspended lease only
+if it was not revoked meanwhile (``authority.Current.renew``), so a kill switch thrown on a frozen instance
+still holds after it thaws.
+
 Sandboxes die with the controller that started them (``bwrap --die-with-parent``): a restarted
 controller finds its instances asleep, with their volumes and generations intact, and wakes them anew.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -25,6 +35,8 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import agents, capacity, cgroups, managed, requestid, sandbox, uids
@@ -48,6 +60,30 @@ RUN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 # its uid alone; the broker holds the same key and presents it on the platform side (``forward_runctl``).
 RUNCTL_KEY_FILE = "runctl.key"
 log = logging.getLogger("pairproof.controller")
+DEPTHS = ("frozen", "stopped", "snapshotted")
+PARKED = "parked.json"  # in a snapshotted instance's folder: which snapshot holds its volume
+
+
+@dataclass(frozen=True)
+class SleepPolicy:
+    """Which depth an instance goes to sleep at, from how long it has been idle and how full memory is.
+
+    A thaw takes milliseconds but a frozen instance keeps its memory charged; a stopped one frees memory
+    and keeps its volume on disk; a snapshotted one frees its disk as well, and pays a restore on waking.
+    So: frozen while recently used and memory is not under pressure, snapshotted after a long idle time,
+    stopped in between. Memory pressure is the admission arithmetic's own figure (what the fleet needs
+    under the budget, as a fraction of the host's memory), so the policy and admission never disagree."""
+
+    freeze_below_s: float = 600.0
+    stop_below_s: float = 6 * 3600.0
+    pressure: float = 0.75
+
+    def depth(self, idle_s: float, memory_used: float) -> str:
+        if idle_s < self.freeze_below_s and memory_used < self.pressure:
+            return "frozen"
+        if idle_s < self.stop_below_s:
+            return "stopped"
+        return "snapshotted"
 
 
 def logs_decision(method):
@@ -85,6 +121,18 @@ def _owned_dir(path: Path, uid: int, mode: int = 0o700) -> None:
     os.chmod(path, mode)
 
 
+@dataclass(frozen=True)
+class WakeOutcome:
+    """One instance's part in a simultaneous wake: ``woke`` (``detail``: the depth it came from),
+    ``refused`` by admission (``detail``: its reason) or ``failed`` (``detail``: the error); ``seconds``
+    from the call to ready or to the answer."""
+
+    instance: str
+    status: str
+    detail: str
+    seconds: float
+
+
 class Controller:
     """Lifecycle of the instances of one run."""
 
@@ -92,7 +140,7 @@ class Controller:
                  hierarchy: cgroups.Hierarchy | None = None, ready_deadline: float = 10.0,
                  platform: Platform | None = None, budget: capacity.Budget = capacity.REFERENCE_BUDGET,
                  host: capacity.Host | None = None, managed_sha256: str = managed.PINNED_SHA256,
-                 agent: AgentLaunch = agents.REFERENCE) -> None:
+                 agent: AgentLaunch = agents.REFERENCE, policy: SleepPolicy = SleepPolicy()) -> None:
         if not RUN.match(run):
             raise ConfigError(f"run name {run!r} is invalid: use 1-48 of a-z, 0-9, '_' and '-', starting alphanumeric")
         self.root, self.run, self.limits, self.ready_deadline = Path(root), run, limits, ready_deadline
@@ -103,6 +151,16 @@ class Controller:
         _traversable(self.root)
         # Admission (capacity.py) checks every wake and provision against this host, measured now unless given.
         self.budget, self.host = budget, host or capacity.measure_host(self.state)
+        self.policy = policy
+        self._last_used: dict[str, float] = {}  # monotonic time each instance last woke or ended a turn
+        # Frozen instances: "running" in the registry, "frozen" in every record the controller gives out. The
+        # flip is kept in memory because a restarted controller treats both alike (their sandboxes died with
+        # the old one), and a registry write is an fsync: 2.5 of the 3.6 ms a thaw took when it was stored.
+        self._frozen: set[str] = set()
+        self._admission = threading.Lock()  # one admission decision at a time
+        self._reserved: set[str] = set()  # instances whose wake was admitted and is still in progress
+        self._wakers: ThreadPoolExecutor | None = None  # wake_many's threads (see there why they are kept)
+        self._retired: list[ThreadPoolExecutor] = []
         self._turns: dict[str, int] = {}
         self._turns_lock = threading.Lock()
         for d in (self.root, self.root / "runs", self.state):
@@ -121,7 +179,7 @@ class Controller:
         self._runctl_keys: dict[str, str] = {}  # each running instance's run-control key (for the no-broker path)
         self._journals: dict[str, Journal] = {}
         for record in self.registry.all():
-            if record.state == "running":  # its sandbox died with the controller that started it
+            if record.state == "running":  # its sandbox died with the controller that started it (frozen or not)
                 self.registry.set_state(record.id, "sleeping")
 
     # -- set-up ------------------------------------------------------------------------------------
@@ -198,15 +256,38 @@ class Controller:
 
     @logs_decision
     def wake(self, instance_id: str) -> InstanceRecord:
+        """Bring the instance back from whichever depth it sleeps at, to ready; the record says which
+        (``woke_from``). Admission first, then authority: a cold wake admits a new lease, a thaw renews the
+        suspended one only if it was not revoked meanwhile."""
         record = self.registry.get(instance_id)
         if record.state == "destroyed":
             raise InstanceError(f"instance {instance_id} was destroyed: provision a new one")
-        if instance_id in self._sandboxes and self._sandboxes[instance_id].alive():
-            return record
+        proc = self._sandboxes.get(instance_id)
+        if proc is not None and proc.alive():
+            if instance_id in self._frozen:
+                self._admit(f"thaw of {record.id}", reserve=instance_id)
+                try:
+                    return self._thaw(record, proc)
+                finally:
+                    self._release(instance_id)
+            return dataclasses.replace(record, woke_from="running")
+        if proc is not None:  # its sandbox died (frozen or not): what is left of it goes before a cold start
+            self._stop(instance_id)
         # The file may have changed since provision: it is checked again, before anything starts.
         self._check_managed((self._instance_dir(record) / "managed.json").read_bytes(),
                             f"managed config of instance {record.id} ({record.org}/{record.user})")
-        self._admit(f"wake of {instance_id}", resident=1, active=1)
+        self._admit(f"wake of {instance_id}", reserve=instance_id)
+        try:
+            return self._cold_start(record)
+        finally:
+            self._release(instance_id)
+
+    def _cold_start(self, record: InstanceRecord) -> InstanceRecord:
+        instance_id = record.id
+        depth = {"provisioned": "provisioned", "snapshotted": "snapshotted"}.get(record.state, "stopped")
+        if record.state == "snapshotted":
+            self._unpark(record)
+            self.registry.set_state(instance_id, "sleeping")  # its volume is back: stopped, whatever follows
         runctl_key = self._issue_runctl_key(record)
         self._runctl_keys[instance_id] = runctl_key
         limits = Limits(record.memory_bytes, record.pids_max)
@@ -224,7 +305,57 @@ class Controller:
         except BaseException:
             self._stop(instance_id)
             raise
-        return self.registry.set_state(instance_id, "running")
+        self._last_used[instance_id] = time.monotonic()
+        return dataclasses.replace(self.registry.set_state(instance_id, "running"), woke_from=depth)
+
+    def _thaw(self, record: InstanceRecord, proc: sandbox.SandboxProcess) -> InstanceRecord:
+        """Wake from frozen: admitted (it was resident all along; now it is active too), its authority
+        re-checked and renewed only if still good, then its processes and its broker run again."""
+        broker = self._brokers.get(record.id)
+        if self.platform is not None:
+            lease = secrets.token_hex(8)
+            if self.platform.current.renew(record.id, record.generation, lease, time.time() + LEASE_TTL):
+                claims = (record.id, record.org, record.user, record.generation, lease)
+                if broker is not None:
+                    broker.rotate(grant=self.platform.grants.issue(*claims, ttl=LEASE_TTL),
+                                  model_capability=self.platform.models.issue(*claims, ttl=MODEL_TTL))
+            else:
+                # Revoked (or ended) while frozen: it thaws, as a revoked running instance goes on running,
+                # but with nothing renewed every capability it holds stays refused.
+                log.warning("thaw of %s: its authority was revoked while frozen; no lease renewed", record.id)
+        proc.cgroup.thaw()
+        self._frozen.discard(record.id)
+        if broker is not None:
+            broker.suspended = False
+        self._last_used[record.id] = time.monotonic()
+        return dataclasses.replace(record, woke_from="frozen")
+
+    def wake_many(self, instance_ids: Sequence[str]) -> list[WakeOutcome]:
+        """Wake every instance at once (one thread each), under admission: those that fit wake, the others
+        are refused with admission's reason; a wake that fails is undone whole (``wake`` stops what it
+        started). One outcome per instance, in the order given."""
+        def one(instance_id: str) -> WakeOutcome:
+            started = time.monotonic()
+            try:
+                record = self.wake(instance_id)
+            except CapacityRefused as exc:
+                return WakeOutcome(instance_id, "refused", exc.reason, time.monotonic() - started)
+            except Exception as exc:  # reported with the others, never lost in a thread
+                return WakeOutcome(instance_id, "failed", f"{type(exc).__name__}: {exc}", time.monotonic() - started)
+            return WakeOutcome(instance_id, "woke", record.woke_from, time.monotonic() - started)
+
+        if not instance_ids:
+            return []
+        # The threads outlive the call: a sandbox's launcher dies with the *thread* that started it (bwrap's
+        # --die-with-parent is PR_SET_PDEATHSIG, which follows the thread), so they live as long as the
+        # controller and end in ``close``, after the sandboxes.
+        with self._admission:
+            if self._wakers is None or self._wakers._max_workers < len(instance_ids):
+                if self._wakers is not None:
+                    self._retired.append(self._wakers)  # its threads still hold sandboxes: kept until close
+                self._wakers = ThreadPoolExecutor(max(len(instance_ids), 10), thread_name_prefix="wake")
+            pool = self._wakers
+        return list(pool.map(one, instance_ids))
 
     # -- capacity admission ------------------------------------------------------------------------
 
@@ -232,9 +363,12 @@ class Controller:
         """The fleet as admission counts it: instances with a live sandbox are resident; those with a turn
         in progress (driven through ``agent``) are active; instances not destroyed are stored users; the
         snapshots are their stored size, rounded up to MB."""
-        resident = [i for i, proc in list(self._sandboxes.items()) if proc.alive()]
+        reserved = set(self._reserved)  # wakes admitted and in progress: each counts resident and active
+        resident = [i for i, proc in list(self._sandboxes.items()) if proc.alive() and i not in reserved]
         with self._turns_lock:
             active = sum(1 for i in resident if self._turns.get(i))
+        resident += reserved
+        active += len(reserved)
         stored = sum(1 for r in self.registry.all() if r.state != "destroyed")
         snapshot_bytes = 0
         for path in self.snapshots.dir.glob("*.snap"):
@@ -244,18 +378,36 @@ class Controller:
                 pass
         return capacity.Fleet(len(resident), active, stored, capacity.megabytes(snapshot_bytes))
 
-    def _admit(self, operation: str, *, resident: int = 0, active: int = 0, stored: int = 0) -> None:
+    def _admit(self, operation: str, *, stored: int = 0, reserve: str | None = None) -> None:
         """Refuse (CapacityRefused, logged) unless the fleet grown by the operation fits the host.
 
-        A wake counts its instance as resident *and* active, since it wakes to run a turn; a provision
-        counts one more stored user. Called before anything is started or written."""
-        fleet = self.fleet()
-        grown = capacity.Fleet(fleet.resident + resident, fleet.active + active, fleet.stored_users + stored,
-                               fleet.snapshots_mb)
-        admission = capacity.admit(self.budget, grown, self.host)
-        if not admission.ok:
-            log.warning("capacity refused %s: %s", operation, admission.reason)
-            raise CapacityRefused(admission.reason, operation)
+        A wake (``reserve``: its instance) counts its instance as resident *and* active, since it wakes to
+        run a turn, from the moment it is admitted until it is done (``_release``): simultaneous wakes are
+        admitted one at a time against each other's reservations, so they cannot all see the same free
+        room. A provision counts one more stored user. Called before anything is started or written."""
+        with self._admission:
+            fleet = self.fleet()
+            grown = fleet
+            if reserve in self._reserved:
+                raise InstanceError(f"a wake of {reserve} is already in progress: wait for it")
+            if reserve is not None:
+                already = 1 if reserve in self._sandboxes and self._sandboxes[reserve].alive() else 0
+                with self._turns_lock:
+                    busy = 1 if already and self._turns.get(reserve) else 0
+                grown = capacity.Fleet(fleet.resident + 1 - already, fleet.active + 1 - busy, fleet.stored_users,
+                                       fleet.snapshots_mb)
+            grown = capacity.Fleet(grown.resident, grown.active, grown.stored_users + stored, grown.snapshots_mb)
+            admission = capacity.admit(self.budget, grown, self.host)
+            if not admission.ok:
+                log.warning("capacity refused %s: %s", operation, admission.reason)
+                raise CapacityRefused(admission.reason, operation)
+            if reserve is not None:
+                self._reserved.add(reserve)
+
+    def _release(self, instance_id: str) -> None:
+        """The wake is over (ready, or undone): the instance counts as what it now is."""
+        with self._admission:
+            self._reserved.discard(instance_id)
 
     def assess(self, budget: dict, fleet: dict, host: dict | None = None) -> tuple[capacity.Need, capacity.Admission | None]:
         """The platform's admission arithmetic for a planner: what ``fleet`` needs under ``budget`` and, given a
@@ -425,9 +577,75 @@ class Controller:
         raise SandboxError(f"agent of {proc.spec.instance_id} not ready within {self.ready_deadline}s")
 
     @logs_decision
-    def sleep(self, instance_id: str) -> InstanceRecord:
+    def sleep(self, instance_id: str, depth: str = "stopped") -> InstanceRecord:
+        """Put the instance to sleep at ``depth`` (one of DEPTHS); ``wake`` brings it back from any of them.
+
+        *frozen*: its processes stay, stopped by the cgroup freezer (memory still charged), its broker
+        refuses everything and its lease honours nothing until the thaw. *stopped*: the sandbox and broker
+        end, the volume stays. *snapshotted*: stopped, then the volume sealed into the snapshot store and the
+        local copy removed."""
+        if depth not in DEPTHS:
+            raise ConfigError(f"sleep depth {depth!r} is unknown: use one of {', '.join(DEPTHS)}")
+        record = self.registry.get(instance_id)
+        if record.state == "destroyed":
+            raise InstanceError(f"instance {instance_id} was destroyed: nothing to put to sleep")
+        if depth == "frozen":
+            return record if instance_id in self._frozen else self._freeze(record)
         self._stop(instance_id)
-        return self.registry.set_state(instance_id, "sleeping")
+        if depth == "snapshotted" and record.state != "snapshotted":
+            self._park(record)
+            return self.registry.set_state(instance_id, "snapshotted")
+        return self.registry.set_state(instance_id, "snapshotted" if record.state == "snapshotted" else "sleeping")
+
+    def sleep_by_policy(self, instance_id: str) -> InstanceRecord:
+        """Sleep at the depth ``self.policy`` picks for this instance's idle time and the fleet's memory need."""
+        idle = time.monotonic() - self._last_used.get(instance_id, 0.0)
+        needed = capacity.need(self.budget, self.fleet())
+        depth = self.policy.depth(idle, needed.memory_mb / max(self.host.memory_mb, 1))
+        log.info("sleep of %s by policy: idle %.0f s, memory %d of %d MB: %s", instance_id, idle,
+                 needed.memory_mb, self.host.memory_mb, depth)
+        return self.sleep(instance_id, depth)
+
+    def _freeze(self, record: InstanceRecord) -> InstanceRecord:
+        proc = self.sandbox(record.id)
+        with self._turns_lock:
+            if self._turns.get(record.id):
+                raise InstanceError(f"instance {record.id} is running a turn: freeze it when the turn has ended")
+        broker = self._brokers.get(record.id)
+        # Refuse first, then stop: nothing is let in to a process about to be frozen, and nothing it holds is
+        # honoured while it is.
+        if broker is not None:
+            broker.suspended = True
+        if self.platform is not None:
+            self.platform.current.suspend(record.id)
+        try:
+            proc.cgroup.freeze()
+        except BaseException:
+            self._stop(record.id)  # never left half-frozen: it goes to the stopped depth instead
+            self.registry.set_state(record.id, "sleeping")
+            raise
+        self._frozen.add(record.id)
+        return self.get(record.id)
+
+    def _park(self, record: InstanceRecord) -> None:
+        """The snapshotted depth: the volume sealed into the snapshot store, then the local copy removed."""
+        volume = self._instance_dir(record) / "volume"
+        ref = self.snapshots.take(volume, org=record.org, user=record.user, instance=record.id,
+                                  generation=record.generation)
+        tmp = self._instance_dir(record) / (PARKED + ".tmp")
+        tmp.write_text(json.dumps({"snapshot": ref.id}))
+        tmp.replace(self._instance_dir(record) / PARKED)
+        shutil.rmtree(volume)
+
+    def _unpark(self, record: InstanceRecord) -> None:
+        """Restore a snapshotted instance's volume from the store; the parking snapshot goes once it is back."""
+        home = self._instance_dir(record)
+        snap_id = json.loads((home / PARKED).read_text())["snapshot"]
+        volume = home / "volume"
+        _owned_dir(volume, record.uid, 0o700)  # restore swaps a fresh folder in for this one
+        self.snapshots.restore(snap_id, org=record.org, user=record.user, volume=volume, uid=record.uid)
+        (home / PARKED).unlink()
+        self.snapshots.path(snap_id).unlink(missing_ok=True)
 
     @logs_decision
     def recreate(self, instance_id: str) -> InstanceRecord:
@@ -449,10 +667,13 @@ class Controller:
         proc = self._sandboxes.get(instance_id)
         if proc is None:
             raise InstanceError(f"instance {instance_id} is not running")
+        if proc.cgroup.frozen():
+            proc.cgroup.kill_all()  # a frozen launcher takes its SIGKILL only once thawed
         proc.popen.kill()
         proc.popen.wait()
 
     def _stop(self, instance_id: str) -> None:
+        self._frozen.discard(instance_id)
         self._runctl_keys.pop(instance_id, None)
         broker = self._brokers.pop(instance_id, None)
         if broker is not None:
@@ -461,19 +682,24 @@ class Controller:
             self.platform.current.end(instance_id)  # every capability of this lease dies with it
         proc = self._sandboxes.pop(instance_id, None)
         if proc is not None:
+            if proc.cgroup.frozen():
+                proc.cgroup.kill_all()  # killed while still frozen, so it never runs again
             proc.stop()
             proc.cgroup.remove()
 
     # -- using an instance -------------------------------------------------------------------------
 
     def get(self, instance_id: str) -> InstanceRecord:
-        return self.registry.get(instance_id)
+        return self._as_seen(self.registry.get(instance_id))
+
+    def _as_seen(self, record: InstanceRecord) -> InstanceRecord:
+        return dataclasses.replace(record, state="frozen") if record.id in self._frozen else record
 
     def find(self, org: str, user: str) -> InstanceRecord:
-        return self.registry.find(org, user)
+        return self._as_seen(self.registry.find(org, user))
 
     def instances(self) -> list[InstanceRecord]:
-        return self.registry.all()
+        return [self._as_seen(r) for r in self.registry.all()]
 
     def sandbox(self, instance_id: str) -> sandbox.SandboxProcess:
         proc = self._sandboxes.get(instance_id)
@@ -517,6 +743,7 @@ class Controller:
         finally:
             with self._turns_lock:
                 self._turns[instance_id] -= 1
+            self._last_used[instance_id] = time.monotonic()
 
     def volume_path(self, instance_id: str) -> Path:
         """The host folder that is the instance's /data."""
@@ -599,6 +826,8 @@ class Controller:
                 self.remove_extra(name)
             except Exception as exc:
                 errors.append(f"{name}: {exc}")
+        for pool in [*self._retired, *([self._wakers] if self._wakers else [])]:
+            pool.shutdown(wait=True)
         self.registry.close()
         for journal in self._journals.values():
             journal.close()

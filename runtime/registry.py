@@ -8,6 +8,7 @@ organizations has two rows, a second row for the same pair is refused.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ CREATE TABLE IF NOT EXISTS instances (
     slot INTEGER NOT NULL UNIQUE,
     uid INTEGER NOT NULL UNIQUE,
     generation INTEGER NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('provisioned', 'running', 'sleeping', 'destroyed')),
+    state TEXT NOT NULL CHECK (state IN ('provisioned', 'running', 'sleeping', 'snapshotted', 'destroyed')),
     memory_bytes INTEGER NOT NULL,
     pids_max INTEGER NOT NULL,
     created REAL NOT NULL
@@ -44,6 +45,9 @@ class InstanceRecord:
     state: str
     memory_bytes: int
     pids_max: int
+    # Set on the record a wake returns (never stored): the depth it woke from, "frozen", "stopped",
+    # "snapshotted", "provisioned" (a first wake) or "running" (it was awake already).
+    woke_from: str = ""
 
 
 class Registry:
@@ -52,6 +56,13 @@ class Registry:
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
+        # Simultaneous wakes use one connection from several threads: one statement at a time, each read
+        # whole before the next.
+        self._lock = threading.Lock()
+
+    def _rows(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
 
     def close(self) -> None:
         self._db.close()
@@ -61,10 +72,10 @@ class Registry:
         """Register a new instance; its id is ``<org>-<user>-<slot>`` so a re-provisioned pair gets a new id."""
         # One controller owns a registry, so reading the next slot and inserting need no lock between
         # them; the UNIQUE constraints still refuse a second live row for the pair.
-        (slot,) = self._db.execute("SELECT COALESCE(MAX(slot) + 1, 0) FROM instances").fetchone()
+        [(slot,)] = self._rows("SELECT COALESCE(MAX(slot) + 1, 0) FROM instances")
         id = f"{org}-{user}-{slot}"
         try:
-            self._db.execute(
+            self._rows(
                 "INSERT INTO instances VALUES (?, ?, ?, ?, ?, 1, 'provisioned', ?, ?, ?)",
                 (id, org, user, slot, uid_for_slot(slot), memory_bytes, pids_max, time.time()),
             )
@@ -76,29 +87,29 @@ class Registry:
         return self.get(id)
 
     def get(self, id: str) -> InstanceRecord:
-        row = self._db.execute(
+        row = next(iter(self._rows(
             "SELECT id, org, user, slot, uid, generation, state, memory_bytes, pids_max FROM instances WHERE id = ?", (id,)
-        ).fetchone()
+        )), None)
         if row is None:
             raise InstanceNotFound(f"no instance {id!r} in {self.path}")
         return InstanceRecord(*row)
 
     def find(self, org: str, user: str) -> InstanceRecord:
-        row = self._db.execute(
+        row = next(iter(self._rows(
             "SELECT id FROM instances WHERE org = ? AND user = ? AND state != 'destroyed'", (org, user)
-        ).fetchone()
+        )), None)
         if row is None:
             raise InstanceNotFound(f"no live instance for org {org!r}, user {user!r}")
         return self.get(row[0])
 
     def all(self) -> list[InstanceRecord]:
-        ids = [r[0] for r in self._db.execute("SELECT id FROM instances ORDER BY slot")]
+        ids = [r[0] for r in self._rows("SELECT id FROM instances ORDER BY slot")]
         return [self.get(i) for i in ids]
 
     def set_state(self, id: str, state: str) -> InstanceRecord:
-        self._db.execute("UPDATE instances SET state = ? WHERE id = ?", (state, id))
+        self._rows("UPDATE instances SET state = ? WHERE id = ?", (state, id))
         return self.get(id)
 
     def bump_generation(self, id: str) -> InstanceRecord:
-        self._db.execute("UPDATE instances SET generation = generation + 1 WHERE id = ?", (id,))
+        self._rows("UPDATE instances SET generation = generation + 1 WHERE id = ?", (id,))
         return self.get(id)

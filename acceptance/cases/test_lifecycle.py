@@ -1,5 +1,6 @@
-"""SN-1..SN-3 and LF-1..LF-5: snapshots keep private state private at rest and belong to their owner;
-rotation, revocation and recreation leave no old credential working; a crash loses nothing and repeats nothing.
+"""SN-1..SN-3 and LF-1..LF-5, LF-7..LF-9: snapshots keep private state private at rest and belong to their
+owner; rotation, revocation and recreation leave no old credential working; a crash loses nothing and repeats
+nothing; a frozen instance acts for nobody, is seen by nobody, and a revocation thrown on it outlives the thaw.
 
 A refused capability is judged by what it bought, not by the words of the refusal: the proxy's status and,
 decisively, whether the provider recorded a call for that principal because of it (``evidence.replay``).
@@ -10,7 +11,9 @@ is found, the driver's ``snapshot_bytes`` must be one of them, and everything th
 So a staging copy, a second archive or an index written beside the sealed snapshot is at rest too. What it
 cannot see: a store outside the state folder the driver names (object storage, another host). LF-3 checks
 the broker address the driver gives against the sockets the host shows listening in the instance's
-network namespace.
+network namespace. A frozen instance is taken to be frozen only when the host's own cgroup freezer says so
+for every one of its processes, and a wake after it to be a thaw only when the same sandbox process runs again
+(``frozen_for_real``, ``thawed_the_same``); otherwise the case is broken, never passed.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ..errors import ProofError, TargetError
 from ..probe import ProbeLog
 from .evidence import attach, calls_of, replay, until
 from .test_model import BODY
+from .test_process import HostProcess, instance_processes, probe_processes, reached, sightings
 
 pytestmark = pytest.mark.usefixtures("planted")
 
@@ -474,3 +478,186 @@ def test_lf5_one_effect_per_operation_whatever_the_kill_point(agent_profile, poi
     assert after["state"] == "completed"
     assert _notes_with(target, hank.principal, marker) == 1
     probe_log.confirm(nonce, target.platform_log())
+
+
+# -- LF-7 / LF-8 / LF-9: a frozen instance -------------------------------------------------------------------
+
+@pytest.fixture
+def fay(dedicated):
+    return dedicated("F", "fay")
+
+
+def frozen_for_real(target, ref) -> list[HostProcess]:
+    """Freeze ``ref`` through the platform and return its processes; the host itself must then hold every
+    one of them frozen (its cgroup freezer says so). Otherwise the platform did not freeze it, and a case
+    about a frozen instance proved nothing (broken)."""
+    kept = instance_processes(target, ref)
+    target.freeze(ref)
+    states = {p.host_pid: observe.frozen(p.host_pid) for p in kept}
+    attach(f"{ref.key} frozen: the host's freezer per process", {str(pid): state for pid, state in states.items()})
+    if not all(states.values()):
+        raise ProofError(f"after freeze the host does not hold every process of {ref.key} frozen: {states}")
+    return kept
+
+
+def thawed_the_same(target, ref, kept: list[HostProcess]) -> None:
+    """After the wake: the sandbox frozen before runs again, the very process (host pid and start time), and
+    the host no longer holds it frozen. Otherwise the wake was a restart, not a thaw (broken)."""
+    sandbox = target.identity(ref).host_pid
+    now = {(p.host_pid, p.start) for p in instance_processes(target, ref)}
+    if not any((p.host_pid, p.start) in now and p.host_pid == sandbox for p in kept):
+        raise ProofError(f"the wake of {ref.key} did not bring back the sandbox frozen before (its pid is {sandbox} "
+                         f"now, it was one of {[p.host_pid for p in kept]}): it was not a thaw")
+    if observe.frozen(sandbox):
+        raise ProofError(f"the wake of {ref.key} returned with its sandbox {sandbox} still frozen")
+
+
+@pytest.mark.case("LF-7", "refusal", pair="F->proxy")
+def test_lf7_revoked_while_frozen_stays_refused_after_the_thaw(fay, target, refused_by_proxy):
+    """The kill switch is thrown while F is frozen; after the thaw neither the capability its broker held
+    before the freeze nor the one it holds after the thaw buys a model call, and a turn causes no call at
+    the provider.
+
+    Ways it could fail that the probe looks for: a thaw that renews the lease without re-checking it (the
+    revocation thrown on the suspended lease is lost); a revocation recorded only for running instances;
+    a broker that fetches fresh capabilities on the thaw."""
+    held = target.capabilities(fay)["model"]
+    kept = frozen_for_real(target, fay)
+    target.revoke(fay)
+    woke = target.wake(fay)
+    thawed_the_same(target, woke, kept)
+    after = target.capabilities(woke)["model"]
+    assert not replay(refused_by_proxy, target, woke, held, BODY, "capability held before the freeze").admitted
+    assert not replay(refused_by_proxy, target, woke, after, BODY, "capability the broker holds after the thaw").admitted
+    before = calls_of(target, woke.principal)
+    reply = target.turn(woke, "anything after the thaw?")
+    attach("LF-7 turn after the thaw", {"reply": reply, "provider calls caused": calls_of(target, woke.principal) - before})
+    assert calls_of(target, woke.principal) == before
+
+
+@pytest.mark.case("LF-7", "P", pair="F->proxy")
+def test_lf7_unrevoked_capability_works_after_the_thaw(fay, target):
+    """Frozen and thawed the same way, without the revocation: the capability the broker holds after the thaw
+    buys a model call (the provider records it) and a turn is answered."""
+    kept = frozen_for_real(target, fay)
+    woke = target.wake(fay)
+    thawed_the_same(target, woke, kept)
+    before = calls_of(target, woke.principal)
+    assert target.model_call(target.capabilities(woke)["model"], BODY)[0] == 200
+    assert calls_of(target, woke.principal) == before + 1
+    assert target.turn(woke, "back from the cold?") == "ok"
+
+
+FROZEN_MARKER = "a run asked for while frozen"
+ANSWER_WITHIN = 3.0  # a refusal is immediate; an answer later than this was held, not refused
+
+
+def _runctl_requests(run: str) -> list[tuple[str, str, dict | None]]:
+    """One request of each permitted run-control route (TL-4's set) about ``run``."""
+    return [("POST", "/v1/runs", {"input": FROZEN_MARKER}), ("GET", f"/v1/runs/{run}", None),
+            ("GET", f"/v1/runs/{run}/events", None), ("POST", f"/v1/runs/{run}/stop", {})]
+
+
+@pytest.mark.case("LF-8", "refusal", pair="platform->F")
+def test_lf8_frozen_broker_refuses_all(fay, target, refused_by_proxy):
+    """While F is frozen, one request of each permitted run-control route goes through its broker: each is
+    refused, and answered while F is still frozen (a request held until the thaw and run then was not
+    refused). The model capability its broker holds buys no model call while frozen. A run that exists
+    (started before the freeze) is what the GET, events and stop requests name.
+
+    Ways it could fail that the probe looks for: a broker left serving in front of a frozen agent (the
+    request waits in the agent's backlog and runs on the thaw); a lease left current while frozen, so
+    what the broker holds (or a copy of it) still works."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    target.script_model(fay.principal, [{"reply": "the run before the freeze"}])
+    status, started = target.runctl(fay, "POST", "/v1/runs", {"input": "before the freeze"})
+    if status != 202:
+        raise TargetError(f"F's run before the freeze was not started ({status}): nothing to name")
+    until(lambda: (s := target.runctl(fay, "GET", f"/v1/runs/{started['run_id']}"))[0] == 200
+          and s[1].get("status") == "completed", "the run before the freeze completing")
+    capability = target.capabilities(fay)["model"]
+    kept = frozen_for_real(target, fay)
+    requests = _runctl_requests(started["run_id"])
+    sent = time.monotonic()
+
+    def timed(method, path, body):
+        status, answer = target.runctl(fay, method, path, body)
+        return status, answer, time.monotonic() - sent
+
+    pool = ThreadPoolExecutor(len(requests))
+    futures = [pool.submit(timed, *request) for request in requests]
+    pool.shutdown(wait=False)
+    end = sent + ANSWER_WITHIN
+    while time.monotonic() < end and not all(f.done() for f in futures):
+        time.sleep(0.01)
+    frozen_replay = replay(refused_by_proxy, target, fay, capability, BODY, "the broker's capability while frozen")
+    thaw_at = time.monotonic() - sent
+    woke = target.wake(fay)
+    thawed_the_same(target, woke, kept)
+    try:
+        answers = [f.result(timeout=60) for f in futures]
+    except TimeoutError:
+        raise TargetError("a run-control request sent while frozen was not answered a minute after the thaw") from None
+    seen = {f"{m} {p}": {"status": s, "answered after (s)": round(t, 3), "answer": a}
+            for (m, p, _), (s, a, t) in zip(requests, answers)}
+    attach("LF-8 while frozen", {"requests": seen, "thawed after (s)": round(thaw_at, 3),
+                                 "capability replayed while frozen": vars(frozen_replay)})
+    assert [r for r, a in seen.items() if a["answered after (s)"] >= thaw_at] == [], "held until the thaw"
+    assert [r for r, a in seen.items() if a["status"] < 400] == []
+    assert not frozen_replay.admitted
+
+
+@pytest.mark.case("LF-8", "P", pair="platform->F")
+def test_lf8_thawed_broker_answers_again(fay, target):
+    """Frozen and thawed: the same four run-control requests are answered by the agent (the run is started,
+    read, its events listed, stopped), and the broker's capability buys a model call."""
+    woke = target.wake(fay)
+    kept = frozen_for_real(target, woke)
+    woke = target.wake(woke)
+    thawed_the_same(target, woke, kept)
+    target.script_model(woke.principal, [{"reply": "after the thaw"}])
+    status, started = target.runctl(woke, "POST", "/v1/runs", {"input": FROZEN_MARKER})
+    assert status == 202
+    for method, path, body in _runctl_requests(started["run_id"])[1:]:
+        assert target.runctl(woke, method, path, body)[0] == 200, f"{method} {path}"
+    before = calls_of(target, woke.principal)
+    assert target.model_call(target.capabilities(woke)["model"], BODY)[0] == 200
+    assert calls_of(target, woke.principal) > before
+
+
+@pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("LF-9", "refusal", pair=f"{n}->F"), id=n)
+                                      for n in ("B", "C")])
+def test_lf9_frozen_instance_is_invisible(intruder, fay, instances, target, sandbox_host):
+    """F frozen: none of its processes (every one the host finds in its pid namespace or cgroup) shows in any
+    procfs view of the intruder's sandbox, and none of their numbers, at any pid-namespace level, can be
+    signalled or traced from there (PR-1's probe, against a frozen instance).
+
+    Ways it could fail that the probe looks for: freezing done by parking the processes somewhere the
+    intruder's namespaces can see; a frozen instance's pid namespace shared, or its host /proc bound, for
+    the freezer's own bookkeeping."""
+    kept = frozen_for_real(target, fay)
+    try:
+        numbers = {n for p in kept for n in p.nspids}
+        report = probe_processes(sandbox_host(instances[intruder]), numbers)
+        attach(f"LF-9 {intruder}->F", {"F's processes (host side)": [vars(p) for p in kept], "report": report})
+        assert sightings(report, kept) == []
+        assert reached(report, kept) == []
+    finally:
+        target.wake(fay)
+
+
+@pytest.mark.case("LF-9", "X", pair="B->F")
+def test_lf9_broken_shared_pid_ns_sees_the_frozen_instance(fay, principals, target, sandbox_host):
+    """A sandbox sharing the host's pid namespace: the same probe sees F's frozen processes, and signalling
+    them answers EPERM (visible, not permitted), not ESRCH: the probe sees a frozen process where one is."""
+    kept = frozen_for_real(target, fay)
+    try:
+        with target.broken_shared_pid_ns(intruder=principals["B"]) as leaky:
+            report = probe_processes(sandbox_host(leaky), {n for p in kept for n in p.nspids})
+        attach("LF-9 X", {"F's processes": [vars(p) for p in kept], "report": report})
+        assert sightings(report, kept)
+        assert {report["tried"][str(p.host_pid)]["kill"] for p in kept} == {"EPERM"}
+    finally:
+        target.wake(fay)

@@ -71,3 +71,13 @@ def clean(name: str, state_dir: Path, *, include_live: bool = False) -> list[str
     factory = load(name)
     hook = getattr(importlib.import_module(factory.__module__), "clean", None)
     return list(hook(state_dir, include_live=include_live)) if hook else []
+
+
+def measure(name: str, state_dir: Path, *, turns: int) -> dict:
+    """One instance's footprint on this host beside the budget the platform admits with (a driver's
+    ``measure(state_dir, turns=...)``): ``footprint_mb``, ``budget_in_force``, ``measured_budget``."""
+    factory = load(name)
+    hook = getattr(importlib.import_module(factory.__module__), "measure", None)
+    if hook is None:
+        raise SetupError(f"target {name!r} has no measure hook: its driver cannot measure its instances' footprint")
+    return dict(hook(state_dir, turns=turns))

@@ -106,6 +106,10 @@ CASES = [
     # clean
     ("clean --target nosuch", "'nosuch'", "choose one of"),
     ("clean --state-dir {bad}/a-file", "a-file", "not a folder"),
+    # measure
+    ("measure --target nosuch", "'nosuch'", "choose one of"),
+    ("measure --turns 0", "--turns 0", "1 or more"),
+    ("measure --state-dir {bad}/a-file", "a-file", "give a folder"),
     # scan
     ("scan {bad}/no-such-path", "no-such-path", "exist"),
     ("scan", "PATH", "--help"),
@@ -121,7 +125,7 @@ CASES = [
 DEFAULTS = {"qualify": ["--case", "CP-1", "--reports-dir", "{reports}", "--state-dir", "{state}"],
             "mutants": ["--reports-dir", "{reports}", "--state-dir", "{state}"],
             "report": ["--reports-dir", "{reports}"], "clean": ["--state-dir", "{state}"],
-            "check-driver": ["--state-dir", "{state}"]}
+            "check-driver": ["--state-dir", "{state}"], "measure": ["--state-dir", "{state}"]}
 
 
 def _argv(line: str, world: dict[str, Path]) -> list[str]:

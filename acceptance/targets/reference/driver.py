@@ -81,6 +81,35 @@ def clean(state_dir: Path, *, include_live: bool = False) -> list[str]:
 
 
 
+def measure(state_dir: Path, *, turns: int = 3) -> dict:
+    """``pairproof measure`` for this target: one instance of the reference agent provisioned, woken, given
+    ``turns`` turns and measured (``runtime.footprint``) under a run of its own, then everything removed.
+    What the runtime admits with (its budget) is given beside it, and a budget generated from the measurement."""
+    import os
+
+    from runtime import footprint
+
+    run = f"measure-{os.getpid()}"
+    key = secrets.token_hex(16)
+    provider = ProviderMock(key).start()
+    platform = None
+    try:
+        with contract_errors():
+            (Path(state_dir) / "runs" / run).mkdir(parents=True, exist_ok=True)
+            platform = Platform(Path(state_dir) / "runs" / run, PlatformConfig(provider.url, key)).start()
+            controller = Controller(state_dir, run, platform=platform)
+            try:
+                measured = footprint.measure(controller, turns=turns)
+            finally:
+                controller.close()
+    finally:
+        if platform is not None:
+            platform.stop()
+        provider.stop()
+    return {"footprint_mb": measured.megabytes(), "budget_in_force": vars(controller.budget),
+            "measured_budget": vars(footprint.budget_from(measured, controller.budget))}
+
+
 @reports_contract_errors
 class ReferenceTarget(Breakers):
     """Every public method reports a runtime failure as the contract's error (``reports_contract_errors``)."""
@@ -147,7 +176,10 @@ class ReferenceTarget(Breakers):
         return InstanceRef(ref.principal, ref.key, record.generation)
 
     def sleep(self, ref: InstanceRef) -> None:
-        self.controller.sleep(ref.key)
+        self.controller.sleep(ref.key, "stopped")
+
+    def freeze(self, ref: InstanceRef) -> None:
+        self.controller.sleep(ref.key, "frozen")
 
     def recreate(self, ref: InstanceRef) -> InstanceRef:
         record = self.controller.recreate(ref.key)
