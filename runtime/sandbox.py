@@ -60,6 +60,8 @@ class SandboxSpec:
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     # The operator's managed configuration (checked by the controller), read-only at /etc/pairproof.
     managed_config: Path | None = None
+    # The agent's installed software (host folder, path inside), read-only (``AgentLaunch.binds``).
+    binds: tuple[tuple[Path, str], ...] = field(default_factory=tuple)
 
 
 def _usr_merged_links() -> list[str]:
@@ -113,6 +115,10 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> li
         "--bind", str(spec.volume), "/data",
         "--bind", str(spec.control_dir), "/run/agent",
         "--ro-bind", str(spec.image_dir), "/opt/pairproof",
+    ]
+    for host, inside in spec.binds:
+        argv += ["--ro-bind", str(host), inside]
+    argv += [
         "--chdir", "/data",
     ]
     for key, value in spec.env:

@@ -9,7 +9,9 @@ fields (``reference.toml`` is the worked example):
     the profile's name (reports, errors).
 ``[start]`` ``command`` (argv), ``files`` (paths relative to the profile, copied into the image the
     sandbox sees read-only at /opt/pairproof), ``env`` (table of strings; ``{broker}`` in a value is the
-    URL of the instance's broker, where the agent calls the model and the tools).
+    URL of the instance's broker, where the agent calls the model and the tools), ``binds`` (optional table:
+    a folder under /opt/ inside -> a host folder, relative to the profile, mounted read-only: the agent's
+    installed software, such as a venv ``tools/setup-machine`` made).
 ``[ready]`` ``kind``: ``listening`` (the turn API's port accepts connections inside the sandbox's network
     namespace) or ``http`` (a GET of ``path`` on it answers 2xx).
 ``[turn]`` ``style``: ``runs`` (``start`` answers ``run_id_field``; ``status`` is polled until
@@ -43,6 +45,7 @@ DEFAULT = "reference"
 READY_KINDS = ("listening", "http")
 STYLES = ("runs", "sync")
 RUNS_FIELDS = ("run_id_field", "status", "status_field", "done", "events", "events_field")
+BIND_ROOT = "/opt/"
 
 
 class ProfileError(SetupError):
@@ -62,6 +65,7 @@ class AgentProfile:
     plant: Mapping[str, str]
     tools: Mapping[str, str]
     surface: Mapping[str, str] = field(default_factory=dict)
+    binds: Mapping[str, Path] = field(default_factory=dict)  # folder inside -> host folder, read-only
 
     def tool(self, name: str) -> str:
         """The agent's own name for the suite's tool ``name`` (a product tool, ``shell`` or ``memory``).
@@ -148,6 +152,22 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
     env = start.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise bad("[start].env", "must be a table of strings")
+    binds: dict[str, Path] = {}
+    raw_binds = start.get("binds", {})
+    if not isinstance(raw_binds, dict):
+        raise bad("[start].binds", "must be a table: folder inside -> host folder")
+    for inside, host in raw_binds.items():
+        if not inside.startswith(BIND_ROOT) or ".." in Path(inside).parts or inside.rstrip("/") == "/opt/pairproof":
+            raise bad(f"[start].binds.{inside!r}", "the folder inside must be under /opt/ (not /opt/pairproof)")
+        if not isinstance(host, str) or not host:
+            raise bad(f"[start].binds.{inside!r}", "the host folder must be a path (a non-empty string)")
+        source = (path.parent / host).resolve()
+        if not source.is_dir():
+            raise bad(f"[start].binds.{inside!r}", f"{host!r} ({source}) is not a folder: is the agent installed? "
+                      "(tools/setup-machine installs the agents the shipped profiles name)")
+        binds[inside] = source
+    if set(start) - {"command", "files", "env", "binds"}:
+        raise bad("[start]", f"unknown keys {sorted(set(start) - {'command', 'files', 'env', 'binds'})}")
 
     ready = table("ready")
     kind = text(ready, "[ready]", "kind")
@@ -171,10 +191,12 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
                                    "reply_field": text(turn, "[turn]", "reply_field"),
                                    "key_file": text(turn, "[turn]", "key_file", "")}
     if style == "runs":
-        for key in ("run_id_field", "status_field", "events_field"):
+        for key in ("run_id_field", "status_field"):
             turn_out[key] = text(turn, "[turn]", key)
         turn_out["status"] = route(turn, "[turn]", "status", "GET")
-        turn_out["events"] = route(turn, "[turn]", "events", "GET")
+        if "events" in turn or "events_field" in turn:
+            turn_out["events_field"] = text(turn, "[turn]", "events_field")
+            turn_out["events"] = route(turn, "[turn]", "events", "GET")
         turn_out["done"] = strings(turn, "[turn]", "done")
         turn_out["failed"] = strings(turn, "[turn]", "failed") if "failed" in turn else ()
         turn_out["reply_type_field"] = text(turn, "[turn]", "reply_type_field", "")
@@ -208,4 +230,5 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
         if not isinstance(value, str) or not value:
             raise bad(f"[tools].{key}", "the agent's name for the tool must be a non-empty string")
     return AgentProfile(name=name, path=path, command=command, files=tuple(files), env=dict(env), ready=ready_out,
-                        turn=turn_out, state=dict(state), plant=dict(plant), tools=dict(tools), surface=surface)
+                        turn=turn_out, state=dict(state), plant=dict(plant), tools=dict(tools), surface=surface,
+                        binds=binds)

@@ -56,7 +56,8 @@ def launch_of(profile: AgentProfile) -> agents.AgentLaunch:
         turn[key] = tuple(turn.get(key, ()))
     try:
         return agents.AgentLaunch(command=tuple(profile.command), files=tuple(profile.files), env=tuple(profile.env.items()),
-                                  ready=agents.Readiness(**profile.ready), turn=agents.TurnApi(**turn))
+                                  ready=agents.Readiness(**profile.ready), turn=agents.TurnApi(**turn),
+                                  binds=tuple(profile.binds.items()))
     except RuntimeFault as exc:
         raise TargetError(f"profile {profile.path}: the runtime cannot run it: {exc}") from exc
 
