@@ -1,0 +1,114 @@
+"""The ``hermes`` target: the reference platform with hermes-agent 0.19.0 as the agent, behind the platform's guards.
+
+Everything the reference driver does holds (lifecycle through the controller, probes through ``nsenter``, turns
+to the agent's own run API through the instance's broker); what differs is the agent. Hermes decides what to
+do with a message by asking its model, and its model is the lab's scripted provider: planting a canary is one
+turn whose model answer is scripted to call hermes's own tool for that location (``PLANT_CALLS``) and then
+reply, so the canary lands where hermes itself keeps that kind of state, written by hermes.
+
+Where hermes keeps each location (its home is ``/data/hermes`` on the private volume): memory in
+``memories/MEMORY.md`` (its ``memory`` tool), the transcript and its task list (``todo``) in its session
+database ``state.db`` (SQLite; recent writes sit in ``state.db-wal``, so reading back reads both files), the
+volume as a file its ``write_file`` tool writes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ...errors import SetupError, TargetError
+from ...profiles import load as load_profile
+from .. import TargetOptions
+from ..reference.driver import ReferenceTarget, clean
+from ..reference.driver import preflight as reference_preflight
+
+__all__ = ["HermesTarget", "clean", "create", "preflight"]
+
+PROFILE = "hermes"
+PRODUCT_TOOLS = ("notes_create", "notes_get", "notes_list", "issues_list", "issue_get", "issue_comment", "task_create",
+                 "crm_note", "message_send", "invite", "conversation_post", "conversation_add_participant")
+
+
+def _plant_call(location: str, message: str) -> dict:
+    """The scripted model step that makes hermes keep ``message`` at ``location`` with its own tool."""
+    if location == "memory":
+        return {"tool": "memory", "arguments": {"action": "add", "target": "memory", "content": message}}
+    if location == "task":
+        return {"tool": "todo", "arguments": {"todos": [{"id": "t1", "content": message, "status": "pending"}]}}
+    if location == "volume":
+        return {"tool": "write_file", "arguments": {"path": "/data/files/notes.txt", "content": message}}
+    raise TargetError(f"no hermes tool keeps {location!r}")
+
+
+def create(options: TargetOptions) -> HermesTarget:
+    return HermesTarget(options)
+
+
+def preflight() -> list[str]:
+    """The reference platform's needs, and hermes installed (its profile loads: its venv exists)."""
+    problems = reference_preflight()
+    try:
+        load_profile(PROFILE)
+    except SetupError as exc:
+        problems.append(str(exc))
+    return problems
+
+
+class HermesTarget(ReferenceTarget):
+    name = "hermes"
+
+    def __init__(self, options: TargetOptions) -> None:
+        profile = options.profile
+        if profile.name == "reference":  # the suite's default: this target runs hermes
+            profile = load_profile(PROFILE)
+        elif profile.name != PROFILE:
+            raise SetupError(f"target hermes runs the hermes profile, not {profile.name!r}: drop --profile, or use "
+                             "--target reference --profile ... for another agent")
+        super().__init__(TargetOptions(run=options.run, state_dir=options.state_dir, secrets=options.secrets,
+                                       profile=profile))
+
+    def plant(self, ref, location: str, token: str) -> None:
+        """One turn with the profile's message; for memory, task and volume the model's answer is scripted to
+        call hermes's own tool for it first. The transcript needs no tool: hermes records the turn itself."""
+        if location not in self.profile.plant:
+            raise TargetError(f"unknown canary location {location!r}: expected one of {', '.join(self.profile.plant)}")
+        message = self.profile.plant_message(location, token)
+        steps = [] if location == "transcript" else [_plant_call(location, message)]
+        self.script_model(ref.principal, [*steps, {"reply": "noted"}])
+        self.turn(ref, message)
+
+    def read_back(self, ref, location: str) -> str:
+        """As the reference driver; a SQLite file is read with its write-ahead log, where recent writes are."""
+        text = super().read_back(ref, location)
+        path = self.profile.state.get(location, "")
+        if path.endswith(".db"):
+            wal = self.exec(ref, ["/bin/sh", "-c", 'if [ -e "$1" ]; then exec /bin/cat -- "$1"; fi', "read-back",
+                                  path + "-wal"])
+            if wal.rc != 0:
+                raise TargetError(f"reading {location} ({path}-wal) in {ref.key} failed with {wal.rc}")
+            text += wal.stdout.decode(errors="replace")
+        return text
+
+    def intended_tools(self):
+        """Hermes's own tools are not signed off yet (stage one): the product's, as hermes names them."""
+        return {self.profile.tool(name): "mcp:product" for name in PRODUCT_TOOLS}
+
+    def tool_surface(self, ref):
+        """The tools hermes last offered its model for this instance's principal, as the provider recorded them
+        (hermes has no route that says which tools it offers)."""
+        user = f"{ref.principal.org}:{ref.principal.user}"
+        offered = [r for r in self.provider_records() if r["user"] == user and r["status"] == 200]
+        if not offered:
+            raise TargetError(f"hermes of {ref.key} has not called its model yet: no tool surface seen")
+        return {name: ("mcp:product" if name.startswith("mcp__product__") else "builtin")
+                for name in offered[-1]["tools"]}
+
+    def configure(self, ref, settings: object) -> None:
+        """A user's settings reach hermes as its own user config ($HERMES_HOME/config.yaml), written by hermes's
+        ``write_file`` tool in one turn; the managed layer wins leaf by leaf (not yet checked by the platform)."""
+        content = json.dumps(settings)  # JSON is YAML
+        self.script_model(ref.principal, [{"tool": "write_file", "arguments": {
+            "path": str(Path(self.profile.state["memory"]).parents[1] / "config.yaml"), "content": content}},
+            {"reply": "saved"}])
+        self.turn(ref, "settings: " + content)
