@@ -66,6 +66,10 @@ class Broker:
         self.pinned_extra: dict[str, Mapping] = {}
         self.journal, self.generation = journal, generation
         self.refusals: list[tuple[str, str]] = []
+        # The request id of the last run started through the platform side: a call the agent makes without an
+        # id of its own (an agent that does not send ids on, such as hermes-agent) is logged and sent on under
+        # it, so the platform's record still ties the call to the run that caused it.
+        self.run_request_id = ""
         self._lock = threading.Lock()
         inner = socket_in(sandbox_pid)
         inner.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -181,6 +185,8 @@ class Broker:
             conn.close()
 
     def forward_runctl(self, method: str, path: str, raw: bytes | None) -> tuple[int, bytes]:
+        if method == "POST" and path == RUNCTL_ROUTES[0][1].pattern and requestid.current():
+            self.run_request_id = requestid.current()
         deadline = time.monotonic() + RUNCTL_STARTUP
         while True:
             sock = socket_in(self.sandbox_pid)
@@ -237,6 +243,8 @@ class Broker:
             def do_POST(self) -> None:
                 if self._checked():
                     return
+                if not requestid.current() and broker.run_request_id:
+                    requestid.bind(broker.run_request_id)
                 raw = self.read_body()
                 if raw is None:
                     self._route_refused(413, "body_missing_or_too_large")

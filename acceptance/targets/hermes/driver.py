@@ -26,6 +26,7 @@ from ..reference.driver import preflight as reference_preflight
 __all__ = ["HermesTarget", "clean", "create", "preflight"]
 
 PROFILE = "hermes"
+MCP_PREFIX = "mcp__product__"  # hermes names an MCP tool mcp__<server>__<tool>; the product's server is "product"
 PRODUCT_TOOLS = ("notes_create", "notes_get", "notes_list", "issues_list", "issue_get", "issue_comment", "task_create",
                  "crm_note", "message_send", "invite", "conversation_post", "conversation_add_participant")
 
@@ -101,8 +102,12 @@ class HermesTarget(ReferenceTarget):
         offered = [r for r in self.provider_records() if r["user"] == user and r["status"] == 200]
         if not offered:
             raise TargetError(f"hermes of {ref.key} has not called its model yet: no tool surface seen")
-        return {name: ("mcp:product" if name.startswith("mcp__product__") else "builtin")
+        return {name: ("mcp:product" if name.startswith(MCP_PREFIX) else "builtin")
                 for name in offered[-1]["tools"]}
+
+    def pin_tool(self, ref, name: str) -> None:
+        """Pin a product tool, named as the product or as hermes names it (``mcp__product__<name>``)."""
+        super().pin_tool(ref, name.removeprefix(MCP_PREFIX))
 
     def configure(self, ref, settings: object) -> None:
         """A user's settings reach hermes as its own user config ($HERMES_HOME/config.yaml), written by hermes's
