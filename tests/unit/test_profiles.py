@@ -101,3 +101,27 @@ def test_the_reference_profile_is_the_runtimes_own_launch():
     from runtime.agents import REFERENCE as RUNTIME_DEFAULT
 
     assert launch_of(profiles.load()) == RUNTIME_DEFAULT
+
+
+@pytest.mark.parametrize("binds,field", [
+    ('binds = { "/usr/x" = "." }', r"\[start\]\.binds\.'/usr/x'"),
+    ('binds = { "/opt/venv" = "nosuch" }', r"\[start\]\.binds\.'/opt/venv'.*is the agent installed"),
+    ('binds = ["x"]', r"\[start\]\.binds"),
+    ('bind = { "/opt/venv" = "." }', r"\[start\]: unknown keys"),
+])
+def test_a_bad_bind_names_the_file_and_the_field(tmp_path, binds, field):
+    path = _edited(tmp_path, 'files = ["agent.py"]', 'files = ["agent.py"]\n' + binds)
+    with pytest.raises(ProfileError, match=rf"profile {path}: {field}"):
+        profiles.load(str(path))
+
+
+def test_the_hermes_profile_binds_its_venv_and_reads_the_reply_from_the_run_status():
+    """hermes-agent from the venv tools/setup-machine makes, read-only at /opt/hermes; its events are a stream."""
+    from acceptance.targets.reference.driver import launch_of
+
+    profile = profiles.load("hermes")
+    launch = launch_of(profile)
+    assert dict(launch.binds) == {"/opt/hermes": REFERENCE.parents[2] / ".tools" / "hermes-venv"}
+    assert (launch.turn.events, launch.turn.reply_field, launch.turn.done) == ("", "output", ("completed",))
+    assert launch.ready.path == "/health" and launch.turn.key_file == "/run/agent/runctl.key"
+    assert [f.name for f in launch.files] == ["config.yaml"]
