@@ -56,14 +56,15 @@ def provider_record(target) -> str:
 
 
 def observed_routes(offered: list[str], broker_call, ref) -> dict[str, str]:
-    """The route each offered tool came by, as the suite sees it: through the broker (``mcp:product``, or
-    ``mcp:<server>`` for a ``server__name`` tool) if the instance's broker lists it, else the agent's own."""
+    """The route each offered tool came by, as the suite sees it: through the broker (``mcp:product``) if the
+    instance's broker lists it; ``mcp:<server>`` for a ``server__name`` or ``mcp__server__name`` tool (an agent
+    that names MCP tools by their server, as hermes-agent does); else the agent's own."""
     answer = broker_call(ref, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     if answer.get("status") != 200:
         raise TargetError(f"the instance's broker did not list its tools: {answer}")
     listed = {t["name"] for t in answer["body"]["result"]["tools"]}
-    return {name: f"mcp:{name.split('__', 1)[0]}" if "__" in name else "mcp:product" if name in listed else "builtin"
-            for name in offered}
+    return {name: f"mcp:{name.removeprefix('mcp__').split('__', 1)[0]}" if "__" in name
+            else "mcp:product" if name in listed else "builtin" for name in offered}
 
 
 def driver_agrees(target, ref, observed: dict[str, str]) -> None:

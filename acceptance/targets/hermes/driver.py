@@ -26,6 +26,8 @@ from ..reference.driver import preflight as reference_preflight
 __all__ = ["HermesTarget", "clean", "create", "preflight"]
 
 PROFILE = "hermes"
+# hermes's own tools in the toolsets acceptance/profiles/hermes/config.yaml pins (platform_toolsets.api_server).
+HERMES_TOOLS = ("memory", "todo", "read_file", "write_file", "patch", "search_files")
 MCP_PREFIX = "mcp__product__"  # hermes names an MCP tool mcp__<server>__<tool>; the product's server is "product"
 PRODUCT_TOOLS = ("notes_create", "notes_get", "notes_list", "issues_list", "issue_get", "issue_comment", "task_create",
                  "crm_note", "message_send", "invite", "conversation_post", "conversation_add_participant")
@@ -40,6 +42,26 @@ def _plant_call(location: str, message: str) -> dict:
     if location == "volume":
         return {"tool": "write_file", "arguments": {"path": "/data/files/notes.txt", "content": message}}
     raise TargetError(f"no hermes tool keeps {location!r}")
+
+
+def _answer(raw: bytes) -> dict:
+    """A JSON answer, or a stream of server-sent events as ``{"events": [...]}`` (comments skipped)."""
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        pass
+    events = []
+    for line in raw.decode(errors="replace").splitlines():
+        if line.startswith("data:"):
+            try:
+                events.append(json.loads(line[5:].strip()))
+            except ValueError:
+                raise TargetError(f"hermes answered an event that is not JSON: {line[:200]!r}") from None
+        elif line and not line.startswith(":"):
+            raise TargetError(f"hermes answered neither JSON nor server-sent events: {raw[:200]!r}")
+    return {"events": events}
 
 
 def create(options: TargetOptions) -> HermesTarget:
@@ -92,8 +114,10 @@ class HermesTarget(ReferenceTarget):
         return text
 
     def intended_tools(self):
-        """Hermes's own tools are not signed off yet (stage one): the product's, as hermes names them."""
-        return {self.profile.tool(name): "mcp:product" for name in PRODUCT_TOOLS}
+        """The surface signed off for hermes: the toolsets its managed layer pins for its API (memory, todo, file)
+        and the product's tools through the broker, as hermes names them."""
+        return {**{name: "builtin" for name in HERMES_TOOLS},
+                **{self.profile.tool(name): "mcp:product" for name in PRODUCT_TOOLS}}
 
     def tool_surface(self, ref):
         """The tools hermes last offered its model for this instance's principal, as the provider recorded them
@@ -104,6 +128,27 @@ class HermesTarget(ReferenceTarget):
             raise TargetError(f"hermes of {ref.key} has not called its model yet: no tool surface seen")
         return {name: ("mcp:product" if name.startswith(MCP_PREFIX) else "builtin")
                 for name in offered[-1]["tools"]}
+
+    def runctl(self, ref, method: str, path: str, body=None, *, request_id: str = ""):
+        """As the reference driver; hermes answers a run's events as server-sent events, which come back as
+        ``{"events": [each event's data, parsed]}``."""
+        import urllib.error
+        import urllib.request
+
+        from ..reference.helpers import request_header
+
+        data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+        request = urllib.request.Request(self.controller.broker(ref.key).runctl_url + path, data,
+                                         {"Content-Type": "application/json", **request_header(request_id)},
+                                         method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, raw = exc.code, exc.read()
+        except OSError as exc:
+            raise TargetError(f"the broker of {ref.key} did not answer {method} {path}: {exc}") from exc
+        return status, _answer(raw)
 
     def pin_tool(self, ref, name: str) -> None:
         """Pin a product tool, named as the product or as hermes names it (``mcp__product__<name>``)."""
