@@ -13,7 +13,8 @@ fields (``reference.toml`` is the worked example):
     a folder under /opt/ inside -> a host folder, relative to the profile, mounted read-only: the agent's
     installed software, such as a venv ``tools/setup-machine`` made).
 ``[ready]`` ``kind``: ``listening`` (the turn API's port accepts connections inside the sandbox's network
-    namespace) or ``http`` (a GET of ``path`` on it answers 2xx).
+    namespace) or ``http`` (a GET of ``path`` on it answers 2xx); ``deadline`` (optional, seconds; the
+    platform's default otherwise): how long the agent may take from start to ready.
 ``[turn]`` ``style``: ``runs`` (``start`` answers ``run_id_field``; ``status`` is polled until
     ``status_field`` is one of ``done`` (or ``failed``); the reply is ``reply_field`` of the last event in
     ``events_field`` of ``events`` whose ``reply_type_field`` is ``reply_type``) or ``sync`` (``start``
@@ -59,7 +60,7 @@ class AgentProfile:
     command: tuple[str, ...]
     files: tuple[Path, ...]
     env: Mapping[str, str]
-    ready: Mapping[str, str]
+    ready: Mapping[str, object]
     turn: Mapping[str, object]
     state: Mapping[str, str]
     plant: Mapping[str, str]
@@ -173,7 +174,14 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
     kind = text(ready, "[ready]", "kind")
     if kind not in READY_KINDS:
         raise bad("[ready].kind", f"{kind!r} is not one of {', '.join(READY_KINDS)}")
-    ready_out = {"kind": kind}
+    ready_out: dict[str, object] = {"kind": kind}
+    if "deadline" in ready:
+        deadline = ready["deadline"]
+        if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or not 0 < deadline <= 300:
+            raise bad("[ready].deadline", "seconds from start to ready: a number above 0, at most 300")
+        ready_out["deadline"] = float(deadline)
+    if set(ready) - {"kind", "path", "deadline"}:
+        raise bad("[ready]", f"unknown keys {sorted(set(ready) - {'kind', 'path', 'deadline'})}")
     if kind == "http":
         ready_out["path"] = text(ready, "[ready]", "path")
         if not ready_out["path"].startswith("/"):
