@@ -11,7 +11,9 @@ fields (``reference.toml`` is the worked example):
     sandbox sees read-only at /opt/pairproof), ``env`` (table of strings; ``{broker}`` in a value is the
     URL of the instance's broker, where the agent calls the model and the tools), ``binds`` (optional table:
     a folder under /opt/ inside -> a host folder, relative to the profile, mounted read-only: the agent's
-    installed software, such as a venv ``tools/setup-machine`` made).
+    installed software, such as a venv ``tools/setup-machine`` made), ``process`` (optional: the command line
+    the agent's main process runs once started, when ``command`` is a launcher that execs it; ``command``
+    joined by spaces otherwise).
 ``[ready]`` ``kind``: ``listening`` (the turn API's port accepts connections inside the sandbox's network
     namespace) or ``http`` (a GET of ``path`` on it answers 2xx); ``deadline`` (optional, seconds; the
     platform's default otherwise): how long the agent may take from start to ready.
@@ -67,6 +69,11 @@ class AgentProfile:
     tools: Mapping[str, str]
     surface: Mapping[str, str] = field(default_factory=dict)
     binds: Mapping[str, Path] = field(default_factory=dict)  # folder inside -> host folder, read-only
+    process: str = ""  # the agent's main process's command line, once started (``command`` joined by default)
+
+    def __post_init__(self) -> None:
+        if not self.process:
+            object.__setattr__(self, "process", " ".join(self.command))
 
     def tool(self, name: str) -> str:
         """The agent's own name for the suite's tool ``name`` (a product tool, ``shell`` or ``memory``).
@@ -167,8 +174,9 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
             raise bad(f"[start].binds.{inside!r}", f"{host!r} ({source}) is not a folder: is the agent installed? "
                       "(tools/setup-machine installs the agents the shipped profiles name)")
         binds[inside] = source
-    if set(start) - {"command", "files", "env", "binds"}:
-        raise bad("[start]", f"unknown keys {sorted(set(start) - {'command', 'files', 'env', 'binds'})}")
+    process = text(start, "[start]", "process", "")
+    if set(start) - {"command", "files", "env", "binds", "process"}:
+        raise bad("[start]", f"unknown keys {sorted(set(start) - {'command', 'files', 'env', 'binds', 'process'})}")
 
     ready = table("ready")
     kind = text(ready, "[ready]", "kind")
@@ -239,4 +247,4 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
             raise bad(f"[tools].{key}", "the agent's name for the tool must be a non-empty string")
     return AgentProfile(name=name, path=path, command=command, files=tuple(files), env=dict(env), ready=ready_out,
                         turn=turn_out, state=dict(state), plant=dict(plant), tools=dict(tools), surface=surface,
-                        binds=binds)
+                        binds=binds, process=process)
