@@ -79,8 +79,12 @@ def platform_secrets(pairproof_run: Run) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def agent_profile(request: pytest.FixtureRequest) -> AgentProfile:
-    """The agent the target runs (``--profile``): cases name tools through it (``agent_profile.tool(...)``)."""
-    return load_profile(request.config.getoption("pairproof_profile"))
+    """The agent the target runs (``--profile``, else the target's own): cases name tools through it
+    (``agent_profile.tool(...)``)."""
+    from .targets import default_profile
+
+    given = request.config.getoption("pairproof_profile")
+    return load_profile(given or default_profile(request.config.getoption("pairproof_target") or "reference"))
 
 
 @pytest.fixture(scope="session")

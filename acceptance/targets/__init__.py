@@ -58,6 +58,13 @@ def load(name: str) -> Callable[[TargetOptions], Target]:
     return factory
 
 
+def default_profile(name: str) -> str | None:
+    """The agent profile a target runs when none is given (a driver module's ``DEFAULT_PROFILE``; the suite's
+    default, the reference agent, when it names none): ``--target hermes`` means the hermes agent."""
+    factory = load(name)
+    return getattr(importlib.import_module(factory.__module__), "DEFAULT_PROFILE", None)
+
+
 def preflight(name: str) -> list[str]:
     """What the machine lacks for this target, one fix-naming line each (a driver's ``preflight()``)."""
     factory = load(name)

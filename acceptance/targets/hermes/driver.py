@@ -23,9 +23,9 @@ from .. import TargetOptions
 from ..reference.driver import ReferenceTarget, clean
 from ..reference.driver import preflight as reference_preflight
 
-__all__ = ["HermesTarget", "clean", "create", "preflight"]
+__all__ = ["DEFAULT_PROFILE", "HermesTarget", "clean", "create", "preflight"]
 
-PROFILE = "hermes"
+PROFILE = DEFAULT_PROFILE = "hermes"  # the agent this target runs (targets.default_profile)
 # hermes's own tools in the toolsets acceptance/profiles/hermes/config.yaml pins (platform_toolsets.api_server).
 HERMES_TOOLS = ("memory", "todo", "read_file", "write_file", "patch", "search_files")
 MCP_PREFIX = "mcp__product__"  # hermes names an MCP tool mcp__<server>__<tool>; the product's server is "product"
@@ -82,14 +82,10 @@ class HermesTarget(ReferenceTarget):
     name = "hermes"
 
     def __init__(self, options: TargetOptions) -> None:
-        profile = options.profile
-        if profile.name == "reference":  # the suite's default: this target runs hermes
-            profile = load_profile(PROFILE)
-        elif profile.name != PROFILE:
-            raise SetupError(f"target hermes runs the hermes profile, not {profile.name!r}: drop --profile, or use "
-                             "--target reference --profile ... for another agent")
-        super().__init__(TargetOptions(run=options.run, state_dir=options.state_dir, secrets=options.secrets,
-                                       profile=profile))
+        if options.profile.name != PROFILE:
+            raise SetupError(f"target hermes runs the hermes profile, not {options.profile.name!r}: drop --profile, "
+                             "or use --target reference --profile ... for another agent")
+        super().__init__(options)
 
     def plant(self, ref, location: str, token: str) -> None:
         """One turn with the profile's message; for memory, task and volume the model's answer is scripted to
