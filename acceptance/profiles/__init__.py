@@ -11,9 +11,10 @@ fields (``reference.toml`` is the worked example):
     sandbox sees read-only at /opt/pairproof), ``env`` (table of strings; ``{broker}`` in a value is the
     URL of the instance's broker, where the agent calls the model and the tools), ``binds`` (optional table:
     a folder under /opt/ inside -> a host folder, relative to the profile, mounted read-only: the agent's
-    installed software, such as a venv ``tools/setup-machine`` made), ``process`` (optional: the command line
-    the agent's main process runs once started, when ``command`` is a launcher that execs it; ``command``
-    joined by spaces otherwise).
+    installed software, such as a venv ``tools/setup-machine`` made; ``$PAIRPROOF_TOOLS/`` at its start is
+    that variable's folder, else the checkout's ``.tools``, where tools/setup-machine installs agents),
+    ``process`` (optional: the command line the agent's main process runs once started, when ``command`` is
+    a launcher that execs it; ``command`` joined by spaces otherwise).
 ``[ready]`` ``kind``: ``listening`` (the turn API's port accepts connections inside the sandbox's network
     namespace) or ``http`` (a GET of ``path`` on it answers 2xx); ``deadline`` (optional, seconds; the
     platform's default otherwise): how long the agent may take from start to ready.
@@ -35,6 +36,7 @@ fields (``reference.toml`` is the worked example):
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,6 +51,10 @@ READY_KINDS = ("listening", "http")
 STYLES = ("runs", "sync")
 RUNS_FIELDS = ("run_id_field", "status", "status_field", "done", "events", "events_field")
 BIND_ROOT = "/opt/"
+# Where tools/setup-machine installs agents: the checkout's .tools, or the folder this variable names (an
+# installed pairproof, as tox runs it, is not beside the checkout).
+TOOLS_ENV, TOOLS_PREFIX = "PAIRPROOF_TOOLS", "$PAIRPROOF_TOOLS/"
+TOOLS_BUILT = HERE.parents[1] / ".tools"
 
 
 class ProfileError(SetupError):
@@ -169,7 +175,10 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
             raise bad(f"[start].binds.{inside!r}", "the folder inside must be under /opt/ (not /opt/pairproof)")
         if not isinstance(host, str) or not host:
             raise bad(f"[start].binds.{inside!r}", "the host folder must be a path (a non-empty string)")
-        source = (path.parent / host).resolve()
+        if host.startswith(TOOLS_PREFIX):
+            source = (Path(os.environ.get(TOOLS_ENV) or TOOLS_BUILT) / host.removeprefix(TOOLS_PREFIX)).resolve()
+        else:
+            source = (path.parent / host).resolve()
         if not source.is_dir():
             raise bad(f"[start].binds.{inside!r}", f"{host!r} ({source}) is not a folder: is the agent installed? "
                       "(tools/setup-machine installs the agents the shipped profiles name)")

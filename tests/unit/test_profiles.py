@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -121,7 +122,8 @@ def test_the_hermes_profile_binds_its_venv_and_reads_the_reply_from_the_run_stat
 
     profile = profiles.load("hermes")
     launch = launch_of(profile)
-    assert dict(launch.binds) == {"/opt/hermes": REFERENCE.parents[2] / ".tools" / "hermes-venv"}
+    tools = Path(os.environ.get(profiles.TOOLS_ENV) or profiles.TOOLS_BUILT)
+    assert dict(launch.binds) == {"/opt/hermes": (tools / "hermes-venv").resolve()}
     assert (launch.turn.events, launch.turn.reply_field, launch.turn.done) == ("", "output", ("completed",))
     assert launch.ready.path == "/health" and launch.turn.key_file == "/run/agent/runctl.key"
     assert [f.name for f in launch.files] == ["config.yaml"]
