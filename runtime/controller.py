@@ -79,23 +79,6 @@ def _traversable(path: Path) -> None:
             )
 
 
-# How much less likely the agent's own processes are to be chosen when the instance's memory limit is reached
-# (oom_score_adj, -1000..1000; a share of the limit taken off their score). A command the agent or a probe runs
-# later starts at 0, so one that overruns the limit is killed first and the instance keeps answering, even for
-# an agent that is itself large (hermes-agent holds ~130 MB of a 256 MB limit). Not -1000: an agent that alone
-# overruns its limit must still be killable. The instance's uid cannot lower it again (that needs privilege).
-AGENT_OOM_SCORE_ADJ = -500
-
-
-def _last_to_die(proc: sandbox.SandboxProcess) -> None:
-    """Make the agent's processes (all the sandbox holds once it is ready) the memory limit's last choice."""
-    for pid in proc.cgroup.pids():
-        try:
-            Path(f"/proc/{pid}/oom_score_adj").write_text(str(AGENT_OOM_SCORE_ADJ))
-        except (FileNotFoundError, ProcessLookupError):
-            pass  # exited meanwhile (a start-up helper): nothing to protect
-
-
 def _owned_dir(path: Path, uid: int, mode: int = 0o700) -> None:
     path.mkdir(parents=True, exist_ok=True)
     os.chown(path, uid, uid)
@@ -239,7 +222,6 @@ class Controller:
             if self.platform is not None:
                 self._start_broker(record, proc, runctl_key)
             self._wait_ready(proc)
-            _last_to_die(proc)
         except BaseException:
             self._stop(instance_id)
             raise
