@@ -72,6 +72,10 @@ class TurnApi:
     events_field: str = ""  # empty with ``events``: the reply is ``reply_field`` of the finished status
     reply_type_field: str = ""
     reply_type: str = ""
+    # A run that ends in a ``failed`` state and says why in this field of its status has answered the turn: its
+    # reply is "[run <state>] <why>" (an agent whose model call the platform refused, by the spend cap or the
+    # kill switch, fails its run where another agent would reply). Empty: a failed run is an error.
+    failed_reply_field: str = ""
     # Where the agent reads its run-control key inside the sandbox (a file in the instance's run folder,
     # /run/agent, which the platform writes each wake and the broker presents); empty: its API takes none.
     key_file: str = ""
@@ -167,6 +171,8 @@ def deliver(api: TurnApi, request: Request, message: str, *, timeout: float) -> 
                        f"run {run_id}'s status")
         state = _field(status, api.status_field, f"run {run_id}'s status")
         if state in api.failed:
+            if api.failed_reply_field and isinstance(status.get(api.failed_reply_field), str):
+                return f"[run {state}] {status[api.failed_reply_field]}"
             raise SandboxError(f"agent's run {run_id} ended {state}")
         if state in api.done:
             break

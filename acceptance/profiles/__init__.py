@@ -224,9 +224,11 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
             turn_out["events"] = route(turn, "[turn]", "events", "GET")
         turn_out["done"] = strings(turn, "[turn]", "done")
         turn_out["failed"] = strings(turn, "[turn]", "failed") if "failed" in turn else ()
+        turn_out["failed_reply_field"] = text(turn, "[turn]", "failed_reply_field", "")
         turn_out["reply_type_field"] = text(turn, "[turn]", "reply_type_field", "")
         turn_out["reply_type"] = text(turn, "[turn]", "reply_type", "")
-    known_turn = {"style", "port", "start", "input_field", "reply_field", "key_file", "failed", "reply_type_field",
+    known_turn = {"style", "port", "start", "input_field", "reply_field", "key_file", "failed", "failed_reply_field",
+                  "reply_type_field",
                   "reply_type", *RUNS_FIELDS}
     if turn_out["key_file"] and not str(turn_out["key_file"]).startswith("/"):
         raise bad("[turn].key_file", "must be an absolute path inside the sandbox")

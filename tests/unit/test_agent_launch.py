@@ -154,3 +154,18 @@ def test_the_sandbox_mounts_an_agent_bind_read_only(tmp_path):
     at = argv.index(str(tmp_path / "venv"))
     assert argv[at - 1:at + 2] == ["--ro-bind", str(tmp_path / "venv"), "/opt/venv"]
     assert at < argv.index("--chdir")
+
+
+def test_a_failed_run_that_says_why_has_replied_when_the_api_says_so():
+    api = TurnApi(style="runs", port=8642, start="POST /v1/runs", input_field="input", run_id_field="run_id",
+                  status="GET /v1/runs/{id}", status_field="status", done=("completed",), failed=("failed", "cancelled"),
+                  reply_field="output", failed_reply_field="error")
+
+    def answer(status):
+        return lambda m, p, b: (202, b'{"run_id": "r"}') if m == "POST" else (200, json.dumps(status).encode())
+    assert deliver(api, answer({"status": "failed", "error": "spend cap"}), "x", timeout=5) == "[run failed] spend cap"
+    with pytest.raises(SandboxError, match="ended cancelled"):
+        deliver(api, answer({"status": "cancelled"}), "x", timeout=5)
+    strict = TurnApi(**{**vars(api), "failed_reply_field": ""})
+    with pytest.raises(SandboxError, match="ended failed"):
+        deliver(strict, answer({"status": "failed", "error": "spend cap"}), "x", timeout=5)
