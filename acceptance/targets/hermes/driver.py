@@ -79,12 +79,12 @@ def preflight() -> list[str]:
 
 
 class HermesTarget(ReferenceTarget):
-    name = "hermes"
+    name = PROFILE
 
     def __init__(self, options: TargetOptions) -> None:
-        if options.profile.name != PROFILE:
-            raise SetupError(f"target hermes runs the hermes profile, not {options.profile.name!r}: drop --profile, "
-                             "or use --target reference --profile ... for another agent")
+        if options.profile.name != self.name:
+            raise SetupError(f"target {self.name} runs the {self.name} profile, not {options.profile.name!r}: drop "
+                             "--profile, or use --target reference --profile ... for another agent")
         super().__init__(options)
 
     def plant(self, ref, location: str, token: str) -> None:
