@@ -110,7 +110,8 @@ def test_ts1_a_tool_not_offered_cannot_be_called_by_name(agent_profile, dedicate
     result, and nothing runs: the file the call would have written does not exist."""
     ref = dedicated("T", "tess")
     marker = f"/data/ts1-{secrets.token_hex(4)}"
-    target.script_model(ref.principal, [{"tool": agent_profile.tool("shell"), "arguments": {"argv": ["/usr/bin/touch", marker]}},
+    target.script_model(ref.principal, [{"tool": agent_profile.tool("shell"),
+                                         "arguments": agent_profile.tool_arguments("shell", argv=["/usr/bin/touch", marker])},
                                         {"reply": "done"}])
     assert target.turn(ref, "run it") == "done"
     assert agent_profile.tool("shell") not in last_turn(target, ref.principal)["tools"]
@@ -124,7 +125,8 @@ def test_ts1_intended_tools_of_both_loaders_are_used(agent_profile, dedicated, t
     writes the memory; the product's notes_create (through the broker) stores a note the owner can list."""
     ref = dedicated("T", "tess")
     memo, note = f"memo-{secrets.token_hex(4)}", f"note-{secrets.token_hex(4)}"
-    target.script_model(ref.principal, [{"tool": agent_profile.tool("memory"), "arguments": {"text": memo}},
+    target.script_model(ref.principal, [{"tool": agent_profile.tool("memory"),
+                                         "arguments": agent_profile.tool_arguments("memory", text=memo)},
                                         {"tool": agent_profile.tool("notes_create"), "arguments": {"body": note}},
                                         {"reply": "both done"}])
     assert target.turn(ref, "note these") == "both done"

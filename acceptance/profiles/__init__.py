@@ -32,11 +32,15 @@ fields (``reference.toml`` is the worked example):
 ``[plant]`` location -> the message that puts ``{token}`` there in one turn.
 ``[tools]`` the suite's name for a tool -> the agent's own name for it: the product's tools by their
     product names, and ``shell`` and ``memory`` for the agent's own command and memory tools.
+``[arguments]`` (optional) the agent's own tool (``shell``, ``memory``) -> its arguments as a table of
+    templates: ``{argv}`` stands for a command (as one shell-quoted string), ``{text}`` for a memory's text.
+    Without it the suite's own shapes are used: ``{"argv": [...]}`` and ``{"text": ...}``.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -76,6 +80,7 @@ class AgentProfile:
     surface: Mapping[str, str] = field(default_factory=dict)
     binds: Mapping[str, Path] = field(default_factory=dict)  # folder inside -> host folder, read-only
     process: str = ""  # the agent's main process's command line, once started (``command`` joined by default)
+    arguments: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # own tool -> argument templates
 
     def __post_init__(self) -> None:
         if not self.process:
@@ -90,6 +95,20 @@ class AgentProfile:
         except KeyError:
             raise ProfileError(f"profile {self.path}: [tools] has no {name!r}: this agent offers no such tool, "
                                f"or the profile does not say what it calls it") from None
+
+    def tool_arguments(self, name: str, **values: object) -> dict[str, object]:
+        """The arguments the agent's own tool ``name`` takes for ``values`` (``argv``: a command as a list;
+        ``text``: a memory's text), in the agent's shape if the profile gives one, else the suite's."""
+        template = self.arguments.get(name)
+        if template is None:
+            return dict(values)
+        filled = {key: str(v) for key, v in values.items() if not isinstance(v, list)}
+        filled.update({key: shlex.join(map(str, v)) for key, v in values.items() if isinstance(v, list)})
+        try:
+            return {key: value.format_map(filled) for key, value in template.items()}
+        except (KeyError, ValueError) as exc:
+            raise ProfileError(f"profile {self.path}: [arguments].{name} cannot be filled from "
+                               f"{sorted(values)}: {exc}") from None
 
     def plant_message(self, location: str, token: str) -> str:
         return self.plant[location].replace("{token}", token)
@@ -149,7 +168,7 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
             raise bad(f"{where}.{key}", f"{value!r} is not '{method} /path'")
         return value
 
-    unknown = set(raw) - {"name", "start", "ready", "turn", "surface", "state", "plant", "tools"}
+    unknown = set(raw) - {"name", "start", "ready", "turn", "surface", "state", "plant", "tools", "arguments"}
     if unknown:
         raise bad("top level", f"unknown keys {sorted(unknown)}")
     name = text(raw, "top level", "name")
@@ -256,6 +275,12 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
     for key, value in tools.items():
         if not isinstance(value, str) or not value:
             raise bad(f"[tools].{key}", "the agent's name for the tool must be a non-empty string")
+    arguments = table("arguments", optional=True)
+    for key, value in arguments.items():
+        if key not in ("shell", "memory"):
+            raise bad(f"[arguments].{key}", "only the agent's own tools take templates here: shell, memory")
+        if not isinstance(value, dict) or not value or not all(isinstance(v, str) for v in value.values()):
+            raise bad(f"[arguments].{key}", "a table of string templates is required")
     return AgentProfile(name=name, path=path, command=command, files=tuple(files), env=dict(env), ready=ready_out,
                         turn=turn_out, state=dict(state), plant=dict(plant), tools=dict(tools), surface=surface,
-                        binds=binds, process=process)
+                        binds=binds, process=process, arguments=arguments)

@@ -127,3 +127,13 @@ def test_the_hermes_profile_binds_its_venv_and_reads_the_reply_from_the_run_stat
     assert (launch.turn.events, launch.turn.reply_field, launch.turn.done) == ("", "output", ("completed",))
     assert launch.ready.path == "/health" and launch.turn.key_file == "/run/agent/runctl.key"
     assert [f.name for f in launch.files] == ["config.yaml"]
+
+
+def test_an_agents_own_tools_take_arguments_in_its_shape():
+    """The suite's shapes without [arguments]; the profile's templates with it (a command as one quoted line)."""
+    assert profiles.load().tool_arguments("shell", argv=["/usr/bin/touch", "/data/x"]) == {"argv": ["/usr/bin/touch", "/data/x"]}
+    hermes = profiles.load("hermes")
+    assert hermes.tool_arguments("shell", argv=["/usr/bin/touch", "/data/a b"]) == {"command": "/usr/bin/touch '/data/a b'"}
+    assert hermes.tool_arguments("memory", text="memo-1") == {"action": "add", "target": "memory", "content": "memo-1"}
+    with pytest.raises(ProfileError, match=r"\[arguments\]\.memory cannot be filled"):
+        hermes.tool_arguments("memory", words="x")
