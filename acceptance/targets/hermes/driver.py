@@ -15,7 +15,6 @@ volume as a file its ``write_file`` tool writes.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from ...errors import SetupError, TargetError
 from ...profiles import load as load_profile
@@ -161,10 +160,9 @@ class HermesTarget(ReferenceTarget):
         super().pin_tool(ref, name.removeprefix(MCP_PREFIX))
 
     def configure(self, ref, settings: object) -> None:
-        """A user's settings reach hermes as its own user config ($HERMES_HOME/config.yaml), written by hermes's
-        ``write_file`` tool in one turn; the managed layer wins leaf by leaf (not yet checked by the platform)."""
-        content = json.dumps(settings)  # JSON is YAML
-        self.script_model(ref.principal, [{"tool": "write_file", "arguments": {
-            "path": str(Path(self.profile.state["memory"]).parents[1] / "config.yaml"), "content": content}},
-            {"reply": "saved"}])
-        self.turn(ref, "settings: " + content)
+        """Not built yet: a user's settings reach hermes through no platform allowlist, and TS-2's settings are
+        written in the reference agent's keys (hermes's are tools.tool_search, mcp_servers, platform_toolsets,
+        model...): a verdict on them would say nothing about hermes."""
+        raise TargetError("the hermes targets do not yet carry a user's settings to hermes (no allowlist, no "
+                          "adversarial settings in hermes's keys): TS-2 cannot be judged for hermes (issue 16, a "
+                          "later stage)")
