@@ -87,7 +87,8 @@ def qualify(args: argparse.Namespace) -> int:
     targets.load(args.target)  # unknown target: SetupError before anything is touched
     from .profiles import load as load_profile
 
-    profile = load_profile(args.profile)  # a bad profile: SetupError naming the file and field, before anything runs
+    # a bad profile: SetupError naming the file and field, before anything runs; none given: the target's own
+    profile = load_profile(args.profile or targets.default_profile(args.target))
     problems = targets.preflight(args.target)
     if problems:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
@@ -309,7 +310,7 @@ def check_driver(args: argparse.Namespace) -> int:
     problems = targets.preflight(args.target)
     if problems:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
-    profile = load_profile(args.profile)  # a bad profile: SetupError naming the file and field
+    profile = load_profile(args.profile or targets.default_profile(args.target))  # bad: SetupError naming the field
     from . import inputs
 
     inputs.state_dir(args.state_dir)
@@ -394,8 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     q = sub.add_parser("qualify", help="run the suite on a target and write reports/")
     q.add_argument("--target", default="reference", help="target driver (default: reference)")
-    q.add_argument("--profile", default="reference", metavar="NAME|PATH",
-                   help="agent profile the target runs: a name in acceptance/profiles or a .toml file (default: reference)")
+    q.add_argument("--profile", default=None, metavar="NAME|PATH",
+                   help="agent profile the target runs: a name in acceptance/profiles or a .toml file (default: the "
+                        "target's own agent; reference for the reference target)")
     q.add_argument("--reports-dir", default="reports", help="where to write allure-results/ and verdict.json")
     q.add_argument("--state-dir", default="/var/lib/pairproof", help="runtime state folder (reference target)")
     q.add_argument("-n", type=int, default=0, help="run the suite on N processes (pytest-xdist)")
@@ -425,8 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("check-driver", help="conformance run of a driver (seconds, not the suite): the core and each "
                                             "facet it claims, one real round trip each; says what works, is missing, fails")
     d.add_argument("target", help="a registered target name (e.g. reference) or module:factory")
-    d.add_argument("--profile", default="reference", metavar="NAME|PATH",
-                   help="agent profile the driver runs, as `qualify --profile` gives it (default: reference)")
+    d.add_argument("--profile", default=None, metavar="NAME|PATH",
+                   help="agent profile the driver runs, as `qualify --profile` gives it (default: the target's own)")
     d.add_argument("--state-dir", default="/var/lib/pairproof", help="state folder handed to the driver (options.state_dir)")
     d.set_defaults(func=check_driver)
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")

@@ -79,8 +79,12 @@ def platform_secrets(pairproof_run: Run) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def agent_profile(request: pytest.FixtureRequest) -> AgentProfile:
-    """The agent the target runs (``--profile``): cases name tools through it (``agent_profile.tool(...)``)."""
-    return load_profile(request.config.getoption("pairproof_profile"))
+    """The agent the target runs (``--profile``, else the target's own): cases name tools through it
+    (``agent_profile.tool(...)``)."""
+    from .targets import default_profile
+
+    given = request.config.getoption("pairproof_profile")
+    return load_profile(given or default_profile(request.config.getoption("pairproof_target") or "reference"))
 
 
 @pytest.fixture(scope="session")
@@ -212,8 +216,16 @@ def _own_canaries(request: pytest.FixtureRequest, ref: InstanceRef) -> set[str]:
     return request.getfixturevalue("planted").of(name)
 
 
+def visible_skip(profile: AgentProfile) -> list[str]:
+    """What a whole-visible-filesystem scan leaves out: the system's read-only folders, and the agent's installed
+    software its profile binds read-only under /opt (the same host folder in every sandbox, which no instance
+    can write: like /usr, it cannot hold an instance's canary, and its large binaries would cut a scan short)."""
+    return [*VISIBLE_SKIP, *profile.binds]
+
+
 @pytest.fixture
-def scan_visible(request: pytest.FixtureRequest, target: Target) -> Callable[[object], set[str]]:
+def scan_visible(request: pytest.FixtureRequest, target: Target, agent_profile: AgentProfile
+                 ) -> Callable[[object], set[str]]:
     """``scan_visible(host)``: every canary token visible anywhere in that sandbox's filesystem. The scan
     is judged complete first (``probe.scan``): a scan that did not find the prober's own canaries, cut a
     file short or failed on a path for any reason but a denial raises ProofError (the test is broken).
@@ -221,15 +233,17 @@ def scan_visible(request: pytest.FixtureRequest, target: Target) -> Callable[[ob
     A walk cannot find a file in a folder the sandbox may enter but not list (a platform folder of mode 0711
     bound in, whose files are 0644): the host, which may list it, names those files and the scan opens each
     by name (``observe.unlistable_files``)."""
+    skip = visible_skip(agent_profile)
+
     def run(host) -> set[str]:
         ref = host.backend.ref
         own = _own_canaries(request, ref)
         ident = target.identity(ref)
         try:
-            hidden = observe.unlistable_files(ident.host_pid, ident.uid, skip=[*VISIBLE_SKIP, "/proc", "/dev"])
+            hidden = observe.unlistable_files(ident.host_pid, ident.uid, skip=[*skip, "/proc", "/dev"])
         except ValueError as exc:
             raise ProofError(f"the scan of {ref.key} could not be given every file hidden from listing: {exc}") from exc
-        return probe.scan(host, VISIBLE_ROOTS + hidden, own=own, skip=VISIBLE_SKIP).tokens
+        return probe.scan(host, VISIBLE_ROOTS + hidden, own=own, skip=skip).tokens
     return run
 
 
@@ -350,11 +364,13 @@ def broker_call(target: Target, sandbox_host) -> Callable[..., dict]:
 
 
 @pytest.fixture
-def visible_bytes(sandbox_host, request: pytest.FixtureRequest) -> Callable[[InstanceRef], bytes]:
+def visible_bytes(sandbox_host, request: pytest.FixtureRequest, agent_profile: AgentProfile
+                  ) -> Callable[[InstanceRef], bytes]:
     """``visible_bytes(ref)``: every file the sandbox can see (less /usr, /sys), with /proc environ and
     cmdline, carried out for a host-side search for known secrets; judged complete like a scan."""
     def collect(ref: InstanceRef) -> bytes:
-        return probe.dump(sandbox_host(ref), VISIBLE_ROOTS, own=_own_canaries(request, ref), skip=VISIBLE_SKIP)
+        return probe.dump(sandbox_host(ref), VISIBLE_ROOTS, own=_own_canaries(request, ref),
+                          skip=visible_skip(agent_profile))
     return collect
 
 

@@ -9,7 +9,8 @@ styles of turn API are known, each described by data (paths and JSON field names
 
 - ``runs``: POST starts a run and answers its id; GET polls its status until it is done; GET reads its
   events, and the reply is the content of the last event of the reply type (the reference agent's
-  run-control API);
+  run-control API); or, for an API with no ``events`` route in its launch (whose events are a live
+  stream), the reply is a field of the finished run's status (hermes-agent's);
 - ``sync``: one POST whose answer carries the reply.
 """
 
@@ -68,9 +69,13 @@ class TurnApi:
     done: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     events: str = ""  # "GET /v1/runs/{id}/events"
-    events_field: str = ""
+    events_field: str = ""  # empty with ``events``: the reply is ``reply_field`` of the finished status
     reply_type_field: str = ""
     reply_type: str = ""
+    # A run that ends in a ``failed`` state and says why in this field of its status has answered the turn: its
+    # reply is "[run <state>] <why>" (an agent whose model call the platform refused, by the spend cap or the
+    # kill switch, fails its run where another agent would reply). Empty: a failed run is an error.
+    failed_reply_field: str = ""
     # Where the agent reads its run-control key inside the sandbox (a file in the instance's run folder,
     # /run/agent, which the platform writes each wake and the broker presents); empty: its API takes none.
     key_file: str = ""
@@ -87,11 +92,14 @@ class TurnApi:
         if self.key_file and not self.key_file.startswith("/run/agent/"):
             raise ConfigError(f"key_file {self.key_file!r} must be in the instance's run folder, /run/agent/")
         if self.style == "runs":
-            for name in ("run_id_field", "status", "status_field", "done", "events", "events_field"):
+            for name in ("run_id_field", "status", "status_field", "done"):
                 if not getattr(self, name):
                     raise ConfigError(f"a 'runs' turn API needs {name}")
+            if bool(self.events) != bool(self.events_field):
+                raise ConfigError("a 'runs' turn API gives events and events_field together, or neither (the reply "
+                                  "is then reply_field of the finished run's status)")
             for name in ("status", "events"):
-                if _route(getattr(self, name), f"turn {name}")[0] != "GET":
+                if getattr(self, name) and _route(getattr(self, name), f"turn {name}")[0] != "GET":
                     raise ConfigError(f"turn {name} {getattr(self, name)!r} must be a GET")
 
 
@@ -104,10 +112,23 @@ class AgentLaunch:
     turn: TurnApi
     env: tuple[tuple[str, str], ...] = ()
     ready: Readiness = field(default_factory=Readiness)
+    # Host folders the agent's software lives in (an installed venv), each mounted read-only at its own path
+    # under /opt/ in every sandbox: (path inside, host folder). Never writable, never the volume.
+    binds: tuple[tuple[str, Path], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.command:
             raise ConfigError("an agent launch needs a command")
+        targets = [inside for inside, _ in self.binds]
+        for inside, host in self.binds:
+            parts = Path(inside).parts
+            if not inside.startswith("/opt/") or ".." in parts or len(parts) < 3 or inside.rstrip("/") == IMAGE_MOUNT:
+                raise ConfigError(f"agent bind {inside!r} must be a folder under /opt/ other than {IMAGE_MOUNT}")
+            if not Path(host).is_dir():
+                raise ConfigError(f"agent bind {inside!r}: host folder {host} does not exist (is the agent installed? "
+                                  "tools/setup-machine installs the agents it knows)")
+        if len(set(targets)) != len(targets):
+            raise ConfigError(f"agent binds must have distinct paths inside: {targets}")
         names = [f.name for f in self.files]
         if len(set(names)) != len(names):
             raise ConfigError(f"agent image files must have distinct names: {names}")
@@ -150,6 +171,8 @@ def deliver(api: TurnApi, request: Request, message: str, *, timeout: float) -> 
                        f"run {run_id}'s status")
         state = _field(status, api.status_field, f"run {run_id}'s status")
         if state in api.failed:
+            if api.failed_reply_field and isinstance(status.get(api.failed_reply_field), str):
+                return f"[run {state}] {status[api.failed_reply_field]}"
             raise SandboxError(f"agent's run {run_id} ended {state}")
         if state in api.done:
             break
@@ -157,6 +180,10 @@ def deliver(api: TurnApi, request: Request, message: str, *, timeout: float) -> 
             raise SandboxError(f"agent's run {run_id} not done within {timeout}s (still {state})")
         time.sleep(pause)
         pause = min(pause * 2, 0.02)
+    if not api.events:
+        if api.reply_field not in status:
+            raise SandboxError(f"agent's run {run_id} ended {state} with no {api.reply_field!r} in its status")
+        return str(status[api.reply_field])
     events_path = _route(api.events, "turn events")[1].replace("{id}", run_id)
     events = _field(_json(*request("GET", events_path, None), f"run {run_id}'s events"),
                     api.events_field, f"run {run_id}'s events")

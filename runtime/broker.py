@@ -5,7 +5,9 @@ Agent side (a listener on 127.0.0.1 inside the instance's network namespace, its
 arguments, explicit answers for resources/prompts/batches/notifications) and then to the product's tool
 server with the instance's grant; ``POST /v1/chat/completions`` and ``/v1/messages`` go to the model proxy
 with the instance's short-lived model capability in place of whatever ``x-api-key`` the agent's adapter
-sent. Nothing else, and never a URL the request names: absolute URIs and CONNECT are refused.
+sent; a model call the agent declares no purpose for is declared a turn when its last user message is exactly
+the input of a run the platform started (``declared_turn``), as the proxy meters by purpose. Nothing else, and
+never a URL the request names: absolute URIs and CONNECT are refused.
 
 Platform side (a listener on the host): the agent's run-control API, for an exact route set only
 (start a run, read it, read its events, stop it), forwarded into the sandbox with the instance's
@@ -30,6 +32,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import deque
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -45,6 +48,7 @@ RUNCTL_PORT = 8642  # where the reference agent serves its run-control API, insi
 RUNCTL_STARTUP = 5.0  # how long a just-woken agent may take to open it
 MODEL_ROUTES = ("/v1/chat/completions", "/v1/messages")
 RUN_ID = r"[A-Za-z0-9_-]{1,64}"
+RUN_INPUTS_KEPT = 16  # the inputs of this many recent runs are recognised in the agent's model calls
 # Tools whose call changes something at the product: journaled, sent with an idempotency key.
 EFFECT_TOOLS = frozenset({"notes_create", "notes_purge", "issue_comment", "task_create", "crm_note", "message_send",
                           "invite", "conversation_post", "conversation_add_participant"})
@@ -69,6 +73,14 @@ class Broker:
         self.pinned_extra: dict[str, Mapping] = {}
         self.journal, self.generation = journal, generation
         self.refusals: list[tuple[str, str]] = []
+        # The request id of the last run started through the platform side: a call the agent makes without an
+        # id of its own (an agent that does not send ids on, such as hermes-agent) is logged and sent on under
+        # it, so the platform's record still ties the call to the run that caused it.
+        self.run_request_id = ""
+        # The inputs of the last runs started through the platform side: a model call the agent does not declare a
+        # purpose for, whose last user message is exactly one of them, is that run's turn, and is declared so
+        # (``declared_turn``); anything else goes on undeclared, for the proxy to attribute by its shape.
+        self._run_inputs: deque[str] = deque(maxlen=RUN_INPUTS_KEPT)
         self._lock = threading.Lock()
         self.suspended = False  # its instance is frozen: refuse everything, on both sides
         inner = socket_in(sandbox_pid)
@@ -161,6 +173,7 @@ class Broker:
         returned; any other answer is returned whole."""
         with self._lock:
             capability = self._model
+        raw = declared_turn(raw, self._run_inputs)
         # The agent's adapter speaks x-api-key; the proxy wants the capability as a Bearer token. What the
         # agent sent is dropped, never forwarded: the sandbox holds no credential to forward.
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {capability}", **requestid.headers()}
@@ -185,6 +198,12 @@ class Broker:
             conn.close()
 
     def forward_runctl(self, method: str, path: str, raw: bytes | None) -> tuple[int, bytes]:
+        if method == "POST" and path == RUNCTL_ROUTES[0][1].pattern:
+            if requestid.current():
+                self.run_request_id = requestid.current()
+            run_input = _run_input(raw)
+            if run_input:
+                self._run_inputs.append(run_input)
         deadline = time.monotonic() + RUNCTL_STARTUP
         while True:
             sock = socket_in(self.sandbox_pid)
@@ -246,6 +265,8 @@ class Broker:
             def do_POST(self) -> None:
                 if self._checked():
                     return
+                if not requestid.current() and broker.run_request_id:
+                    requestid.bind(broker.run_request_id)
                 raw = self.read_body()
                 if raw is None:
                     self._route_refused(413, "body_missing_or_too_large")
@@ -318,6 +339,47 @@ class Broker:
             do_PUT = do_DELETE = do_PATCH = do_CONNECT = do_OPTIONS = _other
 
         return PlatformSide
+
+
+def _run_input(raw: bytes | None) -> str:
+    """The user's message of a run start (its ``input``, a string), or ''."""
+    try:
+        body = json.loads(raw or b"")
+    except ValueError:
+        return ""
+    value = body.get("input") if isinstance(body, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def _text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content blocks
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
+
+
+def declared_turn(raw: bytes, run_inputs) -> bytes:
+    """``raw`` with ``metadata.purpose = "turn"`` when the agent declared no purpose and the call's last user
+    message is exactly the input of a run the platform started (the turn's own call, or a later round of it
+    after tool results); otherwise ``raw`` untouched. What this cannot tell apart: a background call that
+    ends with the user's very message (it is counted as the turn)."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw
+    if not isinstance(body, dict) or not run_inputs:
+        return raw
+    metadata = body.get("metadata", {})
+    if not isinstance(metadata, dict) or metadata.get("purpose"):
+        return raw  # declared by the agent (or out of shape, for the proxy to refuse): not ours to say
+    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    last_user = next((_text(m.get("content")) for m in reversed(messages)
+                      if isinstance(m, dict) and m.get("role") == "user"), None)
+    if last_user is None or last_user not in run_inputs:
+        return raw
+    body["metadata"] = {**metadata, "purpose": "turn"}
+    return json.dumps(body).encode()
 
 
 def dispatch_effect(product_url: str, journal: Journal, op: str, request: dict, grant: str) -> tuple[int, bytes]:

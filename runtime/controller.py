@@ -252,6 +252,7 @@ class Controller:
             instance_id=record.id, uid=record.uid, gid=record.uid, volume=home / "volume",
             control_dir=home / "control", etc_dir=home / "etc", image_dir=self.image, hostname="agent", env=env,
             managed_config=home / "managed.json",
+            binds=tuple((Path(host), inside) for inside, host in self.launch.binds),
         )
 
     @logs_decision

@@ -43,6 +43,12 @@ ETC_DIRS = ("/etc/ld.so.conf.d", "/etc/alternatives", "/etc/ssl/certs")
 # The gate (bash: dash takes single-digit fds only) reads a line from the pipe whose fd number is
 # substituted in, closes it, then execs.
 GATE = 'read -r _ <&{fd} || exit 111; exec {fd}<&-; exec "$@"'
+# A command run inside a running sandbox (a probe, or a command run as the agent's own would be) is the memory
+# limit's first choice over the agent: one that overruns the instance's limit is killed and the instance keeps
+# answering, even for an agent that is itself large (hermes-agent holds ~130 MB of a 256 MB limit, and was the
+# victim of RS-1's 400 MB allocation). Raised on the command, since lowering the agent's needs a privilege
+# (CAP_SYS_RESOURCE) a platform may not have.
+COMMAND_OOM_SCORE_ADJ = 500
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class SandboxSpec:
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     # The operator's managed configuration (checked by the controller), read-only at /etc/pairproof.
     managed_config: Path | None = None
+    # The agent's installed software (host folder, path inside), read-only (``AgentLaunch.binds``).
+    binds: tuple[tuple[Path, str], ...] = field(default_factory=tuple)
 
 
 def _usr_merged_links() -> list[str]:
@@ -113,6 +121,10 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> li
         "--bind", str(spec.volume), "/data",
         "--bind", str(spec.control_dir), "/run/agent",
         "--ro-bind", str(spec.image_dir), "/opt/pairproof",
+    ]
+    for host, inside in spec.binds:
+        argv += ["--ro-bind", str(host), inside]
+    argv += [
         "--chdir", "/data",
     ]
     for key, value in spec.env:
@@ -122,11 +134,12 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> li
 
 
 def spawn_gated(argv: Sequence[str], cgroup: Cgroup, *, pass_fds: Sequence[int] = (),
-                env: Mapping[str, str] | None = None, **popen) -> subprocess.Popen:
+                env: Mapping[str, str] | None = None, oom_score_adj: int = 0, **popen) -> subprocess.Popen:
     """Start ``argv`` as a member of ``cgroup`` from its first instruction.
 
-    A shell waits on a pipe until the controller has written its pid into the cgroup, then ``exec``s the
-    command; if the controller dies first, the read fails and the shell exits without running anything.
+    A shell waits on a pipe until the controller has written its pid into the cgroup (and, if given, its
+    ``oom_score_adj``), then ``exec``s the command; if the controller dies first, the read fails and the shell
+    exits without running anything.
     """
     gate_r, gate_w = os.pipe()
     try:
@@ -143,6 +156,8 @@ def spawn_gated(argv: Sequence[str], cgroup: Cgroup, *, pass_fds: Sequence[int] 
     os.close(gate_r)
     try:
         cgroup.add(proc.pid)
+        if oom_score_adj:  # raised before anything runs, inherited by all it starts (raising needs no privilege)
+            Path(f"/proc/{proc.pid}/oom_score_adj").write_text(str(oom_score_adj))
         os.write(gate_w, b"go\n")
     except BaseException:
         proc.kill()
@@ -282,6 +297,7 @@ def run_binary_inside(proc: SandboxProcess, host_path: str, args: Sequence[str],
     try:
         child = spawn_gated(
             enter_fd_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, fd, args), proc.cgroup, pass_fds=(fd,),
+            oom_score_adj=COMMAND_OOM_SCORE_ADJ,
             env={"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", **(env or {})},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         )
@@ -302,7 +318,7 @@ def run_inside(proc: SandboxProcess, argv: Sequence[str], *, stdin: bytes | None
     if not proc.alive():
         raise SandboxError(f"sandbox {proc.spec.instance_id} is not running")
     child = spawn_gated(
-        enter_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, argv), proc.cgroup,
+        enter_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, argv), proc.cgroup, oom_score_adj=COMMAND_OOM_SCORE_ADJ,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )
     return _finish(child, stdin, timeout, f"{list(argv)!r} in {proc.spec.instance_id}")

@@ -9,6 +9,7 @@ import pytest
 from canaries.known import find_known
 
 from ..errors import ProofError
+from ..wait import until
 from . import netprobes
 from .evidence import attach
 from .product_client import drive, reason_of, with_request_id
@@ -254,13 +255,20 @@ def test_tl4_own_run_control_key_is_in_its_own_sandbox(instances, target, visibl
 
 @pytest.mark.case("TL-4", "P", pair="platform->A")
 def test_tl4_permitted_routes_work(instances, principals, target):
-    target.script_model(principals["A"], [{"reply": "run reply"}])
+    # The run is held in flight by a slow model answer so that stopping it is stopping a live run (an agent may
+    # answer a stop of a finished run as not found); it is stopped once its model call is made (so the scripted
+    # answer is used up, not left for a later turn); its events are read after, to the end of the run.
+    target.script_model(principals["A"], [{"reply": "run reply", "delay": 3}])
+    user = f"{principals['A'].org}:{principals['A'].user}"
     status, started = target.runctl(instances["A"], "POST", "/v1/runs", {"input": "hello"})
     assert status == 202
     run = started["run_id"]
+    until(lambda: [r for r in target.provider_records() if r["user"] == user and r["step"] == {"reply": "run reply",
+                                                                                            "delay": 3.0}],
+          "the run's model call")
     assert target.runctl(instances["A"], "GET", f"/v1/runs/{run}")[0] == 200
-    assert target.runctl(instances["A"], "GET", f"/v1/runs/{run}/events")[0] == 200
     assert target.runctl(instances["A"], "POST", f"/v1/runs/{run}/stop", {})[0] == 200
+    assert target.runctl(instances["A"], "GET", f"/v1/runs/{run}/events")[0] == 200
     # An unknown run is forwarded too: the agent answers not found (in words of its own), the broker refuses nothing.
     status, body = target.runctl(instances["A"], "GET", "/v1/runs/run_doesnotexist")
     assert status == 404 and (body.get("error") or {}).get("reason") not in ("route_not_allowed", "agent_unreachable")

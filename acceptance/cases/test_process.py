@@ -129,7 +129,7 @@ def test_pr1_owner_sees_and_signals_its_agent(agent_profile, instances, target, 
     """The same probe from A sees every process of A's pid namespace (number and start time), its agent among
     them (the profile's command), and both signals and traces each one."""
     own = [p for p in instance_processes(target, instances["A"]) if len(p.nspids) > 1]
-    command = " ".join(agent_profile.command)
+    command = agent_profile.process  # what the agent runs once started (its launcher may exec it)
     if not [p for p in own if command in p.cmdline and not p.cmdline.startswith("bwrap")]:
         raise ProofError(f"the host found no agent process in A's pid namespace: {[p.cmdline[:60] for p in own]}")
     report = probe_processes(sandbox_host(instances["A"]), {p.nspids[-1] for p in own})

@@ -508,13 +508,15 @@ def _traffic(target, agent_profile, principals, instances, planted, probe_log=No
     """Turns that carry every canary of A through tools, refusals and approvals; with a ``probe_log``, each
     turn is a platform probe and its request id is returned. The canary rides in the call that is refused
     too, by the product (an issue that does not exist) and by the broker (an argument the pinned schema does
-    not have): a refusal logged with the arguments that earned it is a payload in the log."""
+    not have): a refusal logged with the arguments that earned it is a payload in the log. No two refused calls
+    follow each other across turns, and at most two within one: an agent may stop calling a tool server after a
+    few failures in a row (hermes-agent does after three, for a minute), and a call never sent logs nothing."""
     nonces = []
     for location, token in planted.tokens["A"].items():
         nonce = probe_log.platform_probe(instances["A"], f"a turn carrying A's {location} canary") if probe_log else ""
         drive(target, agent_profile, principals["A"], instances["A"], [("notes_create", {"body": token}),
-                                                         ("message_send", {"to": "x@outside.example", "body": token}),
                                                          ("notes_get", {"id": 999999}),
+                                                         ("message_send", {"to": "x@outside.example", "body": token}),
                                                          ("issue_comment", {"issue_id": 999999, "body": token}),
                                                          ("notes_create", {"body": "x", "title": token})],
               reply=f"ok {location}",

@@ -56,14 +56,15 @@ def provider_record(target) -> str:
 
 
 def observed_routes(offered: list[str], broker_call, ref) -> dict[str, str]:
-    """The route each offered tool came by, as the suite sees it: through the broker (``mcp:product``, or
-    ``mcp:<server>`` for a ``server__name`` tool) if the instance's broker lists it, else the agent's own."""
+    """The route each offered tool came by, as the suite sees it: through the broker (``mcp:product``) if the
+    instance's broker lists it; ``mcp:<server>`` for a ``server__name`` or ``mcp__server__name`` tool (an agent
+    that names MCP tools by their server, as hermes-agent does); else the agent's own."""
     answer = broker_call(ref, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     if answer.get("status") != 200:
         raise TargetError(f"the instance's broker did not list its tools: {answer}")
     listed = {t["name"] for t in answer["body"]["result"]["tools"]}
-    return {name: f"mcp:{name.split('__', 1)[0]}" if "__" in name else "mcp:product" if name in listed else "builtin"
-            for name in offered}
+    return {name: f"mcp:{name.removeprefix('mcp__').split('__', 1)[0]}" if "__" in name
+            else "mcp:product" if name in listed else "builtin" for name in offered}
 
 
 def driver_agrees(target, ref, observed: dict[str, str]) -> None:
@@ -109,7 +110,8 @@ def test_ts1_a_tool_not_offered_cannot_be_called_by_name(agent_profile, dedicate
     result, and nothing runs: the file the call would have written does not exist."""
     ref = dedicated("T", "tess")
     marker = f"/data/ts1-{secrets.token_hex(4)}"
-    target.script_model(ref.principal, [{"tool": agent_profile.tool("shell"), "arguments": {"argv": ["/usr/bin/touch", marker]}},
+    target.script_model(ref.principal, [{"tool": agent_profile.tool("shell"),
+                                         "arguments": agent_profile.tool_arguments("shell", argv=["/usr/bin/touch", marker])},
                                         {"reply": "done"}])
     assert target.turn(ref, "run it") == "done"
     assert agent_profile.tool("shell") not in last_turn(target, ref.principal)["tools"]
@@ -123,7 +125,8 @@ def test_ts1_intended_tools_of_both_loaders_are_used(agent_profile, dedicated, t
     writes the memory; the product's notes_create (through the broker) stores a note the owner can list."""
     ref = dedicated("T", "tess")
     memo, note = f"memo-{secrets.token_hex(4)}", f"note-{secrets.token_hex(4)}"
-    target.script_model(ref.principal, [{"tool": agent_profile.tool("memory"), "arguments": {"text": memo}},
+    target.script_model(ref.principal, [{"tool": agent_profile.tool("memory"),
+                                         "arguments": agent_profile.tool_arguments("memory", text=memo)},
                                         {"tool": agent_profile.tool("notes_create"), "arguments": {"body": note}},
                                         {"reply": "both done"}])
     assert target.turn(ref, "note these") == "both done"

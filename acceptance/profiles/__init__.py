@@ -9,9 +9,15 @@ fields (``reference.toml`` is the worked example):
     the profile's name (reports, errors).
 ``[start]`` ``command`` (argv), ``files`` (paths relative to the profile, copied into the image the
     sandbox sees read-only at /opt/pairproof), ``env`` (table of strings; ``{broker}`` in a value is the
-    URL of the instance's broker, where the agent calls the model and the tools).
+    URL of the instance's broker, where the agent calls the model and the tools), ``binds`` (optional table:
+    a folder under /opt/ inside -> a host folder, relative to the profile, mounted read-only: the agent's
+    installed software, such as a venv ``tools/setup-machine`` made; ``$PAIRPROOF_TOOLS/`` at its start is
+    that variable's folder, else the checkout's ``.tools``, where tools/setup-machine installs agents),
+    ``process`` (optional: the command line the agent's main process runs once started, when ``command`` is
+    a launcher that execs it; ``command`` joined by spaces otherwise).
 ``[ready]`` ``kind``: ``listening`` (the turn API's port accepts connections inside the sandbox's network
-    namespace) or ``http`` (a GET of ``path`` on it answers 2xx).
+    namespace) or ``http`` (a GET of ``path`` on it answers 2xx); ``deadline`` (optional, seconds; the
+    platform's default otherwise): how long the agent may take from start to ready.
 ``[turn]`` ``style``: ``runs`` (``start`` answers ``run_id_field``; ``status`` is polled until
     ``status_field`` is one of ``done`` (or ``failed``); the reply is ``reply_field`` of the last event in
     ``events_field`` of ``events`` whose ``reply_type_field`` is ``reply_type``) or ``sync`` (``start``
@@ -26,10 +32,15 @@ fields (``reference.toml`` is the worked example):
 ``[plant]`` location -> the message that puts ``{token}`` there in one turn.
 ``[tools]`` the suite's name for a tool -> the agent's own name for it: the product's tools by their
     product names, and ``shell`` and ``memory`` for the agent's own command and memory tools.
+``[arguments]`` (optional) the agent's own tool (``shell``, ``memory``) -> its arguments as a table of
+    templates: ``{argv}`` stands for a command (as one shell-quoted string), ``{text}`` for a memory's text.
+    Without it the suite's own shapes are used: ``{"argv": [...]}`` and ``{"text": ...}``.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +54,11 @@ DEFAULT = "reference"
 READY_KINDS = ("listening", "http")
 STYLES = ("runs", "sync")
 RUNS_FIELDS = ("run_id_field", "status", "status_field", "done", "events", "events_field")
+BIND_ROOT = "/opt/"
+# Where tools/setup-machine installs agents: the checkout's .tools, or the folder this variable names (an
+# installed pairproof, as tox runs it, is not beside the checkout).
+TOOLS_ENV, TOOLS_PREFIX = "PAIRPROOF_TOOLS", "$PAIRPROOF_TOOLS/"
+TOOLS_BUILT = HERE.parents[1] / ".tools"
 
 
 class ProfileError(SetupError):
@@ -56,12 +72,19 @@ class AgentProfile:
     command: tuple[str, ...]
     files: tuple[Path, ...]
     env: Mapping[str, str]
-    ready: Mapping[str, str]
+    ready: Mapping[str, object]
     turn: Mapping[str, object]
     state: Mapping[str, str]
     plant: Mapping[str, str]
     tools: Mapping[str, str]
     surface: Mapping[str, str] = field(default_factory=dict)
+    binds: Mapping[str, Path] = field(default_factory=dict)  # folder inside -> host folder, read-only
+    process: str = ""  # the agent's main process's command line, once started (``command`` joined by default)
+    arguments: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # own tool -> argument templates
+
+    def __post_init__(self) -> None:
+        if not self.process:
+            object.__setattr__(self, "process", " ".join(self.command))
 
     def tool(self, name: str) -> str:
         """The agent's own name for the suite's tool ``name`` (a product tool, ``shell`` or ``memory``).
@@ -72,6 +95,20 @@ class AgentProfile:
         except KeyError:
             raise ProfileError(f"profile {self.path}: [tools] has no {name!r}: this agent offers no such tool, "
                                f"or the profile does not say what it calls it") from None
+
+    def tool_arguments(self, name: str, **values: object) -> dict[str, object]:
+        """The arguments the agent's own tool ``name`` takes for ``values`` (``argv``: a command as a list;
+        ``text``: a memory's text), in the agent's shape if the profile gives one, else the suite's."""
+        template = self.arguments.get(name)
+        if template is None:
+            return dict(values)
+        filled = {key: str(v) for key, v in values.items() if not isinstance(v, list)}
+        filled.update({key: shlex.join(map(str, v)) for key, v in values.items() if isinstance(v, list)})
+        try:
+            return {key: value.format_map(filled) for key, value in template.items()}
+        except (KeyError, ValueError) as exc:
+            raise ProfileError(f"profile {self.path}: [arguments].{name} cannot be filled from "
+                               f"{sorted(values)}: {exc}") from None
 
     def plant_message(self, location: str, token: str) -> str:
         return self.plant[location].replace("{token}", token)
@@ -131,7 +168,7 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
             raise bad(f"{where}.{key}", f"{value!r} is not '{method} /path'")
         return value
 
-    unknown = set(raw) - {"name", "start", "ready", "turn", "surface", "state", "plant", "tools"}
+    unknown = set(raw) - {"name", "start", "ready", "turn", "surface", "state", "plant", "tools", "arguments"}
     if unknown:
         raise bad("top level", f"unknown keys {sorted(unknown)}")
     name = text(raw, "top level", "name")
@@ -148,12 +185,39 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
     env = start.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise bad("[start].env", "must be a table of strings")
+    binds: dict[str, Path] = {}
+    raw_binds = start.get("binds", {})
+    if not isinstance(raw_binds, dict):
+        raise bad("[start].binds", "must be a table: folder inside -> host folder")
+    for inside, host in raw_binds.items():
+        if not inside.startswith(BIND_ROOT) or ".." in Path(inside).parts or inside.rstrip("/") == "/opt/pairproof":
+            raise bad(f"[start].binds.{inside!r}", "the folder inside must be under /opt/ (not /opt/pairproof)")
+        if not isinstance(host, str) or not host:
+            raise bad(f"[start].binds.{inside!r}", "the host folder must be a path (a non-empty string)")
+        if host.startswith(TOOLS_PREFIX):
+            source = (Path(os.environ.get(TOOLS_ENV) or TOOLS_BUILT) / host.removeprefix(TOOLS_PREFIX)).resolve()
+        else:
+            source = (path.parent / host).resolve()
+        if not source.is_dir():
+            raise bad(f"[start].binds.{inside!r}", f"{host!r} ({source}) is not a folder: is the agent installed? "
+                      "(tools/setup-machine installs the agents the shipped profiles name)")
+        binds[inside] = source
+    process = text(start, "[start]", "process", "")
+    if set(start) - {"command", "files", "env", "binds", "process"}:
+        raise bad("[start]", f"unknown keys {sorted(set(start) - {'command', 'files', 'env', 'binds', 'process'})}")
 
     ready = table("ready")
     kind = text(ready, "[ready]", "kind")
     if kind not in READY_KINDS:
         raise bad("[ready].kind", f"{kind!r} is not one of {', '.join(READY_KINDS)}")
-    ready_out = {"kind": kind}
+    ready_out: dict[str, object] = {"kind": kind}
+    if "deadline" in ready:
+        deadline = ready["deadline"]
+        if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or not 0 < deadline <= 300:
+            raise bad("[ready].deadline", "seconds from start to ready: a number above 0, at most 300")
+        ready_out["deadline"] = float(deadline)
+    if set(ready) - {"kind", "path", "deadline"}:
+        raise bad("[ready]", f"unknown keys {sorted(set(ready) - {'kind', 'path', 'deadline'})}")
     if kind == "http":
         ready_out["path"] = text(ready, "[ready]", "path")
         if not ready_out["path"].startswith("/"):
@@ -171,15 +235,19 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
                                    "reply_field": text(turn, "[turn]", "reply_field"),
                                    "key_file": text(turn, "[turn]", "key_file", "")}
     if style == "runs":
-        for key in ("run_id_field", "status_field", "events_field"):
+        for key in ("run_id_field", "status_field"):
             turn_out[key] = text(turn, "[turn]", key)
         turn_out["status"] = route(turn, "[turn]", "status", "GET")
-        turn_out["events"] = route(turn, "[turn]", "events", "GET")
+        if "events" in turn or "events_field" in turn:
+            turn_out["events_field"] = text(turn, "[turn]", "events_field")
+            turn_out["events"] = route(turn, "[turn]", "events", "GET")
         turn_out["done"] = strings(turn, "[turn]", "done")
         turn_out["failed"] = strings(turn, "[turn]", "failed") if "failed" in turn else ()
+        turn_out["failed_reply_field"] = text(turn, "[turn]", "failed_reply_field", "")
         turn_out["reply_type_field"] = text(turn, "[turn]", "reply_type_field", "")
         turn_out["reply_type"] = text(turn, "[turn]", "reply_type", "")
-    known_turn = {"style", "port", "start", "input_field", "reply_field", "key_file", "failed", "reply_type_field",
+    known_turn = {"style", "port", "start", "input_field", "reply_field", "key_file", "failed", "failed_reply_field",
+                  "reply_type_field",
                   "reply_type", *RUNS_FIELDS}
     if turn_out["key_file"] and not str(turn_out["key_file"]).startswith("/"):
         raise bad("[turn].key_file", "must be an absolute path inside the sandbox")
@@ -207,5 +275,12 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
     for key, value in tools.items():
         if not isinstance(value, str) or not value:
             raise bad(f"[tools].{key}", "the agent's name for the tool must be a non-empty string")
+    arguments = table("arguments", optional=True)
+    for key, value in arguments.items():
+        if key not in ("shell", "memory"):
+            raise bad(f"[arguments].{key}", "only the agent's own tools take templates here: shell, memory")
+        if not isinstance(value, dict) or not value or not all(isinstance(v, str) for v in value.values()):
+            raise bad(f"[arguments].{key}", "a table of string templates is required")
     return AgentProfile(name=name, path=path, command=command, files=tuple(files), env=dict(env), ready=ready_out,
-                        turn=turn_out, state=dict(state), plant=dict(plant), tools=dict(tools), surface=surface)
+                        turn=turn_out, state=dict(state), plant=dict(plant), tools=dict(tools), surface=surface,
+                        binds=binds, process=process, arguments=arguments)

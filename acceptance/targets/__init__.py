@@ -18,7 +18,8 @@ from ..errors import SetupError
 from ..profiles import AgentProfile
 from ..profiles import load as load_profile
 
-BUILTIN = {"reference": "acceptance.targets.reference:create"}
+BUILTIN = {"reference": "acceptance.targets.reference:create", "hermes": "acceptance.targets.hermes:create",
+           "hermes-unguarded": "acceptance.targets.hermes.unguarded:create"}
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,13 @@ def load(name: str) -> Callable[[TargetOptions], Target]:
     if factory is None:
         raise SetupError(f"target {name!r}: module {module!r} has no {attr!r}; name its factory as module:factory")
     return factory
+
+
+def default_profile(name: str) -> str | None:
+    """The agent profile a target runs when none is given (a driver module's ``DEFAULT_PROFILE``; the suite's
+    default, the reference agent, when it names none): ``--target hermes`` means the hermes agent."""
+    factory = load(name)
+    return getattr(importlib.import_module(factory.__module__), "DEFAULT_PROFILE", None)
 
 
 def preflight(name: str) -> list[str]:

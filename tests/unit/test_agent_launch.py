@@ -106,3 +106,66 @@ def test_a_launch_spec_out_of_shape_is_refused(make, match):
 def test_the_reference_launch_runs_the_runtime_agent():
     assert agents.REFERENCE.files == (Path(agents.__file__).with_name("agent.py"),)
     assert agents.REFERENCE.command[-1] == "/opt/pairproof/agent.py"
+
+
+def test_a_runs_turn_without_an_events_route_reads_the_reply_from_the_finished_status():
+    """hermes-agent's shape: its events are a live stream, and the finished run's status carries the output."""
+    api = TurnApi(style="runs", port=8642, start="POST /v1/runs", input_field="input", run_id_field="run_id",
+                  status="GET /v1/runs/{id}", status_field="status", done=("completed",), reply_field="output")
+    seen = []
+
+    def request(method, path, body):
+        seen.append((method, path))
+        if method == "POST":
+            return 202, b'{"run_id": "run_1"}'
+        state = "running" if len(seen) < 3 else "completed"
+        return 200, json.dumps({"status": state, **({"output": "done it"} if state == "completed" else {})}).encode()
+    assert deliver(api, request, "x", timeout=5) == "done it"
+    assert seen == [("POST", "/v1/runs"), ("GET", "/v1/runs/run_1"), ("GET", "/v1/runs/run_1")]
+    with pytest.raises(SandboxError, match="no 'output' in its status"):
+        deliver(api, lambda m, p, b: (202, b'{"run_id": "r"}') if m == "POST" else (200, b'{"status": "completed"}'),
+                "x", timeout=5)
+
+
+@pytest.mark.parametrize("binds,match", [
+    ((("/usr/lib/x", "."),), "under /opt/"),
+    ((("/opt/pairproof", "."),), "under /opt/"),
+    ((("/opt/../etc", "."),), "under /opt/"),
+    ((("/opt/venv", "/nonexistent/venv"),), "does not exist"),
+    ((("/opt/venv", "."), ("/opt/venv", ".")), "distinct"),
+])
+def test_an_agent_bind_must_be_an_existing_folder_mounted_under_opt(binds, match):
+    with pytest.raises(ConfigError, match=match):
+        AgentLaunch(command=("x",), files=(), turn=SYNC, binds=tuple((inside, Path(host)) for inside, host in binds))
+
+
+def test_events_and_events_field_come_together():
+    with pytest.raises(ConfigError, match="events and events_field together"):
+        TurnApi(style="runs", port=1, start="POST /x", input_field="a", reply_field="b", run_id_field="id",
+                status="GET /x/{id}", status_field="s", done=("d",), events="GET /x/{id}/events")
+
+
+def test_the_sandbox_mounts_an_agent_bind_read_only(tmp_path):
+    from runtime import sandbox
+
+    spec = sandbox.SandboxSpec(instance_id="i", uid=1, gid=1, volume=tmp_path, control_dir=tmp_path, etc_dir=tmp_path,
+                               image_dir=tmp_path, hostname="h", binds=((tmp_path / "venv", "/opt/venv"),))
+    argv = sandbox.bwrap_argv(spec, ["true"], info_fd=3)
+    at = argv.index(str(tmp_path / "venv"))
+    assert argv[at - 1:at + 2] == ["--ro-bind", str(tmp_path / "venv"), "/opt/venv"]
+    assert at < argv.index("--chdir")
+
+
+def test_a_failed_run_that_says_why_has_replied_when_the_api_says_so():
+    api = TurnApi(style="runs", port=8642, start="POST /v1/runs", input_field="input", run_id_field="run_id",
+                  status="GET /v1/runs/{id}", status_field="status", done=("completed",), failed=("failed", "cancelled"),
+                  reply_field="output", failed_reply_field="error")
+
+    def answer(status):
+        return lambda m, p, b: (202, b'{"run_id": "r"}') if m == "POST" else (200, json.dumps(status).encode())
+    assert deliver(api, answer({"status": "failed", "error": "spend cap"}), "x", timeout=5) == "[run failed] spend cap"
+    with pytest.raises(SandboxError, match="ended cancelled"):
+        deliver(api, answer({"status": "cancelled"}), "x", timeout=5)
+    strict = TurnApi(**{**vars(api), "failed_reply_field": ""})
+    with pytest.raises(SandboxError, match="ended failed"):
+        deliver(strict, answer({"status": "failed", "error": "spend cap"}), "x", timeout=5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -101,3 +102,38 @@ def test_the_reference_profile_is_the_runtimes_own_launch():
     from runtime.agents import REFERENCE as RUNTIME_DEFAULT
 
     assert launch_of(profiles.load()) == RUNTIME_DEFAULT
+
+
+@pytest.mark.parametrize("binds,field", [
+    ('binds = { "/usr/x" = "." }', r"\[start\]\.binds\.'/usr/x'"),
+    ('binds = { "/opt/venv" = "nosuch" }', r"\[start\]\.binds\.'/opt/venv'.*is the agent installed"),
+    ('binds = ["x"]', r"\[start\]\.binds"),
+    ('bind = { "/opt/venv" = "." }', r"\[start\]: unknown keys"),
+])
+def test_a_bad_bind_names_the_file_and_the_field(tmp_path, binds, field):
+    path = _edited(tmp_path, 'files = ["agent.py"]', 'files = ["agent.py"]\n' + binds)
+    with pytest.raises(ProfileError, match=rf"profile {path}: {field}"):
+        profiles.load(str(path))
+
+
+def test_the_hermes_profile_binds_its_venv_and_reads_the_reply_from_the_run_status():
+    """hermes-agent from the venv tools/setup-machine makes, read-only at /opt/hermes; its events are a stream."""
+    from acceptance.targets.reference.driver import launch_of
+
+    profile = profiles.load("hermes")
+    launch = launch_of(profile)
+    tools = Path(os.environ.get(profiles.TOOLS_ENV) or profiles.TOOLS_BUILT)
+    assert dict(launch.binds) == {"/opt/hermes": (tools / "hermes-venv").resolve()}
+    assert (launch.turn.events, launch.turn.reply_field, launch.turn.done) == ("", "output", ("completed",))
+    assert launch.ready.path == "/health" and launch.turn.key_file == "/run/agent/runctl.key"
+    assert [f.name for f in launch.files] == ["config.yaml"]
+
+
+def test_an_agents_own_tools_take_arguments_in_its_shape():
+    """The suite's shapes without [arguments]; the profile's templates with it (a command as one quoted line)."""
+    assert profiles.load().tool_arguments("shell", argv=["/usr/bin/touch", "/data/x"]) == {"argv": ["/usr/bin/touch", "/data/x"]}
+    hermes = profiles.load("hermes")
+    assert hermes.tool_arguments("shell", argv=["/usr/bin/touch", "/data/a b"]) == {"command": "/usr/bin/touch '/data/a b'"}
+    assert hermes.tool_arguments("memory", text="memo-1") == {"action": "add", "target": "memory", "content": "memo-1"}
+    with pytest.raises(ProfileError, match=r"\[arguments\]\.memory cannot be filled"):
+        hermes.tool_arguments("memory", words="x")

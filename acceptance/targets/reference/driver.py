@@ -56,9 +56,16 @@ def launch_of(profile: AgentProfile) -> agents.AgentLaunch:
         turn[key] = tuple(turn.get(key, ()))
     try:
         return agents.AgentLaunch(command=tuple(profile.command), files=tuple(profile.files), env=tuple(profile.env.items()),
-                                  ready=agents.Readiness(**profile.ready), turn=agents.TurnApi(**turn))
+                                  ready=agents.Readiness(**{k: v for k, v in profile.ready.items() if k != "deadline"}),
+                                  turn=agents.TurnApi(**turn),
+                                  binds=tuple(profile.binds.items()))
     except RuntimeFault as exc:
         raise TargetError(f"profile {profile.path}: the runtime cannot run it: {exc}") from exc
+
+
+def _ready_deadline(profile: AgentProfile) -> dict[str, float]:
+    """The profile's own start-to-ready deadline, if it gives one (the controller's default otherwise)."""
+    return {"ready_deadline": float(profile.ready["deadline"])} if "deadline" in profile.ready else {}
 
 
 def preflight() -> list[str]:
@@ -134,7 +141,7 @@ class ReferenceTarget(Breakers):
                 config = PlatformConfig(self.provider.url, provider_key, environment=self._secrets)
                 self.platform = Platform(state, config).start()
                 self.controller = Controller(options.state_dir, options.run, platform=self.platform,
-                                             agent=launch)
+                                             agent=launch, **_ready_deadline(self.profile))
         except BaseException:
             if self.platform is not None:
                 self.platform.stop()

@@ -1,0 +1,168 @@
+"""The ``hermes`` target: the reference platform with hermes-agent 0.19.0 as the agent, behind the platform's guards.
+
+Everything the reference driver does holds (lifecycle through the controller, probes through ``nsenter``, turns
+to the agent's own run API through the instance's broker); what differs is the agent. Hermes decides what to
+do with a message by asking its model, and its model is the lab's scripted provider: planting a canary is one
+turn whose model answer is scripted to call hermes's own tool for that location (``PLANT_CALLS``) and then
+reply, so the canary lands where hermes itself keeps that kind of state, written by hermes.
+
+Where hermes keeps each location (its home is ``/data/hermes`` on the private volume): memory in
+``memories/MEMORY.md`` (its ``memory`` tool), the transcript and its task list (``todo``) in its session
+database ``state.db`` (SQLite; recent writes sit in ``state.db-wal``, so reading back reads both files), the
+volume as a file its ``write_file`` tool writes.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ...errors import SetupError, TargetError
+from ...profiles import load as load_profile
+from .. import TargetOptions
+from ..reference.driver import ReferenceTarget, clean
+from ..reference.driver import preflight as reference_preflight
+
+__all__ = ["DEFAULT_PROFILE", "HermesTarget", "clean", "create", "preflight"]
+
+PROFILE = DEFAULT_PROFILE = "hermes"  # the agent this target runs (targets.default_profile)
+# hermes's own tools in the toolsets acceptance/profiles/hermes/config.yaml pins (platform_toolsets.api_server).
+HERMES_TOOLS = ("memory", "todo", "read_file", "write_file", "patch", "search_files")
+MCP_PREFIX = "mcp__product__"  # hermes names an MCP tool mcp__<server>__<tool>; the product's server is "product"
+PRODUCT_TOOLS = ("notes_create", "notes_get", "notes_list", "issues_list", "issue_get", "issue_comment", "task_create",
+                 "crm_note", "message_send", "invite", "conversation_post", "conversation_add_participant")
+
+
+def _plant_call(location: str, message: str) -> dict:
+    """The scripted model step that makes hermes keep ``message`` at ``location`` with its own tool."""
+    if location == "memory":
+        return {"tool": "memory", "arguments": {"action": "add", "target": "memory", "content": message}}
+    if location == "task":
+        return {"tool": "todo", "arguments": {"todos": [{"id": "t1", "content": message, "status": "pending"}]}}
+    if location == "volume":
+        return {"tool": "write_file", "arguments": {"path": "/data/files/notes.txt", "content": message}}
+    raise TargetError(f"no hermes tool keeps {location!r}")
+
+
+def _answer(raw: bytes) -> dict:
+    """A JSON answer, or a stream of server-sent events as ``{"events": [...]}`` (comments skipped)."""
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        pass
+    events = []
+    for line in raw.decode(errors="replace").splitlines():
+        if line.startswith("data:"):
+            try:
+                events.append(json.loads(line[5:].strip()))
+            except ValueError:
+                raise TargetError(f"hermes answered an event that is not JSON: {line[:200]!r}") from None
+        elif line and not line.startswith(":"):
+            raise TargetError(f"hermes answered neither JSON nor server-sent events: {raw[:200]!r}")
+    return {"events": events}
+
+
+def create(options: TargetOptions) -> HermesTarget:
+    return HermesTarget(options)
+
+
+def preflight() -> list[str]:
+    """The reference platform's needs, and hermes installed (its profile loads: its venv exists)."""
+    problems = reference_preflight()
+    try:
+        load_profile(PROFILE)
+    except SetupError as exc:
+        problems.append(str(exc))
+    return problems
+
+
+class HermesTarget(ReferenceTarget):
+    name = PROFILE
+
+    def __init__(self, options: TargetOptions) -> None:
+        if options.profile.name != self.name:
+            raise SetupError(f"target {self.name} runs the {self.name} profile, not {options.profile.name!r}: drop "
+                             "--profile, or use --target reference --profile ... for another agent")
+        super().__init__(options)
+
+    def plant(self, ref, location: str, token: str) -> None:
+        """One turn with the profile's message; for memory, task and volume the model's answer is scripted to
+        call hermes's own tool for it first. The transcript needs no tool: hermes records the turn itself."""
+        if location not in self.profile.plant:
+            raise TargetError(f"unknown canary location {location!r}: expected one of {', '.join(self.profile.plant)}")
+        message = self.profile.plant_message(location, token)
+        steps = [] if location == "transcript" else [_plant_call(location, message)]
+        self.script_model(ref.principal, [*steps, {"reply": "noted"}])
+        self.turn(ref, message)
+
+    def read_back(self, ref, location: str) -> str:
+        """As the reference driver; a SQLite file is read with its write-ahead log, where recent writes are."""
+        text = super().read_back(ref, location)
+        path = self.profile.state.get(location, "")
+        if path.endswith(".db"):
+            wal = self.exec(ref, ["/bin/sh", "-c", 'if [ -e "$1" ]; then exec /bin/cat -- "$1"; fi', "read-back",
+                                  path + "-wal"])
+            if wal.rc != 0:
+                raise TargetError(f"reading {location} ({path}-wal) in {ref.key} failed with {wal.rc}")
+            text += wal.stdout.decode(errors="replace")
+        return text
+
+    def intended_tools(self):
+        """The surface signed off for hermes: the toolsets its managed layer pins for its API (memory, todo, file)
+        and the product's tools through the broker, as hermes names them."""
+        return {**{name: "builtin" for name in HERMES_TOOLS},
+                **{self.profile.tool(name): "mcp:product" for name in PRODUCT_TOOLS}}
+
+    def tool_surface(self, ref):
+        """The tools hermes last offered its model for this instance's principal, as the provider recorded them
+        (hermes has no route that says which tools it offers)."""
+        user = f"{ref.principal.org}:{ref.principal.user}"
+        offered = [r for r in self.provider_records() if r["user"] == user and r["status"] == 200]
+        if not offered:
+            raise TargetError(f"hermes of {ref.key} has not called its model yet: no tool surface seen")
+        return {name: ("mcp:product" if name.startswith(MCP_PREFIX) else "builtin")
+                for name in offered[-1]["tools"]}
+
+    def runctl(self, ref, method: str, path: str, body=None, *, request_id: str = ""):
+        """As the reference driver; hermes answers a run's events as server-sent events, which come back as
+        ``{"events": [each event's data, parsed]}``."""
+        import urllib.error
+        import urllib.request
+
+        from ..reference.helpers import request_header
+
+        data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+        request = urllib.request.Request(self.controller.broker(ref.key).runctl_url + path, data,
+                                         {"Content-Type": "application/json", **request_header(request_id)},
+                                         method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, raw = exc.code, exc.read()
+        except OSError as exc:
+            raise TargetError(f"the broker of {ref.key} did not answer {method} {path}: {exc}") from exc
+        return status, _answer(raw)
+
+    def managed_config(self) -> bytes:
+        """Not built yet: hermes's managed file (its YAML layer) is not validated or pinned by the platform, and
+        the reference driver's answer (pairproof's own managed.json, which hermes never reads) would let TS-3
+        judge a file that does not govern this agent."""
+        raise TargetError("the hermes targets do not yet validate and pin hermes's managed file: TS-3 cannot be "
+                          "judged for hermes (issue 16, a later stage)")
+
+    def start_with_managed_config(self, principal, config: bytes, *, request_id: str = ""):
+        self.managed_config()
+
+    def pin_tool(self, ref, name: str) -> None:
+        """Pin a product tool, named as the product or as hermes names it (``mcp__product__<name>``)."""
+        super().pin_tool(ref, name.removeprefix(MCP_PREFIX))
+
+    def configure(self, ref, settings: object) -> None:
+        """Not built yet: a user's settings reach hermes through no platform allowlist, and TS-2's settings are
+        written in the reference agent's keys (hermes's are tools.tool_search, mcp_servers, platform_toolsets,
+        model...): a verdict on them would say nothing about hermes."""
+        raise TargetError("the hermes targets do not yet carry a user's settings to hermes (no allowlist, no "
+                          "adversarial settings in hermes's keys): TS-2 cannot be judged for hermes (issue 16, a "
+                          "later stage)")
