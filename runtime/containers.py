@@ -225,6 +225,7 @@ class DockerEngine:
             remove_run_containers(self.run, docker_client=self.client)
         finally:
             self.client.close()
+        remove_parent_cgroups(self.run)
 
     # -- running something inside ------------------------------------------------------------------
 
@@ -366,6 +367,25 @@ def remove_run_containers(run: str | None = None, *, docker_client=None) -> list
         volume.remove(force=True)
     for network in made.networks.list(filters={"label": selector}):
         network.remove()
+    return removed
+
+
+def remove_parent_cgroups(run: str, mount: Path = Path("/sys/fs/cgroup")) -> list[Path]:
+    """Remove the empty ``pairproof/<run>`` folders Docker made as the containers' cgroup parent in every
+    mounted hierarchy (it creates them, and never removes them); the folders removed. One that still holds a
+    cgroup (a container not yet gone) is left, as rmdir refuses it."""
+    removed = []
+    candidates = [mount / CGROUP_PARENT / run, *mount.glob(f"*/{CGROUP_PARENT}/{run}")]
+    for folder in candidates:
+        try:
+            folder.rmdir()
+            removed.append(folder)
+        except OSError:
+            continue
+        try:
+            folder.parent.rmdir()  # the shared parent goes with the last run, as cleanup does it
+        except OSError:
+            pass
     return removed
 
 

@@ -18,7 +18,7 @@ from ..errors import SetupError
 from ..profiles import AgentProfile
 from ..profiles import load as load_profile
 
-BUILTIN = {"reference": "acceptance.targets.reference:create"}
+BUILTIN = {"reference": "acceptance.targets.reference:create", "docker": "acceptance.targets.docker:create"}
 
 
 @dataclass(frozen=True)

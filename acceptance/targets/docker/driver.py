@@ -1,0 +1,100 @@
+"""The docker target: an agent image qualified under a real Docker engine, the reference platform around it.
+
+Every instance is a container of the image (``PAIRPROOF_IMAGE``, set by ``pairproof qualify --image``; the
+reference agent image, built locally, when unset), created through docker-py by the runtime's container
+engine (``runtime/containers.py``), which gives it every guard the platform decides: no network but
+loopback, its own host uid, read-only root, the private volume, memory and pids limits, no capabilities,
+no new privileges, the default seccomp profile, private IPC and /dev/shm. The controller, brokers (bound
+inside each container's network namespace), model proxy, product server, provider mock, snapshots and
+journal are the reference platform's (``PlatformTarget``), unchanged.
+
+Probes run through ``docker exec`` as the instance's uid; the static probe, a host file, runs by
+descriptor with ``nsenter`` from the host, so nothing of ours is written into the container.
+
+Not yet here: the broken arrangements in Docker's terms (the owner's volume in the intruder, a shared pid
+namespace, the same uid, secrets in the environment, a network joined to the lab, no memory limit) and the
+Docker mutants; until then the cases whose X controls need them are *not covered*.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from runtime import cleanup as runtime_cleanup
+from runtime import containers
+from runtime.errors import RuntimeFault
+
+from ...errors import SetupError, TargetError
+from .. import TargetOptions
+from ..reference import driver as reference
+from ..reference.helpers import contract_errors, reports_contract_errors
+from . import image as images
+
+IMAGE_ENV = "PAIRPROOF_IMAGE"
+
+
+def create(options: TargetOptions) -> DockerTarget:
+    return DockerTarget(options)
+
+
+def preflight() -> list[str]:
+    """What this machine lacks for the docker target, one fix-naming line each."""
+    problems = list(reference.preflight())  # the platform around the containers is the reference one
+    try:
+        import docker  # noqa: F401
+    except ImportError:
+        return [*problems, "docker-py is not installed: pip install docker (tools/setup-machine does)"]
+    if shutil.which("nsenter") is None:
+        problems.append("nsenter (util-linux) is missing: it runs the static probe in a container")
+    try:
+        made = containers.client(timeout=10)
+    except RuntimeFault as exc:
+        return [*problems, str(exc)]
+    try:
+        bridges = made.networks.list(filters={"driver": "bridge"})
+    finally:
+        made.close()
+    if bridges:
+        problems.append("the Docker engine has a bridge network (a path off the machine for a container): run an "
+                        "engine with --bridge=none --iptables=false (tools/setup-docker starts one)")
+    return problems
+
+
+def clean(state_dir: Path, *, include_live: bool = False) -> list[str]:
+    """``pairproof clean --target docker``: the labelled containers, volumes and networks of every run that is
+    not live (of every run, with ``include_live``), then the reference platform's leftovers of those runs."""
+    lines = []
+    with contract_errors():
+        live = {r.run for r in runtime_cleanup.find(Path(state_dir)) if r.live}
+        made = containers.client(timeout=30)
+        try:
+            for run in sorted(containers.runs_with_containers(docker_client=made)):
+                if run in live and not include_live:
+                    lines.append(f"left the containers of run {run} alone: its owner process is still running "
+                                 "(use --all to remove them anyway)")
+                    continue
+                removed = containers.remove_run_containers(run, docker_client=made)
+                containers.remove_parent_cgroups(run)
+                lines.append(f"removed {len(removed)} containers of run {run}")
+        finally:
+            made.close()
+    return lines + reference.clean(state_dir, include_live=include_live)
+
+
+@reports_contract_errors
+class DockerTarget(reference.PlatformTarget):
+    """The reference platform with Docker as its sandbox engine. No broken arrangement yet (see the module)."""
+
+    name = "docker"
+
+    def _engine(self, options: TargetOptions) -> containers.DockerEngine:
+        wanted = os.environ.get(IMAGE_ENV, "")
+        try:
+            tag = wanted or images.ensure("reference")
+            return containers.DockerEngine(tag, options.run)
+        except SetupError:
+            raise
+        except RuntimeFault as exc:
+            raise TargetError(f"docker target: {exc}") from exc
