@@ -45,8 +45,19 @@ def _terminate_like_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _image(args: argparse.Namespace) -> None:
+    """``--image`` reaches the docker driver as ``PAIRPROOF_IMAGE`` (in this process and every pytest worker)."""
+    if args.image:
+        if args.target != "docker":
+            raise SetupError(f"--image names an image to qualify under Docker: use it with --target docker, not "
+                             f"--target {args.target}")
+        os.environ["PAIRPROOF_IMAGE"] = args.image
+
+
 def qualify(args: argparse.Namespace) -> int:
     from . import targets
+
+    _image(args)
 
     targets.load(args.target)  # unknown target: SetupError before anything is touched
     from .profiles import load as load_profile
@@ -163,6 +174,7 @@ def check_driver(args: argparse.Namespace) -> int:
     from .fixtures import PLATFORM_SECRETS
     from .profiles import load as load_profile
 
+    _image(args)
     factory = targets.load(args.target)  # unknown name, or a module that does not import: SetupError (exit 2)
     if not callable(factory):
         raise SetupError(f"target {args.target!r} names {type(factory).__name__}, not a factory: give module:factory "
@@ -264,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--target", default="reference", help="target driver (default: reference)")
     q.add_argument("--profile", default="reference", metavar="NAME|PATH",
                    help="agent profile the target runs: a name in acceptance/profiles or a .toml file (default: reference)")
+    q.add_argument("--image", default="", metavar="IMAGE",
+                   help="the image to qualify (--target docker; default: the reference agent image, built locally)")
     q.add_argument("--reports-dir", default="reports", help="where to write allure-results/ and verdict.json")
     q.add_argument("--state-dir", default="/var/lib/pairproof", help="runtime state folder (reference target)")
     q.add_argument("-n", type=int, default=0, help="run the suite on N processes (pytest-xdist)")
@@ -296,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--profile", default="reference", metavar="NAME|PATH",
                    help="agent profile the driver runs, as `qualify --profile` gives it (default: reference)")
     d.add_argument("--state-dir", default="/var/lib/pairproof", help="state folder handed to the driver (options.state_dir)")
+    d.add_argument("--image", default="", metavar="IMAGE", help="the image to qualify (--target docker)")
     d.set_defaults(func=check_driver)
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")
     c.add_argument("--target", default="reference", help="whose leftovers (its driver's clean hook; default: reference)")

@@ -11,9 +11,8 @@ journal are the reference platform's (``PlatformTarget``), unchanged.
 Probes run through ``docker exec`` as the instance's uid; the static probe, a host file, runs by
 descriptor with ``nsenter`` from the host, so nothing of ours is written into the container.
 
-Not yet here: the broken arrangements in Docker's terms (the owner's volume in the intruder, a shared pid
-namespace, the same uid, secrets in the environment, a network joined to the lab, no memory limit) and the
-Docker mutants; until then the cases whose X controls need them are *not covered*.
+The broken arrangements the controls need are built in Docker's terms (``breakers.py``). Not yet here:
+the Docker mutants (run-configuration mistakes, each killed by a named case).
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from .. import TargetOptions
 from ..reference import driver as reference
 from ..reference.helpers import contract_errors, reports_contract_errors
 from . import image as images
+from .breakers import DockerBreakers
 
 IMAGE_ENV = "PAIRPROOF_IMAGE"
 
@@ -84,8 +84,8 @@ def clean(state_dir: Path, *, include_live: bool = False) -> list[str]:
 
 
 @reports_contract_errors
-class DockerTarget(reference.PlatformTarget):
-    """The reference platform with Docker as its sandbox engine. No broken arrangement yet (see the module)."""
+class DockerTarget(DockerBreakers, reference.PlatformTarget):
+    """The reference platform with Docker as its sandbox engine, and the broken arrangements in Docker's terms."""
 
     name = "docker"
 
