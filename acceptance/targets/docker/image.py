@@ -20,12 +20,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import runtime
 from runtime import containers
 from runtime.errors import SandboxError
 
 from ...errors import SetupError
 
-AGENT = Path(__file__).resolve().parents[3] / "runtime" / "agent.py"
+AGENT = Path(runtime.__file__).with_name("agent.py")  # the runtime's own agent, installed or in the checkout
 REPOSITORY = "pairproof/agent"
 LABEL_INPUTS = "pairproof.inputs"
 BUILDER = "1"  # bump when the way the root is assembled changes
