@@ -101,6 +101,9 @@ def container_config(spec: SandboxSpec, limits: Limits, command: Sequence[str], 
         "pids_limit": limits.pids_max,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],  # and Docker's default seccomp profile, by not naming another
+        # Loopback only, of both families as in a bubblewrap sandbox: Docker turns IPv6 off in the namespace,
+        # and a connect to an IPv6 address would then fail "address not available" instead of "unreachable".
+        "sysctls": {"net.ipv6.conf.all.disable_ipv6": "0", "net.ipv6.conf.default.disable_ipv6": "0"},
         "ipc_mode": "private",
         "shm_size": SHM_SIZE,
         "cgroup_parent": f"/{CGROUP_PARENT}/{run}",

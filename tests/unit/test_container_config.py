@@ -34,6 +34,7 @@ def test_every_guard_is_set():
     assert config["labels"] == {LABEL_RUN: "r1", LABEL_INSTANCE: "org1-alice-0"}
     assert config["cgroup_parent"] == "/pairproof/r1"
     assert set(config["tmpfs"]) == {"/tmp"}
+    assert config["sysctls"] == {"net.ipv6.conf.all.disable_ipv6": "0", "net.ipv6.conf.default.disable_ipv6": "0"}
 
 
 def test_mounts_are_the_instances_own_and_nothing_else():

@@ -117,9 +117,7 @@ class DockerBreakers(Breakers):
         def edit(config: dict) -> dict:
             mounts = [*config["mounts"], {"Type": "bind", "Source": str(resolv), "Target": "/etc/resolv.conf",
                                           "ReadOnly": True}]
-            # Docker turns IPv6 off in a container's namespace; the lab's link speaks both families.
-            sysctls = {"net.ipv6.conf.all.disable_ipv6": "0", "net.ipv6.conf.default.disable_ipv6": "0"}
-            return {**config, "mounts": mounts, "environment": {**config["environment"], **env}, "sysctls": sysctls}
+            return {**config, "mounts": mounts, "environment": {**config["environment"], **env}}
         ref = self._start_broken(principal, uid=uid, volume=None, command=command, edit=edit)
         lab.connect(self._broken[ref.key].host_pid)
         return ref

@@ -29,7 +29,7 @@ from ...errors import SetupError
 AGENT = Path(runtime.__file__).with_name("agent.py")  # the runtime's own agent, installed or in the checkout
 REPOSITORY = "pairproof/agent"
 LABEL_INPUTS = "pairproof.inputs"
-BUILDER = "1"  # bump when the way the root is assembled changes
+BUILDER = "2"  # bump when the way the root is assembled changes
 # The agent needs python3; the suite's probes a shell, coreutils, ps (procps) and getent (libc-bin).
 SEEDS = {"reference": ("python3-minimal", "python3.11", "dash", "coreutils", "procps", "libc-bin"),
          "slim": ("dash", "coreutils")}
@@ -154,7 +154,7 @@ def _write_root(plan_: Plan, out) -> None:
             tar.addfile(info)
         data("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
         data("etc/group", b"root:x:0:\n")
-        data("etc/nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files\n")
+        data("etc/nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files dns\n")
         if plan_.flavour == "reference":
             data("opt/pairproof/agent.py", AGENT.read_bytes())
 
@@ -181,4 +181,19 @@ def ensure(flavour: str = "reference", *, docker_client=None) -> str:
         except docker.errors.DockerException as exc:
             raise SandboxError(f"docker import of the {flavour} agent image failed: {exc}") from exc
     made.images.get(wanted.tag)  # the import said nothing wrong; the tag must now exist
+    _remove_stale(made, wanted)
     return wanted.tag
+
+
+def _remove_stale(made, wanted: Plan) -> None:
+    """Images of the same flavour built from other inputs: they will not be used again (one a container
+    still uses is left to the next build)."""
+    import docker
+
+    for old in made.images.list(name=REPOSITORY):
+        tags = [t for t in old.tags if t.startswith(f"{REPOSITORY}:{wanted.flavour}-") and t != wanted.tag]
+        for tag in tags:
+            try:
+                made.images.remove(tag)
+            except docker.errors.APIError:
+                pass
