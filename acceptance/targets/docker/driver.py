@@ -63,21 +63,26 @@ def preflight() -> list[str]:
 
 
 def clean(state_dir: Path, *, include_live: bool = False) -> list[str]:
-    """``pairproof clean --target docker``: the labelled containers, volumes and networks of every run that is
-    not live (of every run, with ``include_live``), then the reference platform's leftovers of those runs."""
+    """``pairproof clean --target docker``: for every run kept under ``state_dir`` whose owner process is gone
+    (every run there, with ``include_live``), its labelled containers, volumes and networks and the cgroup
+    folders Docker left, then the reference platform's leftovers. Containers of runs kept elsewhere (another
+    state root, another CI job) are none of this root's business, as for the reference target."""
     lines = []
     with contract_errors():
-        live = {r.run for r in runtime_cleanup.find(Path(state_dir)) if r.live}
+        runs = runtime_cleanup.find(Path(state_dir))
         made = containers.client(timeout=30)
         try:
-            for run in sorted(containers.runs_with_containers(docker_client=made)):
-                if run in live and not include_live:
-                    lines.append(f"left the containers of run {run} alone: its owner process is still running "
-                                 "(use --all to remove them anyway)")
+            with_containers = containers.runs_with_containers(docker_client=made)
+            for leftover in runs:
+                if leftover.run not in with_containers:
                     continue
-                removed = containers.remove_run_containers(run, docker_client=made)
-                containers.remove_parent_cgroups(run)
-                lines.append(f"removed {len(removed)} containers of run {run}")
+                if leftover.live and not include_live:
+                    lines.append(f"left the containers of run {leftover.run} alone: its owner process is still "
+                                 "running (use --all to remove them anyway)")
+                    continue
+                removed = containers.remove_run_containers(leftover.run, docker_client=made)
+                containers.remove_parent_cgroups(leftover.run)
+                lines.append(f"removed {len(removed)} containers of run {leftover.run}")
         finally:
             made.close()
     return lines + reference.clean(state_dir, include_live=include_live)
