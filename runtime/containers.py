@@ -45,6 +45,7 @@ LABEL_RUN = "pairproof.run"
 LABEL_INSTANCE = "pairproof.instance"
 CGROUP_PARENT = cgroups.ROOT_NAME  # the same parent folder as the bubblewrap sandboxes' cgroups
 TMP_SIZE = "64m"
+RESOLV_CONF = "resolv.conf"  # empty, in the instance's synthetic /etc folder (written by ``DockerEngine.start``)
 SHM_SIZE = 16 << 20
 
 
@@ -77,6 +78,9 @@ def container_config(spec: SandboxSpec, limits: Limits, command: Sequence[str], 
         {"Type": "bind", "Source": str(spec.control_dir), "Target": "/run/agent", "ReadOnly": False},
         {"Type": "bind", "Source": str(spec.etc_dir / "passwd"), "Target": "/etc/passwd", "ReadOnly": True},
         {"Type": "bind", "Source": str(spec.etc_dir / "group"), "Target": "/etc/group", "ReadOnly": True},
+        # An empty resolv.conf of ours: Docker would otherwise copy the host's in (its resolvers, unreachable
+        # from here, and the host's configuration); with none, the sandbox names no resolver, as in bubblewrap.
+        {"Type": "bind", "Source": str(spec.etc_dir / RESOLV_CONF), "Target": "/etc/resolv.conf", "ReadOnly": True},
     ]
     if spec.managed_config is not None:
         mounts.append({"Type": "bind", "Source": str(spec.managed_config), "Target": "/etc/pairproof/managed.json",
@@ -187,6 +191,10 @@ class DockerEngine:
         answers for (broken arrangements only)."""
         docker = _docker()
         name = f"pairproof-{self.run}-{spec.instance_id}-{os.urandom(3).hex()}"
+        resolv = spec.etc_dir / RESOLV_CONF
+        if not resolv.exists():
+            resolv.write_text("")
+            os.chmod(resolv, 0o644)
         config = container_config(spec, limits, command, image=self.image, run=self.run, name=name)
         if edit is not None:
             config = edit(config)

@@ -44,6 +44,7 @@ def test_mounts_are_the_instances_own_and_nothing_else():
         "/run/agent": ("/state/c", False),
         "/etc/passwd": ("/state/etc/passwd", True),
         "/etc/group": ("/state/etc/group", True),
+        "/etc/resolv.conf": ("/state/etc/resolv.conf", True),
         "/etc/pairproof/managed.json": ("/state/managed.json", True),
     }
     assert not any("docker.sock" in m["Source"] for m in _config()["mounts"])

@@ -115,8 +115,8 @@ class DockerBreakers(Breakers):
             command = ("/bin/sh", "-c", ": > /run/agent/ready && exec /usr/bin/python3 -I -S /opt/pairproof/agent.py")
 
         def edit(config: dict) -> dict:
-            mounts = [*config["mounts"], {"Type": "bind", "Source": str(resolv), "Target": "/etc/resolv.conf",
-                                          "ReadOnly": True}]
+            mounts = [*(m for m in config["mounts"] if m["Target"] != "/etc/resolv.conf"),
+                      {"Type": "bind", "Source": str(resolv), "Target": "/etc/resolv.conf", "ReadOnly": True}]
             return {**config, "mounts": mounts, "environment": {**config["environment"], **env}}
         ref = self._start_broken(principal, uid=uid, volume=None, command=command, edit=edit)
         lab.connect(self._broken[ref.key].host_pid)
