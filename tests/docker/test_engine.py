@@ -180,3 +180,13 @@ def test_clean_removes_the_containers_of_a_sigkilled_run(root, run):
         assert client.volumes.list(filters={"label": f"{containers.LABEL_RUN}={run}"}) == []
     finally:
         client.close()
+
+
+def test_check_driver_passes_on_the_docker_target(root):
+    """The docker driver's core and every facet it claims work, one real round trip each; it leaves nothing."""
+    done = subprocess.run([sys.executable, "-m", "acceptance.cli", "check-driver", "docker", "--state-dir", str(root)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "check-driver: PASSED" in done.stdout and "24 of 24 claimed facets work" in done.stdout, done.stdout[-2000:]
+    run = done.stdout.split("(run ", 1)[1].split(")", 1)[0]
+    assert containers.run_containers(run) == []
