@@ -1,9 +1,11 @@
 """``pairproof``: qualify a target, or clean what an interrupted run left.
 
-    pairproof qualify [--target reference|docker [--image IMAGE]] [--profile reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
+    pairproof qualify [--target reference|docker [--image IMAGE]] [--profile reference] [--reports-dir reports]
+                      [-n N] [--case ID] [-- pytest args]
     pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
     pairproof gate [--results reports] [--mutants reports/mutants.json]
-    pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR] [--image IMAGE]     (TARGET: a registered name or module:factory)
+    pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR] [--image IMAGE]
+                                 (TARGET: a registered name or module:factory)
     pairproof clean [--target reference|docker] [--all]
     pairproof scan PATH... [--json] [--skip PATH]                             (exit 0 no hits, 1 hits, 2 bad input)
 
