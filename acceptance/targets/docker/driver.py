@@ -43,7 +43,7 @@ def preflight() -> list[str]:
     """What this machine lacks for the docker target, one fix-naming line each."""
     problems = list(reference.preflight())  # the platform around the containers is the reference one
     try:
-        import docker  # noqa: F401
+        import docker
     except ImportError:
         return [*problems, "docker-py is not installed: pip install docker (tools/setup-machine does)"]
     if shutil.which("nsenter") is None:
@@ -54,6 +54,13 @@ def preflight() -> list[str]:
         return [*problems, str(exc)]
     try:
         bridges = made.networks.list(filters={"driver": "bridge"})
+        wanted = os.environ.get(IMAGE_ENV, "")
+        if wanted:
+            try:
+                made.images.get(wanted)
+            except docker.errors.ImageNotFound:
+                problems.append(f"image {wanted!r} is not in the local Docker engine, and nothing is pulled: "
+                                "`docker load` or build it first, or leave out --image for the reference agent image")
     finally:
         made.close()
     if bridges:
