@@ -386,15 +386,15 @@ def remove_parent_cgroups(run: str, mount: Path = Path("/sys/fs/cgroup")) -> lis
     mounted hierarchy (it creates them, and never removes them); the folders removed. One that still holds a
     cgroup (a container not yet gone) is left, as rmdir refuses it."""
     removed = []
-    candidates = [mount / CGROUP_PARENT / run, *mount.glob(f"*/{CGROUP_PARENT}/{run}")]
-    for folder in candidates:
+    for folder in [mount / CGROUP_PARENT / run, *mount.glob(f"*/{CGROUP_PARENT}/{run}")]:
         try:
             folder.rmdir()
             removed.append(folder)
         except OSError:
             continue
+    for parent in [mount / CGROUP_PARENT, *mount.glob(f"*/{CGROUP_PARENT}")]:
         try:
-            folder.parent.rmdir()  # the shared parent goes with the last run, as cleanup does it
+            parent.rmdir()  # the shared parent goes with the last run (another run's folder keeps it)
         except OSError:
             pass
     return removed
