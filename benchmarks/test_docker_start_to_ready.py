@@ -67,7 +67,11 @@ def test_docker_instance_start_to_ready_against_a_bare_run(benchmark, docker_con
         container.remove(force=True)
         bare.append(time.perf_counter() - start)
     rec = docker_controller.provision("org1", "alice")
-    benchmark.pedantic(docker_controller.wake, args=(rec.id,), setup=lambda: docker_controller.sleep(rec.id),
+
+    def put_to_sleep() -> None:
+        docker_controller.sleep(rec.id)
+
+    benchmark.pedantic(docker_controller.wake, args=(rec.id,), setup=put_to_sleep,
                        rounds=ROUNDS, iterations=1, warmup_rounds=2)
     instance = _p50(sorted(benchmark.stats.stats.data))
     ratio = instance / _p50(bare)
