@@ -1,11 +1,13 @@
 """``pairproof``: qualify a target, or clean what an interrupted run left.
 
-    pairproof qualify [--target reference] [--profile reference] [--reports-dir reports] [-n N] [--case ID] [-- pytest args]
+    pairproof qualify [--target reference|docker [--image IMAGE]] [--profile reference] [--reports-dir reports]
+                      [-n N] [--case ID] [-- pytest args]
     pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
     pairproof gate [--results reports] [--mutants reports/mutants.json]
     pairproof report [--reports-dir reports]                                   (rebuild the two HTML pages)
-    pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR]     (TARGET: a registered name or module:factory)
-    pairproof clean [--target reference] [--all]
+    pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR] [--image IMAGE]
+                                 (TARGET: a registered name or module:factory)
+    pairproof clean [--target reference|docker] [--all]
     pairproof measure [--target reference] [--turns N] [--json]               (an instance's footprint beside the budget)
     pairproof scan PATH... [--json] [--skip PATH]                             (exit 0 clean, 1 hits or not all read, 2 bad input)
 
@@ -79,11 +81,21 @@ def _terminate_like_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _image(args: argparse.Namespace) -> None:
+    """``--image`` reaches the docker driver as ``PAIRPROOF_IMAGE`` (in this process and every pytest worker)."""
+    if args.image:
+        if args.target != "docker":
+            raise SetupError(f"--image names an image to qualify under Docker: use it with --target docker, not "
+                             f"--target {args.target}")
+        os.environ["PAIRPROOF_IMAGE"] = args.image
+
+
 def qualify(args: argparse.Namespace) -> int:
     from . import inputs, targets
 
     inputs.positive(args.n, "-n", zero=True)
     inputs.case_ids(args.case)
+    _image(args)
     targets.load(args.target)  # unknown target: SetupError before anything is touched
     from .profiles import load as load_profile
 
@@ -303,6 +315,7 @@ def check_driver(args: argparse.Namespace) -> int:
     from .fixtures import PLATFORM_SECRETS
     from .profiles import load as load_profile
 
+    _image(args)
     factory = targets.load(args.target)  # unknown name, or a module that does not import: SetupError (exit 2)
     if not callable(factory):
         raise SetupError(f"target {args.target!r} names {type(factory).__name__}, not a factory: give module:factory "
@@ -398,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--profile", default=None, metavar="NAME|PATH",
                    help="agent profile the target runs: a name in acceptance/profiles or a .toml file (default: the "
                         "target's own agent; reference for the reference target)")
+    q.add_argument("--image", default="", metavar="IMAGE",
+                   help="the image to qualify (--target docker; default: the reference agent image, built locally)")
     q.add_argument("--reports-dir", default="reports", help="where to write allure-results/ and verdict.json")
     q.add_argument("--state-dir", default="/var/lib/pairproof", help="runtime state folder (reference target)")
     q.add_argument("-n", type=int, default=0, help="run the suite on N processes (pytest-xdist)")
@@ -430,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--profile", default=None, metavar="NAME|PATH",
                    help="agent profile the driver runs, as `qualify --profile` gives it (default: the target's own)")
     d.add_argument("--state-dir", default="/var/lib/pairproof", help="state folder handed to the driver (options.state_dir)")
+    d.add_argument("--image", default="", metavar="IMAGE", help="the image to qualify (--target docker)")
     d.set_defaults(func=check_driver)
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")
     c.add_argument("--target", default="reference", help="whose leftovers (its driver's clean hook; default: reference)")

@@ -97,6 +97,7 @@ def pairproof_target(request: pytest.FixtureRequest, pairproof_run: Run, platfor
     options = TargetOptions(run=f"{pairproof_run.id}-{pairproof_run.worker}",
                             state_dir=Path(request.config.getoption("pairproof_state_dir")),
                             secrets=platform_secrets, profile=agent_profile)
+    observe.watch_run_cgroup(options.run)  # sandboxes under a container engine's daemon are no descendants of ours
     try:
         t = factory(options)
     except Exception as exc:

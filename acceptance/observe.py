@@ -90,11 +90,28 @@ def members(namespaces: Mapping[str, str], among: Iterable[HostProcess] | None =
             if all(p.namespaces.get(k) == v for k, v in wanted.items())]
 
 
+# The run's own cgroup folder (``/pairproof/<run>/`` in every hierarchy): the suite's fixture names it from
+# the run id it gave the target (``watch_run_cgroup``), not the driver. A sandbox a container engine's daemon
+# starts is no descendant of this process, but its processes sit in that folder (the reference runtime puts
+# every sandbox there, whichever its engine).
+_RUN_CGROUPS: list[str] = []
+
+
+def watch_run_cgroup(run: str, parent: str = "pairproof") -> None:
+    """Count the processes in the cgroup folder of ``run`` among the sandboxes below this process."""
+    _RUN_CGROUPS.append(f"/{parent}/{run}/")
+
+
+def _in_run_cgroup(pid: int, proc: Path) -> bool:
+    return any(path.startswith(folder) for path in cgroups(pid, proc).values() for folder in _RUN_CGROUPS)
+
+
 def sandboxes(root: int | None = None, proc: Path = PROC) -> dict[frozenset[str], list[HostProcess]]:
     """The sandboxes below ``root`` (default: this process): its descendants in a user or pid namespace
     other than ``root``'s (launchers, helpers and the lab's sinks share ours), joined into one sandbox when
     they share such a namespace (a launcher that entered the user namespace before forking into the pid
-    namespace belongs with its child). Each is keyed by the namespaces of its own that it holds."""
+    namespace belongs with its child). Each is keyed by the namespaces of its own that it holds. The
+    processes in the run's cgroup folder (``watch_run_cgroup``) count as below it too."""
     root = os.getpid() if root is None else root
     procs = processes(proc)
     own = next((p for p in procs if p.pid == root), None)
@@ -109,8 +126,12 @@ def sandboxes(root: int | None = None, proc: Path = PROC) -> dict[frozenset[str]
             ns = parent[ns]
         return ns
 
+    below = descendants(root, procs)
+    if _RUN_CGROUPS:
+        seen = {p.pid for p in below}
+        below += [p for p in procs if p.pid not in seen and p.pid != root and _in_run_cgroup(p.pid, proc)]
     inside = []
-    for p in descendants(root, procs):
+    for p in below:
         theirs = [p.namespaces[k] for k in SANDBOX_KEY if p.namespaces.get(k) and p.namespaces[k] not in mine]
         if not theirs:
             continue

@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import agents, capacity, cgroups, managed, requestid, sandbox, uids
+from . import agents, capacity, cgroups, containers, managed, requestid, sandbox, uids
 from .agents import AgentLaunch
 from .broker import AGENT_PORT, Broker, dispatch_effect
 from .cgroups import Limits
@@ -140,12 +140,15 @@ class Controller:
                  hierarchy: cgroups.Hierarchy | None = None, ready_deadline: float = 10.0,
                  platform: Platform | None = None, budget: capacity.Budget = capacity.REFERENCE_BUDGET,
                  host: capacity.Host | None = None, managed_sha256: str = managed.PINNED_SHA256,
-                 agent: AgentLaunch = agents.REFERENCE, policy: SleepPolicy = SleepPolicy()) -> None:
+                 agent: AgentLaunch = agents.REFERENCE, policy: SleepPolicy = SleepPolicy(),
+                 engine: containers.DockerEngine | None = None) -> None:
         if not RUN.match(run):
             raise ConfigError(f"run name {run!r} is invalid: use 1-48 of a-z, 0-9, '_' and '-', starting alphanumeric")
         self.root, self.run, self.limits, self.ready_deadline = Path(root), run, limits, ready_deadline
         self.managed_sha256 = managed_sha256
         self.launch = agent
+        # The sandbox engine: bubblewrap (sandbox.py) unless a container engine is given (containers.py).
+        self.engine = engine
         self.state = self.root / "runs" / run
         self.state.mkdir(parents=True, exist_ok=True)
         _traversable(self.root)
@@ -292,12 +295,15 @@ class Controller:
         runctl_key = self._issue_runctl_key(record)
         self._runctl_keys[instance_id] = runctl_key
         limits = Limits(record.memory_bytes, record.pids_max)
-        cg = self.hierarchy.create(self.run, f"{record.id}-g{record.generation}", limits)
-        try:
-            proc = sandbox.start(self.spec(record), cg, self.launch.command, deadline=self.ready_deadline)
-        except BaseException:
-            cg.remove()
-            raise
+        if self.engine is not None:
+            proc = self.engine.start(self.spec(record), limits, self.launch.command, deadline=self.ready_deadline)
+        else:
+            cg = self.hierarchy.create(self.run, f"{record.id}-g{record.generation}", limits)
+            try:
+                proc = sandbox.start(self.spec(record), cg, self.launch.command, deadline=self.ready_deadline)
+            except BaseException:
+                cg.remove()
+                raise
         self._sandboxes[instance_id] = proc
         try:
             if self.platform is not None:
@@ -562,8 +568,7 @@ class Controller:
         end = time.monotonic() + self.ready_deadline
         while time.monotonic() < end:
             if not proc.alive():
-                err = proc.popen.stderr.read().decode(errors="replace").strip() if proc.popen.stderr else ""
-                raise SandboxError(f"agent of {proc.spec.instance_id} exited with {proc.popen.returncode} before ready: {err}")
+                raise SandboxError(f"agent of {proc.spec.instance_id} ended before ready ({proc.exit_report()})")
             try:
                 if ready.kind == "listening":
                     with socket_in(proc.host_pid) as probe:
@@ -669,9 +674,8 @@ class Controller:
         if proc is None:
             raise InstanceError(f"instance {instance_id} is not running")
         if proc.cgroup.frozen():
-            proc.cgroup.kill_all()  # a frozen launcher takes its SIGKILL only once thawed
-        proc.popen.kill()
-        proc.popen.wait()
+            proc.cgroup.kill_all()  # a frozen sandbox takes its SIGKILL only once thawed
+        proc.crash()
 
     def _stop(self, instance_id: str) -> None:
         self._frozen.discard(instance_id)
@@ -711,7 +715,19 @@ class Controller:
     def exec(self, instance_id: str, argv: Sequence[str], *, stdin: bytes | None = None,
              timeout: float = 60.0) -> sandbox.ExecOutcome:
         """Run ``argv`` inside the instance, as its uid, in its namespaces and cgroup."""
-        return sandbox.run_inside(self.sandbox(instance_id), argv, stdin=stdin, timeout=timeout)
+        return self.run_inside(self.sandbox(instance_id), argv, stdin=stdin, timeout=timeout)
+
+    def run_inside(self, proc, argv: Sequence[str], *, stdin: bytes | None = None,
+                   timeout: float = 60.0) -> sandbox.ExecOutcome:
+        """Run ``argv`` in the running sandbox ``proc`` through its engine (nsenter, or ``docker exec``)."""
+        engine = self.engine if self.engine is not None else sandbox
+        return engine.run_inside(proc, argv, stdin=stdin, timeout=timeout)
+
+    def run_binary_inside(self, proc, host_path: str, args: Sequence[str], *, env=None, stdin: bytes | None = None,
+                          timeout: float = 60.0) -> sandbox.ExecOutcome:
+        """Run the host file ``host_path`` by descriptor in the running sandbox ``proc`` (its engine's way)."""
+        engine = self.engine if self.engine is not None else sandbox
+        return engine.run_binary_inside(proc, host_path, args, env=env, stdin=stdin, timeout=timeout)
 
     def agent_api(self, instance_id: str, method: str, path: str, body: bytes | None = None, *,
                   timeout: float = 120.0) -> tuple[int, bytes]:
@@ -829,6 +845,11 @@ class Controller:
                 errors.append(f"{name}: {exc}")
         for pool in [*self._retired, *([self._wakers] if self._wakers else [])]:
             pool.shutdown(wait=True)
+        if self.engine is not None:
+            try:
+                self.engine.close()  # every container of the run, a crashed one included
+            except Exception as exc:
+                errors.append(f"containers: {exc}")
         self.registry.close()
         for journal in self._journals.values():
             journal.close()

@@ -207,6 +207,16 @@ class SandboxProcess:
         except OSError as exc:
             raise SandboxError(f"sandbox {self.spec.instance_id} (pid {self.host_pid}) is gone: {exc.strerror}") from exc
 
+    def exit_report(self) -> str:
+        """How the launcher ended, for a message: its exit code and what it said."""
+        err = self.popen.stderr.read().decode(errors="replace").strip() if self.popen.stderr else ""
+        return f"exit {self.popen.returncode}: {err}"
+
+    def crash(self) -> None:
+        """SIGKILL the launcher, as a host failure would (bwrap --die-with-parent takes the sandbox down)."""
+        self.popen.kill()
+        self.popen.wait()
+
     def stop(self, deadline: float = 5.0) -> None:
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGKILL)

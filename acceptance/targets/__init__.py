@@ -18,7 +18,8 @@ from ..errors import SetupError
 from ..profiles import AgentProfile
 from ..profiles import load as load_profile
 
-BUILTIN = {"reference": "acceptance.targets.reference:create", "hermes": "acceptance.targets.hermes:create",
+BUILTIN = {"reference": "acceptance.targets.reference:create", "docker": "acceptance.targets.docker:create",
+           "hermes": "acceptance.targets.hermes:create",
            "hermes-unguarded": "acceptance.targets.hermes.unguarded:create"}
 
 

@@ -15,13 +15,20 @@ PROVIDER_KEY = "test-provider-key"  # synthetic: the mock's own key, nothing rea
 
 
 @contextmanager
-def platform_controller(root: Path, run: str) -> Iterator[Controller]:
+def platform_controller(root: Path, run: str, *, engine_image: str | None = None) -> Iterator[Controller]:
+    """A controller with its platform and a provider mock; with ``engine_image``, its sandboxes are containers
+    of that image (``runtime.containers.DockerEngine``)."""
     with ExitStack() as stack:  # torn down in reverse: controller, platform, provider
         provider = ProviderMock(PROVIDER_KEY).start()
         stack.callback(provider.stop)
         (root / "runs" / run).mkdir(parents=True, exist_ok=True)
         platform = Platform(root / "runs" / run, PlatformConfig(provider.url, PROVIDER_KEY)).start()
         stack.callback(platform.stop)
-        controller = Controller(root, run, platform=platform)
+        engine = None
+        if engine_image is not None:
+            from runtime.containers import DockerEngine
+
+            engine = DockerEngine(engine_image, run)
+        controller = Controller(root, run, platform=platform, engine=engine)
         stack.callback(controller.close)
         yield controller

@@ -55,6 +55,22 @@ def test_sandboxes_are_the_descendants_in_namespaces_of_their_own(proc):
     assert observe.sandbox_of(HOST, groups) is None
 
 
+def test_sandboxes_include_the_watched_runs_cgroup_whoever_started_them(proc, monkeypatch):
+    """A container engine's sandbox is no descendant of ours: the run's cgroup folder brings it in, and only
+    that run's (another run's container, or a process of the box's namespaces elsewhere, stays out)."""
+    engine = {"user": "user:[1]", "pid": "pid:[40]", "mnt": "mnt:[41]"}  # a container: host user namespace
+    fake_process(proc, 300, 1, 1700, "python3", engine)
+    fake_process(proc, 301, 1, 1800, "python3", {**engine, "pid": "pid:[50]"})
+    (proc / "300" / "cgroup").write_text("7:memory:/pairproof/run1/c300\n6:pids:/pairproof/run1/c300\n")
+    (proc / "301" / "cgroup").write_text("7:memory:/pairproof/run2/c301\n6:pids:/pairproof/run2/c301\n")
+    assert frozenset({"pid:[40]"}) not in observe.sandboxes(100, proc)
+    monkeypatch.setattr(observe, "_RUN_CGROUPS", [])
+    observe.watch_run_cgroup("run1")
+    groups = observe.sandboxes(100, proc)
+    assert {key: sorted(p.pid for p in ps) for key, ps in groups.items()} == {
+        frozenset({"user:[10]", "pid:[20]"}): [102, 103], frozenset({"pid:[40]"}): [300]}
+
+
 def test_listening_ports_are_the_namespaces_listen_sockets(tmp_path):
     net = tmp_path / "7" / "net"
     net.mkdir(parents=True)

@@ -118,10 +118,17 @@ def measure(state_dir: Path, *, turns: int = 3) -> dict:
 
 
 @reports_contract_errors
-class ReferenceTarget(Breakers):
-    """Every public method reports a runtime failure as the contract's error (``reports_contract_errors``)."""
+class PlatformTarget:
+    """The reference platform around whatever sandbox engine ``_engine`` gives (bubblewrap when None): the
+    core and every facet but the broken arrangements, which are the engine's own (``ReferenceTarget``'s
+    ``Breakers``). Every public method reports a runtime failure as the contract's error
+    (``reports_contract_errors``)."""
 
-    name = "reference"
+    name = "platform"
+
+    def _engine(self, options: TargetOptions):
+        """The controller's sandbox engine (``runtime.containers.DockerEngine``), or None for bubblewrap."""
+        return None
 
     def __init__(self, options: TargetOptions) -> None:
         self._secrets = dict(options.secrets)
@@ -141,7 +148,7 @@ class ReferenceTarget(Breakers):
                 config = PlatformConfig(self.provider.url, provider_key, environment=self._secrets)
                 self.platform = Platform(state, config).start()
                 self.controller = Controller(options.state_dir, options.run, platform=self.platform,
-                                             agent=launch, **_ready_deadline(self.profile))
+                                             agent=launch, engine=self._engine(options), **_ready_deadline(self.profile))
         except BaseException:
             if self.platform is not None:
                 self.platform.stop()
@@ -207,14 +214,16 @@ class ReferenceTarget(Breakers):
 
     def exec(self, ref: InstanceRef, argv: Sequence[str], *, stdin: bytes | None = None,
              timeout: float = 60.0) -> ExecResult:
-        outcome = sandbox.run_inside(self._process(ref), argv, stdin=stdin, timeout=timeout)
+        outcome = self.controller.run_inside(self._process(ref), argv, stdin=stdin, timeout=timeout)
         return ExecResult(outcome.rc, outcome.stdout, outcome.stderr)
 
     def exec_binary(self, ref: InstanceRef, host_path: str, args: Sequence[str], *,
                     env: Mapping[str, str] | None = None, stdin: bytes | None = None,
                     timeout: float = 60.0) -> ExecResult:
-        """The host file run by descriptor in the sandbox (``sandbox.run_binary_inside``)."""
-        outcome = sandbox.run_binary_inside(self._process(ref), host_path, args, env=env, stdin=stdin, timeout=timeout)
+        """The host file run by descriptor in the sandbox (``sandbox.run_binary_inside``, or the container
+        engine's)."""
+        outcome = self.controller.run_binary_inside(self._process(ref), host_path, args, env=env, stdin=stdin,
+                                                    timeout=timeout)
         return ExecResult(outcome.rc, outcome.stdout, outcome.stderr)
 
     def identity(self, ref: InstanceRef) -> Identity:
@@ -435,7 +444,7 @@ class ReferenceTarget(Breakers):
 
     def close(self) -> None:
         errors = []
-        for key in list(self._broken):
+        for key in list(self._broken):  # only Breakers fills it
             try:
                 self._stop_broken(key)
             except Exception as exc:
@@ -452,3 +461,9 @@ class ReferenceTarget(Breakers):
         if errors:
             raise TargetError("reference target teardown was incomplete: " + "; ".join(errors))
 
+
+@reports_contract_errors
+class ReferenceTarget(Breakers, PlatformTarget):
+    """The reference platform with bubblewrap sandboxes, and the broken arrangements built from them."""
+
+    name = "reference"

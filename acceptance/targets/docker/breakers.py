@@ -1,0 +1,123 @@
+"""The docker target's broken arrangements: the reference driver's (``reference/breakers.py``), with every
+sandbox-side one built in Docker's terms, from the container configuration the runtime's engine makes
+(``runtime.containers.container_config``) edited on the way: the owner's volume mounted into the intruder,
+the same uid, a host account's uid, a shared /tmp bind, the platform's secrets in the environment, the
+host's pid namespace (``pid_mode="host"``), the lab linked into the container's network namespace. The
+platform-side ones (operator route, debug logging, unsealed snapshots, the meter, capacity, the product
+link) are the reference platform's and are inherited as they are."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from runtime import managed
+from runtime.sandbox import SandboxSpec
+
+from ...contract import InstanceRef, Principal
+from ...errors import TargetError
+from ..reference.breakers import BROKEN_COMMAND, READY_DEADLINE, Breakers, lab_addresses
+
+
+def _owned_dir(path: Path, uid: int, mode: int = 0o700) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, uid, uid)
+    os.chmod(path, mode)
+
+
+class DockerBreakers(Breakers):
+    """Mixed into ``DockerTarget``; its containers come from the controller's engine, outside the registry."""
+
+    def _start_broken(self, principal: Principal, *, uid: int, volume: Path | None,
+                      edit: Callable[[dict], dict] = lambda config: config,
+                      command: Sequence[str] = BROKEN_COMMAND) -> InstanceRef:
+        key = f"broken-{next(self._counter)}"
+        home = self.controller.scratch(key)
+        for sub in ("etc",):
+            (home / sub).mkdir()
+        _owned_dir(home / "control", uid, 0o755)
+        if volume is None:
+            volume = home / "volume"
+            _owned_dir(volume, uid)
+        (home / "etc" / "passwd").write_text(f"agent:x:{uid}:{uid}:agent:/data:/bin/sh\n")
+        (home / "etc" / "group").write_text(f"agent:x:{uid}:\n")
+        (home / "managed.json").write_bytes(managed.shipped())
+        os.chmod(home / "managed.json", 0o644)
+        spec = SandboxSpec(instance_id=key, uid=uid, gid=uid, volume=volume, control_dir=home / "control",
+                           etc_dir=home / "etc", image_dir=self.controller.image, hostname="extra",
+                           managed_config=home / "managed.json")
+        try:
+            proc = self.controller.engine.start(spec, self.controller.limits, command, edit=edit)
+        except BaseException:
+            self.controller.remove_extra(key)
+            raise
+        self._broken[key] = proc
+        ready = spec.control_dir / "ready"
+        end = time.monotonic() + READY_DEADLINE
+        while not ready.exists():
+            if not proc.alive() or time.monotonic() > end:
+                raise TargetError(f"broken arrangement {key} did not come up within {READY_DEADLINE}s "
+                                  f"({proc.exit_report() if not proc.alive() else 'still running'})")
+            time.sleep(0.005)
+        return InstanceRef(principal, key, 0)
+
+    def _stop_broken(self, key: str) -> None:
+        proc = self._broken.pop(key)
+        try:
+            proc.stop()
+        finally:
+            self.controller.remove_extra(key)  # its scratch folder (no extra sandbox runs under that name)
+
+    def _shared_tmp(self, owner: Principal, intruder: Principal) -> tuple[InstanceRef, InstanceRef]:
+        """Two containers (own uids, own volumes) whose /tmp is the same host folder (a bind, not a tmpfs)."""
+        name = f"tmp-{next(self._counter)}"
+        shared = self.controller.scratch(name)
+        self._scratch.append(name)
+        os.chmod(shared, 0o1777)
+
+        def edit(config: dict) -> dict:
+            tmpfs = {k: v for k, v in config["tmpfs"].items() if k != "/tmp"}
+            mounts = [*config["mounts"], {"Type": "bind", "Source": str(shared), "Target": "/tmp", "ReadOnly": False}]
+            return {**config, "tmpfs": tmpfs, "mounts": mounts}
+        first = self._start_broken(owner, uid=self._free_uid(), volume=None, edit=edit)
+        second = self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
+        return first, second
+
+    def _secret_in_env(self, principal: Principal, extra: Mapping[str, str] | None = None) -> InstanceRef:
+        """A container created with the platform's secrets (and ``extra`` ones) in its environment."""
+        leaked = {**self._secrets, **(extra or {})}
+        return self._start_broken(principal, uid=self._free_uid(), volume=None,
+                                  edit=lambda config: {**config, "environment": {**config["environment"], **leaked}})
+
+    def _shared_pid_ns(self, intruder: Principal) -> InstanceRef:
+        """The intruder's container shares the host's pid namespace (``--pid=host``) and sees its /proc."""
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None,
+                                  edit=lambda config: {**config, "pid_mode": "host"})
+
+    def _open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> InstanceRef:
+        """A container whose network namespace is linked to the lab with a default route and the lab's
+        resolver (a container joined to a network, but one that leads into the lab only). With
+        ``catalog_refresh`` it runs the image's agent with its model-catalog refresh on."""
+        uid = self._free_uid()
+        name = f"egress-{next(self._counter)}"
+        home = self.controller.scratch(name)
+        self._scratch.append(name)
+        resolv = home / "resolv.conf"
+        resolv.write_text(f"nameserver {lab_addresses()['resolver']}\noptions timeout:1 attempts:1\n")
+        os.chmod(home, 0o755)
+        os.chmod(resolv, 0o644)
+        command = BROKEN_COMMAND
+        env: dict[str, str] = {}
+        if catalog_refresh:
+            env["PAIRPROOF_CATALOG_REFRESH"] = str(catalog_refresh)
+            command = ("/bin/sh", "-c", ": > /run/agent/ready && exec /usr/bin/python3 -I -S /opt/pairproof/agent.py")
+
+        def edit(config: dict) -> dict:
+            mounts = [*(m for m in config["mounts"] if m["Target"] != "/etc/resolv.conf"),
+                      {"Type": "bind", "Source": str(resolv), "Target": "/etc/resolv.conf", "ReadOnly": True}]
+            return {**config, "mounts": mounts, "environment": {**config["environment"], **env}}
+        ref = self._start_broken(principal, uid=uid, volume=None, command=command, edit=edit)
+        lab.connect(self._broken[ref.key].host_pid)
+        return ref

@@ -1,0 +1,112 @@
+"""The docker target: an agent image qualified under a real Docker engine, the reference platform around it.
+
+Every instance is a container of the image (``PAIRPROOF_IMAGE``, set by ``pairproof qualify --image``; the
+reference agent image, built locally, when unset), created through docker-py by the runtime's container
+engine (``runtime/containers.py``), which gives it every guard the platform decides: no network but
+loopback, its own host uid, read-only root, the private volume, memory and pids limits, no capabilities,
+no new privileges, the default seccomp profile, private IPC and /dev/shm. The controller, brokers (bound
+inside each container's network namespace), model proxy, product server, provider mock, snapshots and
+journal are the reference platform's (``PlatformTarget``), unchanged.
+
+Probes run through ``docker exec`` as the instance's uid; the static probe, a host file, runs by
+descriptor with ``nsenter`` from the host, so nothing of ours is written into the container.
+
+The broken arrangements the controls need are built in Docker's terms (``breakers.py``). Not yet here:
+the Docker mutants (run-configuration mistakes, each killed by a named case).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from runtime import cleanup as runtime_cleanup
+from runtime import containers
+from runtime.errors import RuntimeFault
+
+from ...errors import SetupError, TargetError
+from .. import TargetOptions
+from ..reference import driver as reference
+from ..reference.helpers import contract_errors, reports_contract_errors
+from . import image as images
+from .breakers import DockerBreakers
+
+IMAGE_ENV = "PAIRPROOF_IMAGE"
+
+
+def create(options: TargetOptions) -> DockerTarget:
+    return DockerTarget(options)
+
+
+def preflight() -> list[str]:
+    """What this machine lacks for the docker target, one fix-naming line each."""
+    problems = list(reference.preflight())  # the platform around the containers is the reference one
+    try:
+        import docker
+    except ImportError:
+        return [*problems, "docker-py is not installed: pip install docker (tools/setup-machine does)"]
+    if shutil.which("nsenter") is None:
+        problems.append("nsenter (util-linux) is missing: it runs the static probe in a container")
+    try:
+        made = containers.client(timeout=10)
+    except RuntimeFault as exc:
+        return [*problems, str(exc)]
+    try:
+        bridges = made.networks.list(filters={"driver": "bridge"})
+        wanted = os.environ.get(IMAGE_ENV, "")
+        if wanted:
+            try:
+                made.images.get(wanted)
+            except docker.errors.ImageNotFound:
+                problems.append(f"image {wanted!r} is not in the local Docker engine, and nothing is pulled: "
+                                "`docker load` or build it first, or leave out --image for the reference agent image")
+    finally:
+        made.close()
+    if bridges:
+        problems.append("the Docker engine has a bridge network (a path off the machine for a container): run an "
+                        "engine with --bridge=none --iptables=false (tools/setup-docker starts one)")
+    return problems
+
+
+def clean(state_dir: Path, *, include_live: bool = False) -> list[str]:
+    """``pairproof clean --target docker``: for every run kept under ``state_dir`` whose owner process is gone
+    (every run there, with ``include_live``), its labelled containers, volumes and networks and the cgroup
+    folders Docker left, then the reference platform's leftovers. Containers of runs kept elsewhere (another
+    state root, another CI job) are none of this root's business, as for the reference target."""
+    lines = []
+    with contract_errors():
+        runs = runtime_cleanup.find(Path(state_dir))
+        made = containers.client(timeout=30)
+        try:
+            with_containers = containers.runs_with_containers(docker_client=made)
+            for leftover in runs:
+                if leftover.run not in with_containers:
+                    continue
+                if leftover.live and not include_live:
+                    lines.append(f"left the containers of run {leftover.run} alone: its owner process is still "
+                                 "running (use --all to remove them anyway)")
+                    continue
+                removed = containers.remove_run_containers(leftover.run, docker_client=made)
+                containers.remove_parent_cgroups(leftover.run)
+                lines.append(f"removed {len(removed)} containers of run {leftover.run}")
+        finally:
+            made.close()
+    return lines + reference.clean(state_dir, include_live=include_live)
+
+
+@reports_contract_errors
+class DockerTarget(DockerBreakers, reference.PlatformTarget):
+    """The reference platform with Docker as its sandbox engine, and the broken arrangements in Docker's terms."""
+
+    name = "docker"
+
+    def _engine(self, options: TargetOptions) -> containers.DockerEngine:
+        wanted = os.environ.get(IMAGE_ENV, "")
+        try:
+            tag = wanted or images.ensure("reference")
+            return containers.DockerEngine(tag, options.run)
+        except SetupError:
+            raise
+        except RuntimeFault as exc:
+            raise TargetError(f"docker target: {exc}") from exc

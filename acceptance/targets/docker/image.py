@@ -1,0 +1,199 @@
+"""The reference agent image, built locally from this machine's own files: nothing is pulled.
+
+The image's root is assembled from the files of installed Debian packages (``dpkg -L``) of a small closure
+(Python, a shell, coreutils, procps, getent) plus the runtime's agent at /opt/pairproof/agent.py, written
+to a tarball and ``docker import``ed. Its tag and its ``pairproof.inputs`` label carry a hash of every
+input (each file's path, mode, size and mtime, and the agent's bytes), so an image built once is reused
+until an input changes, and a rebuild takes seconds. ``slim`` is the same without Python: an image where
+only the static probe (run by descriptor) can scan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import runtime
+from runtime import containers
+from runtime.errors import SandboxError
+
+from ...errors import SetupError
+
+AGENT = Path(runtime.__file__).with_name("agent.py")  # the runtime's own agent, installed or in the checkout
+REPOSITORY = "pairproof/agent"
+LABEL_INPUTS = "pairproof.inputs"
+BUILDER = "2"  # bump when the way the root is assembled changes
+# The agent needs python3; the suite's probes a shell, coreutils, ps (procps) and getent (libc-bin).
+SEEDS = {"reference": ("python3-minimal", "python3.11", "dash", "coreutils", "procps", "libc-bin"),
+         "slim": ("dash", "coreutils")}
+SKIP = ("/usr/share/doc/", "/usr/share/man/", "/usr/share/locale/", "/usr/share/info/", "/usr/share/lintian/",
+        "/usr/share/bug/", "/etc/init.d/", "/etc/cron.")
+DIRS = ("data", "run", "run/agent", "tmp", "proc", "sys", "dev", "etc", "etc/pairproof", "opt", "opt/pairproof", "root")
+
+
+def _database() -> dict[str, str]:
+    """Every installed package -> its Depends and Pre-Depends, from one dpkg-query."""
+    listed = subprocess.run(["dpkg-query", "-W", "-f=${Package}\t${Status}\t${Depends},${Pre-Depends}\n"],
+                            capture_output=True, text=True, check=True).stdout
+    found = {}
+    for line in listed.splitlines():
+        name, status, depends = (line.split("\t") + ["", ""])[:3]
+        if status.endswith(" installed"):
+            found[name] = depends
+    return found
+
+
+def closure(seeds: tuple[str, ...]) -> list[str]:
+    """The installed packages ``seeds`` need (Depends and Pre-Depends, the first installed alternative)."""
+    installed = _database()
+    seen: set[str] = set()
+    todo = list(seeds)
+    while todo:
+        package = todo.pop()
+        if package in seen:
+            continue
+        if package not in installed:
+            raise SetupError(f"the agent image needs the Debian package {package!r}, which is not installed: "
+                             f"apt-get install {package}")
+        seen.add(package)
+        for alternatives in filter(None, (a.strip() for a in installed[package].split(","))):
+            for option in alternatives.split("|"):
+                name = option.strip().split()[0].split(":")[0]
+                if name in installed:
+                    todo.append(name)
+                    break
+    return sorted(seen)
+
+
+def _files(packages: list[str]) -> dict[str, str]:
+    """arcname -> host path of every regular file and symlink of ``packages``, under its real folder (a
+    usr-merged /bin/x is usr/bin/x)."""
+    listed = subprocess.run(["dpkg", "-L", *packages], capture_output=True, text=True, check=True).stdout
+    files: dict[str, str] = {}
+    for path in listed.splitlines():
+        if not path.startswith("/") or path.startswith(SKIP) or any(path.startswith(s.rstrip("/")) and
+                                                                      path.rstrip("/") == s.rstrip("/") for s in SKIP):
+            continue
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            continue  # listed but not there (a diverted or removed conffile)
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            continue
+        real = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        files[real.lstrip("/")] = path
+    return files
+
+
+@dataclass(frozen=True)
+class Plan:
+    flavour: str
+    files: dict[str, str]
+    inputs: str
+
+    @property
+    def tag(self) -> str:
+        return f"{REPOSITORY}:{self.flavour}-{self.inputs[:16]}"
+
+
+def plan(flavour: str = "reference") -> Plan:
+    if flavour not in SEEDS:
+        raise SetupError(f"unknown image flavour {flavour!r}: choose one of {', '.join(SEEDS)}")
+    files = _files(closure(SEEDS[flavour]))
+    digest = hashlib.sha256(f"builder {BUILDER} {flavour}\n".encode())
+    for arcname in sorted(files):
+        info = os.lstat(files[arcname])
+        digest.update(f"{arcname} {info.st_mode:o} {info.st_size} {info.st_mtime_ns}\n".encode())
+    if flavour == "reference":
+        digest.update(AGENT.read_bytes())
+    return Plan(flavour, files, digest.hexdigest())
+
+
+def _write_root(plan_: Plan, out) -> None:
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        def folder(name: str, mode: int = 0o755) -> None:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, mode
+            tar.addfile(info)
+
+        def data(name: str, body: bytes, mode: int = 0o644) -> None:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(body), mode
+            tar.addfile(info, io.BytesIO(body))
+
+        made: set[str] = set(DIRS)
+        own = {"etc/passwd", "etc/group", "etc/nsswitch.conf", "opt/pairproof/agent.py"}
+        for name in DIRS:
+            folder(name, 0o1777 if name == "tmp" else 0o700 if name == "root" else 0o755)
+        for link in ("bin", "sbin", "lib", "lib64"):
+            own.add(link)  # usr-merged: the same link as the host's (a package may list it too)
+            if os.path.islink(f"/{link}"):
+                info = tarfile.TarInfo(link)
+                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(f"/{link}")
+                tar.addfile(info)
+        for arcname in sorted(set(plan_.files) - own):
+            parent = os.path.dirname(arcname)
+            chain = []
+            while parent and parent not in made:
+                chain.append(parent)
+                parent = os.path.dirname(parent)
+            for d in reversed(chain):
+                folder(d)
+                made.add(d)
+            tar.add(plan_.files[arcname], arcname=arcname, recursive=False)
+        if "bin/sh" not in plan_.files and "usr/bin/sh" not in plan_.files:
+            info = tarfile.TarInfo("usr/bin/sh")
+            info.type, info.linkname = tarfile.SYMTYPE, "dash"
+            tar.addfile(info)
+        data("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
+        data("etc/group", b"root:x:0:\n")
+        data("etc/nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files dns\n")
+        if plan_.flavour == "reference":
+            data("opt/pairproof/agent.py", AGENT.read_bytes())
+
+
+def ensure(flavour: str = "reference", *, docker_client=None) -> str:
+    """The tag of the ``flavour`` image, built now unless an image of the same inputs is already there."""
+    import docker
+
+    made = docker_client or containers.client()
+    wanted = plan(flavour)
+    try:
+        made.images.get(wanted.tag)
+        return wanted.tag
+    except docker.errors.ImageNotFound:
+        pass
+    with tempfile.TemporaryFile() as root:
+        _write_root(wanted, root)
+        root.seek(0)
+        repository, _, tag = wanted.tag.partition(":")
+        try:
+            made.api.import_image(src=root, repository=repository, tag=tag,
+                                  changes=[f"LABEL {LABEL_INPUTS}={wanted.inputs}", "WORKDIR /data",
+                                           "ENV PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8"])
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"docker import of the {flavour} agent image failed: {exc}") from exc
+    made.images.get(wanted.tag)  # the import said nothing wrong; the tag must now exist
+    _remove_stale(made, wanted)
+    return wanted.tag
+
+
+def _remove_stale(made, wanted: Plan) -> None:
+    """Images of the same flavour built from other inputs: they will not be used again (one a container
+    still uses is left to the next build)."""
+    import docker
+
+    for old in made.images.list(name=REPOSITORY):
+        tags = [t for t in old.tags if t.startswith(f"{REPOSITORY}:{wanted.flavour}-") and t != wanted.tag]
+        for tag in tags:
+            try:
+                made.images.remove(tag)
+            except docker.errors.APIError:
+                pass
