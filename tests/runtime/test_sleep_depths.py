@@ -138,6 +138,20 @@ def test_a_thaw_renews_only_authority_not_revoked_while_frozen(platform_controll
         c.platform.current.check(c.platform.models.verify(now[a.id]))
 
 
+def test_a_rotation_while_frozen_lifts_no_suspension(platform_controller):
+    c = platform_controller
+    rec = c.provision("org1", "alice")
+    c.wake(rec.id)
+    c.sleep(rec.id, "frozen")
+    c.rotate(rec.id)  # a routine rotation comes due while the instance is frozen
+    rotated = c.broker(rec.id).hand_out_capabilities("test")["model"]
+    assert _model_call(c, rotated) == 403  # still suspended: only the thaw admits a lease again
+    with pytest.raises(AuthorityError, match="frozen"):
+        c.platform.current.check(c.platform.models.verify(rotated))
+    assert c.wake(rec.id).woke_from == "frozen"
+    assert _model_call(c, c.broker(rec.id).hand_out_capabilities("test")["model"]) == 200
+
+
 def test_policy_freezes_recent_stops_older_and_snapshots_the_long_idle():
     policy = SleepPolicy(freeze_below_s=60, stop_below_s=3600, pressure=0.5)
     assert policy.depth(10, 0.1) == "frozen"
