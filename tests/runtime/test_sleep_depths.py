@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from acceptance import observe
 from runtime.authority import AuthorityError
 from runtime.broker import AGENT_PORT
 from runtime.cgroups import V1Cgroup, V2Cgroup
@@ -52,11 +53,15 @@ def test_frozen_keeps_the_processes_frozen_and_charged_and_a_wake_thaws_them(con
     controller.sleep(rec.id, "frozen")
     assert controller.get(rec.id).state == "frozen"
     assert _kernel_says_frozen(proc.cgroup)
+    # Each process frozen by the freezer cgroup it is *in* (read from its own /proc/<pid>/cgroup): a frozen
+    # cgroup the processes were never put in reads FROZEN too, and freezes nothing.
+    assert {pid: observe.frozen(pid) for pid in pids} == dict.fromkeys(pids, True)
     assert proc.cgroup.pids() == pids  # the very processes are kept
     assert proc.cgroup.memory_current() > 0  # still charged
     woke = controller.wake(rec.id)
     assert woke.woke_from == "frozen" and woke.state == "running"
     assert not _kernel_says_frozen(proc.cgroup)
+    assert {pid: observe.frozen(pid) for pid in pids} == dict.fromkeys(pids, False)
     assert controller.sandbox(rec.id).host_pid == proc.host_pid
     assert "T" not in _task_states(pids) and controller.exec(rec.id, ["true"]).rc == 0
 
