@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from acceptance import observe
+from runtime import capacity
 from runtime.authority import AuthorityError
 from runtime.broker import AGENT_PORT
 from runtime.cgroups import V1Cgroup, V2Cgroup
 from runtime.controller import SleepPolicy
-from runtime.errors import ConfigError
+from runtime.errors import CapacityRefused, ConfigError
 from runtime.netns import socket_in
 
 
@@ -155,6 +156,24 @@ def test_a_rotation_while_frozen_lifts_no_suspension(platform_controller):
         c.platform.current.check(c.platform.models.verify(rotated))
     assert c.wake(rec.id).woke_from == "frozen"
     assert _model_call(c, c.broker(rec.id).hand_out_capabilities("test")["model"]) == 200
+
+
+def test_a_thaw_is_admitted_as_a_wake_and_one_refused_stays_frozen(controller):
+    """A frozen instance is resident but idle; its thaw makes it active, so admission judges it like any wake:
+    on a host with room for it idle only, the thaw is refused with the reason and the instance stays frozen."""
+    c = controller
+    rec = c.provision("org1", "alice")
+    c.wake(rec.id)
+    proc = c.sandbox(rec.id)
+    c.sleep(rec.id, "frozen")
+    b, room = c.budget, c.host
+    c.host = capacity.Host(memory_mb=b.shared_memory_mb + b.memory_headroom_mb + b.idle_instance_mb + b.broker_mb,
+                           disk_mb=room.disk_mb)
+    with pytest.raises(CapacityRefused, match="memory"):
+        c.wake(rec.id)
+    assert c.get(rec.id).state == "frozen" and _kernel_says_frozen(proc.cgroup)
+    c.host = room
+    assert c.wake(rec.id).woke_from == "frozen" and not _kernel_says_frozen(proc.cgroup)
 
 
 def test_policy_freezes_recent_stops_older_and_snapshots_the_long_idle():
