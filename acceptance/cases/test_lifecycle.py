@@ -562,12 +562,15 @@ def _runctl_requests(run: str) -> list[tuple[str, str, dict | None]]:
 def test_lf8_frozen_broker_refuses_all(fay, target, refused_by_proxy):
     """While F is frozen, one request of each permitted run-control route goes through its broker: each is
     refused, and answered while F is still frozen (a request held until the thaw and run then was not
-    refused). The model capability its broker holds buys no model call while frozen, nor does the one a
-    routine rotation gives it while frozen. A run that exists (started before the freeze) is what the GET,
-    events and stop requests name.
+    refused), and none takes effect after the thaw: once a run started after the thaw has completed, the run
+    the stop request named (sent while frozen) is not stopped. The model capability its broker holds buys no
+    model call while frozen, nor does the one a routine rotation gives it while frozen. A run that exists
+    (started before the freeze) is what the GET, events and stop requests name.
 
     Ways it could fail that the probe looks for: a broker left serving in front of a frozen agent (the
-    request waits in the agent's backlog and runs on the thaw); a lease left current while frozen, so
+    request waits in the agent's backlog and runs on the thaw), whatever it answers meanwhile (a broker
+    that gives up on the frozen agent after a timeout answers an error in time, yet the request it wrote
+    is in the agent's socket, and runs on the thaw); a lease left current while frozen, so
     what the broker holds (or a copy of it) still works; a rotation while frozen that admits a lease as
     current again (the suspension lifted by the rotation, not the thaw)."""
     import time
@@ -610,7 +613,18 @@ def test_lf8_frozen_broker_refuses_all(fay, target, refused_by_proxy):
     attach("LF-8 while frozen", {"requests": seen, "thawed after (s)": round(thaw_at, 3),
                                  "capability replayed while frozen": vars(frozen_replay),
                                  "capability rotated in while frozen, replayed": vars(rotated_replay)})
+    # Taken effect after the thaw? A request the agent's socket held runs as soon as it is thawed, before a
+    # request sent later; so once a run sent after the thaw has completed, one held would have shown. (A
+    # schedule that runs the held one later could only hide a fault here, never invent one.)
+    status, later = target.runctl(woke, "POST", "/v1/runs", {"input": "a run after the thaw"})
+    if status != 202:
+        raise TargetError(f"F's run after the thaw was not started ({status}): nothing to wait for")
+    until(lambda: (s := target.runctl(woke, "GET", f"/v1/runs/{later['run_id']}"))[0] == 200
+          and s[1].get("status") == "completed", "the run after the thaw completing")
+    named = target.runctl(woke, "GET", f"/v1/runs/{started['run_id']}")
+    attach("LF-8 after the thaw", {"the run the stop named, after the thaw": named})
     assert [r for r, a in seen.items() if a["answered after (s)"] >= thaw_at] == [], "held until the thaw"
+    assert named[0] == 200 and named[1].get("status") == "completed", "a stop sent while frozen took effect"
     assert [r for r, a in seen.items() if a["status"] < 400] == []
     assert not frozen_replay.admitted
     assert not rotated_replay.admitted
