@@ -187,14 +187,15 @@ def _cgroup_mounts(mountinfo: Path) -> dict[str, Path]:
 
 def frozen(pid: int, proc: Path = PROC) -> bool | None:
     """Whether the kernel holds ``pid`` frozen, read from its own cgroup's freezer: v1 ``freezer.state`` reads
-    FROZEN (or FREEZING), or v2 ``cgroup.events`` says ``frozen 1``. None when no freezer file could be read
+    FROZEN (FREEZING is not yet: some task of the cgroup may still run), or v2 ``cgroup.events`` says
+    ``frozen 1``. None when no freezer file could be read
     for it (the process is gone, or no freezer governs its cgroup): no answer, not a "no"."""
     groups, mounts = cgroups(pid, proc), _cgroup_mounts(proc / "self" / "mountinfo")
     answers = []
     if "freezer" in groups and "freezer" in mounts:
         try:
             state = (mounts["freezer"] / groups["freezer"].lstrip("/") / "freezer.state").read_text().strip()
-            answers.append(state != "THAWED")
+            answers.append(state == "FROZEN")
         except OSError:
             pass
     if "" in groups and "" in mounts:

@@ -100,12 +100,14 @@ class Current:
         self._by_instance: dict[str, Standing] = {}
 
     def admit(self, instance: str, generation: int, lease: str, lease_expires: float) -> None:
-        """A new current lease. A kill switch thrown on this generation stays thrown: a routine rotation must
-        not lift it (only a new generation, or the lease ending, starts afresh)."""
+        """A new current lease. A kill switch thrown on this generation stays thrown, and a frozen instance's
+        lease stays suspended: a routine rotation must lift neither (only a new generation, the lease ending,
+        or for a suspension the thaw's ``renew``, starts afresh)."""
         with self._lock:
             s = self._by_instance.get(instance)
-            revoked = s is not None and s.revoked and s.generation == generation
-            self._by_instance[instance] = Standing(generation, lease, lease_expires, revoked)
+            same = s is not None and s.generation == generation
+            self._by_instance[instance] = Standing(generation, lease, lease_expires, same and s.revoked,
+                                                   suspended=same and s.suspended)
 
     def end(self, instance: str) -> None:
         """The instance's lease ended (sleep, destroy, crash fenced): nothing of it is current."""

@@ -562,12 +562,17 @@ def _runctl_requests(run: str) -> list[tuple[str, str, dict | None]]:
 def test_lf8_frozen_broker_refuses_all(fay, target, refused_by_proxy):
     """While F is frozen, one request of each permitted run-control route goes through its broker: each is
     refused, and answered while F is still frozen (a request held until the thaw and run then was not
-    refused). The model capability its broker holds buys no model call while frozen. A run that exists
+    refused), and none takes effect after the thaw: once a run started after the thaw has completed, the run
+    the stop request named (sent while frozen) is not stopped. The model capability its broker holds buys no
+    model call while frozen, nor does the one a routine rotation gives it while frozen. A run that exists
     (started before the freeze) is what the GET, events and stop requests name.
 
     Ways it could fail that the probe looks for: a broker left serving in front of a frozen agent (the
-    request waits in the agent's backlog and runs on the thaw); a lease left current while frozen, so
-    what the broker holds (or a copy of it) still works."""
+    request waits in the agent's backlog and runs on the thaw), whatever it answers meanwhile (a broker
+    that gives up on the frozen agent after a timeout answers an error in time, yet the request it wrote
+    is in the agent's socket, and runs on the thaw); a lease left current while frozen, so
+    what the broker holds (or a copy of it) still works; a rotation while frozen that admits a lease as
+    current again (the suspension lifted by the rotation, not the thaw)."""
     import time
     from concurrent.futures import ThreadPoolExecutor
 
@@ -593,6 +598,9 @@ def test_lf8_frozen_broker_refuses_all(fay, target, refused_by_proxy):
     while time.monotonic() < end and not all(f.done() for f in futures):
         time.sleep(0.01)
     frozen_replay = replay(refused_by_proxy, target, fay, capability, BODY, "the broker's capability while frozen")
+    target.rotate(fay)
+    rotated = target.capabilities(fay)["model"]
+    rotated_replay = replay(refused_by_proxy, target, fay, rotated, BODY, "capability rotated in while frozen")
     thaw_at = time.monotonic() - sent
     woke = target.wake(fay)
     thawed_the_same(target, woke, kept)
@@ -603,18 +611,33 @@ def test_lf8_frozen_broker_refuses_all(fay, target, refused_by_proxy):
     seen = {f"{m} {p}": {"status": s, "answered after (s)": round(t, 3), "answer": a}
             for (m, p, _), (s, a, t) in zip(requests, answers)}
     attach("LF-8 while frozen", {"requests": seen, "thawed after (s)": round(thaw_at, 3),
-                                 "capability replayed while frozen": vars(frozen_replay)})
+                                 "capability replayed while frozen": vars(frozen_replay),
+                                 "capability rotated in while frozen, replayed": vars(rotated_replay)})
+    # Taken effect after the thaw? A request the agent's socket held runs as soon as it is thawed, before a
+    # request sent later; so once a run sent after the thaw has completed, one held would have shown. (A
+    # schedule that runs the held one later could only hide a fault here, never invent one.)
+    status, later = target.runctl(woke, "POST", "/v1/runs", {"input": "a run after the thaw"})
+    if status != 202:
+        raise TargetError(f"F's run after the thaw was not started ({status}): nothing to wait for")
+    until(lambda: (s := target.runctl(woke, "GET", f"/v1/runs/{later['run_id']}"))[0] == 200
+          and s[1].get("status") == "completed", "the run after the thaw completing")
+    named = target.runctl(woke, "GET", f"/v1/runs/{started['run_id']}")
+    attach("LF-8 after the thaw", {"the run the stop named, after the thaw": named})
     assert [r for r, a in seen.items() if a["answered after (s)"] >= thaw_at] == [], "held until the thaw"
+    assert named[0] == 200 and named[1].get("status") == "completed", "a stop sent while frozen took effect"
     assert [r for r, a in seen.items() if a["status"] < 400] == []
     assert not frozen_replay.admitted
+    assert not rotated_replay.admitted
 
 
 @pytest.mark.case("LF-8", "P", pair="platform->F")
 def test_lf8_thawed_broker_answers_again(fay, target):
-    """Frozen and thawed: the same four run-control requests are answered by the agent (the run is started,
-    read, its events listed, stopped), and the broker's capability buys a model call."""
+    """Frozen, rotated while frozen (as the refusal does) and thawed: the same four run-control requests are
+    answered by the agent (the run is started, read, its events listed, stopped), and the broker's
+    capability buys a model call."""
     woke = target.wake(fay)
     kept = frozen_for_real(target, woke)
+    target.rotate(woke)
     woke = target.wake(woke)
     thawed_the_same(target, woke, kept)
     target.script_model(woke.principal, [{"reply": "after the thaw"}])

@@ -39,6 +39,42 @@ def test_measure_agrees_with_the_cgroups_own_counters(platform_controller):
     assert fp.disk_bytes > 0  # the turns wrote its transcript
 
 
+def test_idle_is_the_charge_after_the_first_turn_and_active_the_peak_over_the_measured_turns(tmp_path):
+    """Against a cgroup whose counters the test sets: the charge before the measured turns is idle, the peak
+    the turns reached (after a reset) is active, whatever the charge is once they are over."""
+    from types import SimpleNamespace
+
+    events = []
+
+    class Cgroup:
+        current, peak = 10 * MiB, 12 * MiB
+
+        def memory_current(self):
+            return self.current
+
+        def memory_peak(self):
+            return self.peak
+
+        def reset_peak(self):
+            events.append("reset")
+            self.peak = self.current
+
+    cg = Cgroup()
+
+    def turn(instance, message):
+        events.append("turn")
+        if events.count("turn") > 1:  # a measured turn: it peaks at 40 MiB and settles back to 11 MiB
+            cg.peak, cg.current = max(cg.peak, 40 * MiB), 11 * MiB
+
+    (tmp_path / "v").mkdir()
+    controller = SimpleNamespace(provision=lambda org, user: SimpleNamespace(id="i"), wake=lambda i: None,
+                                 sandbox=lambda i: SimpleNamespace(cgroup=cg), turn=turn,
+                                 volume_path=lambda i: tmp_path / "v", destroy=lambda i: events.append("destroy"))
+    fp = footprint.measure(controller, turns=2)
+    assert (fp.idle_bytes, fp.active_bytes) == (10 * MiB, 40 * MiB)
+    assert events == ["turn", "reset", "turn", "turn", "destroy"]
+
+
 def test_a_measured_budget_replaces_only_what_an_instance_determines():
     fp = footprint.Footprint("i", idle_bytes=30 * MiB + 1, active_bytes=40 * MiB, broker_bytes=3 * MiB, disk_bytes=MiB,
                              turns=1)

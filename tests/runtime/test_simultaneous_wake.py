@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import capacity
-from runtime.errors import InstanceError
+from runtime.errors import InstanceError, SandboxError
 
 N = 10
 
@@ -51,6 +51,25 @@ def test_simultaneous_wakes_admit_only_what_fits_and_leave_nothing_half_started(
     for o in by["woke"]:
         assert c.agent_api(o.instance, "GET", "/v1/runs/run_none")[0] == 404  # its agent answers: whole
     assert capacity.admit(b, c.fleet(), c.host).ok
+
+
+def test_wakes_that_fail_once_started_are_undone_whole(platform_controller, monkeypatch):
+    """Wakes admitted and started (sandbox, cgroup, lease, broker) whose agent is then not ready in time fail,
+    and leave nothing of themselves: no sandbox, broker, cgroup, current lease, nor a registry state of running;
+    the same instances then wake whole."""
+    c = platform_controller
+    ids = [c.provision("org1", f"user{i}").id for i in range(3)]
+
+    def never_ready(proc):
+        raise SandboxError(f"agent of {proc.spec.instance_id} not ready (the test's)")
+
+    monkeypatch.setattr(c, "_wait_ready", never_ready)
+    outcomes = c.wake_many(ids)
+    monkeypatch.undo()
+    assert [(o.status, "the test's" in o.detail) for o in outcomes] == [("failed", True)] * len(ids)
+    assert {i: _leftovers(c, i) for i in ids} == {i: [] for i in ids}
+    assert {i: c.platform.current.standing(i) for i in ids} == dict.fromkeys(ids)
+    assert [o.status for o in c.wake_many(ids)] == ["woke"] * len(ids)
 
 
 def test_a_second_wake_of_the_same_instance_while_one_is_in_progress_is_refused(platform_controller):

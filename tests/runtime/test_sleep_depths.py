@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from acceptance import observe
+from runtime import capacity
 from runtime.authority import AuthorityError
 from runtime.broker import AGENT_PORT
 from runtime.cgroups import V1Cgroup, V2Cgroup
 from runtime.controller import SleepPolicy
-from runtime.errors import ConfigError
+from runtime.errors import CapacityRefused, ConfigError
 from runtime.netns import socket_in
 
 
@@ -52,11 +54,15 @@ def test_frozen_keeps_the_processes_frozen_and_charged_and_a_wake_thaws_them(con
     controller.sleep(rec.id, "frozen")
     assert controller.get(rec.id).state == "frozen"
     assert _kernel_says_frozen(proc.cgroup)
+    # Each process frozen by the freezer cgroup it is *in* (read from its own /proc/<pid>/cgroup): a frozen
+    # cgroup the processes were never put in reads FROZEN too, and freezes nothing.
+    assert {pid: observe.frozen(pid) for pid in pids} == dict.fromkeys(pids, True)
     assert proc.cgroup.pids() == pids  # the very processes are kept
     assert proc.cgroup.memory_current() > 0  # still charged
     woke = controller.wake(rec.id)
     assert woke.woke_from == "frozen" and woke.state == "running"
     assert not _kernel_says_frozen(proc.cgroup)
+    assert {pid: observe.frozen(pid) for pid in pids} == dict.fromkeys(pids, False)
     assert controller.sandbox(rec.id).host_pid == proc.host_pid
     assert "T" not in _task_states(pids) and controller.exec(rec.id, ["true"]).rc == 0
 
@@ -136,6 +142,38 @@ def test_a_thaw_renews_only_authority_not_revoked_while_frozen(platform_controll
     assert _model_call(c, now[a.id]) != 200 and _model_call(c, held[a.id]) != 200  # revoked while frozen
     with pytest.raises(AuthorityError, match="revoked"):
         c.platform.current.check(c.platform.models.verify(now[a.id]))
+
+
+def test_a_rotation_while_frozen_lifts_no_suspension(platform_controller):
+    c = platform_controller
+    rec = c.provision("org1", "alice")
+    c.wake(rec.id)
+    c.sleep(rec.id, "frozen")
+    c.rotate(rec.id)  # a routine rotation comes due while the instance is frozen
+    rotated = c.broker(rec.id).hand_out_capabilities("test")["model"]
+    assert _model_call(c, rotated) == 403  # still suspended: only the thaw admits a lease again
+    with pytest.raises(AuthorityError, match="frozen"):
+        c.platform.current.check(c.platform.models.verify(rotated))
+    assert c.wake(rec.id).woke_from == "frozen"
+    assert _model_call(c, c.broker(rec.id).hand_out_capabilities("test")["model"]) == 200
+
+
+def test_a_thaw_is_admitted_as_a_wake_and_one_refused_stays_frozen(controller):
+    """A frozen instance is resident but idle; its thaw makes it active, so admission judges it like any wake:
+    on a host with room for it idle only, the thaw is refused with the reason and the instance stays frozen."""
+    c = controller
+    rec = c.provision("org1", "alice")
+    c.wake(rec.id)
+    proc = c.sandbox(rec.id)
+    c.sleep(rec.id, "frozen")
+    b, room = c.budget, c.host
+    c.host = capacity.Host(memory_mb=b.shared_memory_mb + b.memory_headroom_mb + b.idle_instance_mb + b.broker_mb,
+                           disk_mb=room.disk_mb)
+    with pytest.raises(CapacityRefused, match="memory"):
+        c.wake(rec.id)
+    assert c.get(rec.id).state == "frozen" and _kernel_says_frozen(proc.cgroup)
+    c.host = room
+    assert c.wake(rec.id).woke_from == "frozen" and not _kernel_says_frozen(proc.cgroup)
 
 
 def test_policy_freezes_recent_stops_older_and_snapshots_the_long_idle():

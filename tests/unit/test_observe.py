@@ -107,3 +107,16 @@ def test_observe_imports_nothing_of_the_runtime():
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert {m for m in imported if m.split(".")[0] == "runtime"} == set()
+
+
+@pytest.mark.parametrize(("state", "expected"), [("FROZEN", True), ("FREEZING", False), ("THAWED", False)])
+def test_frozen_is_the_v1_freezer_done_freezing(tmp_path, state, expected):
+    """FREEZING means some task of the cgroup may still run: not frozen yet."""
+    proc, mount = tmp_path / "proc", tmp_path / "freezer"
+    (proc / "7").mkdir(parents=True)
+    (proc / "self").mkdir()
+    (proc / "7" / "cgroup").write_text("4:freezer:/pp/a\n")
+    (proc / "self" / "mountinfo").write_text(f"31 25 0:27 / {mount} rw - cgroup cgroup rw,freezer\n")
+    (mount / "pp" / "a").mkdir(parents=True)
+    (mount / "pp" / "a" / "freezer.state").write_text(state + "\n")
+    assert observe.frozen(7, proc) is expected
