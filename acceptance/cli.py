@@ -93,6 +93,8 @@ def qualify(args: argparse.Namespace) -> int:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
     inputs.state_dir(args.state_dir)
     reports = inputs.reports_dir(args.reports_dir)
+    inputs.environment()
+    inputs.owned_pytest_args(args.pytest_args, [reports, Path(args.state_dir)])
     import pytest
 
     from reports import reportset
@@ -137,6 +139,12 @@ def qualify(args: argparse.Namespace) -> int:
         _build(staged, reports)
         reportset.publish(reports, staged)
         published = True
+    except (OSError, ExceptionGroup) as exc:  # (pytest.main lets a session-end hook's error out as a group)
+        full = _out_of_space(exc)
+        if full is None:
+            raise
+        raise SetupError(f"qualify could not write its reports in {reports} ({full.strerror}): free space there or "
+                         f"choose another --reports-dir; the reports in {reports} are left as they were") from None
     finally:
         signal.signal(signal.SIGTERM, previous)
         if not published:
@@ -145,6 +153,17 @@ def qualify(args: argparse.Namespace) -> int:
     print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}, "
           f"summary page {reports / 'summary.html'}")
     return int(code)
+
+
+def _out_of_space(exc: BaseException) -> OSError | None:
+    """The disk-full (or over-quota) error in ``exc`` or in the group it is, else None."""
+    import errno
+
+    if isinstance(exc, OSError):
+        return exc if exc.errno in (errno.ENOSPC, errno.EDQUOT) else None
+    if isinstance(exc, BaseExceptionGroup):
+        return next((found for inner in exc.exceptions if (found := _out_of_space(inner)) is not None), None)
+    return None
 
 
 def _build(staged: Path, reports: Path) -> None:
@@ -260,6 +279,7 @@ def mutants(args: argparse.Namespace) -> int:
         inputs.existing_folder(args.suite, "--suite", "of test cases to judge the mutants with")
     inputs.state_dir(args.state_dir)
     reports = inputs.reports_dir(args.reports_dir)
+    inputs.environment()
     reports.mkdir(parents=True, exist_ok=True)
     try:
         return runner.run(reports=reports, jobs=args.jobs, only=args.only or None,
@@ -313,6 +333,7 @@ def check_driver(args: argparse.Namespace) -> int:
     from . import inputs
 
     inputs.state_dir(args.state_dir)
+    inputs.environment()
     run = f"check{token_source.token_hex(3)}"
     options = targets.TargetOptions(run=run, state_dir=Path(args.state_dir), profile=profile,
                                     secrets={env: f"pp-check-{code}-{token_source.token_hex(8)}"

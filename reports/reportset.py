@@ -55,7 +55,12 @@ def stage_copy(reports: Path) -> Path:
 
 
 def discard(staged: Path) -> None:
-    """Remove a run's unpublished folder, and the sets folder too if that leaves it empty (a first run)."""
+    """Remove a run's unpublished folder, and the sets folder too if that leaves it empty (a first run).
+    A folder already published is kept: an interrupt after the swap (while old sets are swept) reaches the
+    caller as a failure, and removing the set the names now show would leave them showing nothing."""
+    link = staged.parent / CURRENT
+    if link.is_symlink() and os.readlink(link) == staged.name:
+        return
     shutil.rmtree(staged, ignore_errors=True)
     try:
         staged.parent.rmdir()

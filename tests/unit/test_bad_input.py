@@ -61,6 +61,7 @@ def world(tmp_path: Path) -> dict[str, Path]:
     (bad / "broken.json").write_text('{"schema": ')
     (bad / "damaged-reports").mkdir()
     (bad / "damaged-reports" / "verdict.json").write_text("{not json")
+    (bad / "dangling").symlink_to(bad / "nowhere")
     return {"root": tmp_path, "reports": reports, "state": state, "bad": bad}
 
 
@@ -87,6 +88,23 @@ CASES = [
     ("qualify --profile /proc/self/mem", "/mem", "cannot read"),
     ("qualify -- -k no_test_has_this_name", "no_test_has_this_name", "widen"),
     ("qualify --bogus", "--bogus", "--help"),
+    # pytest arguments after `--` that would bypass a check or write outside the run's own set (review)
+    ("qualify -- --pairproof-verdict {reports}/verdict.json", "--pairproof-verdict", "--reports-dir"),
+    ("qualify -- --alluredir {reports}/allure-results", "--alluredir", "--reports-dir"),
+    ("qualify -- --pairproof-state-dir /proc/foo", "--pairproof-state-dir", "--state-dir"),
+    ("qualify -- --target=broken_targets:raising", "--target", "before `--`"),
+    ("qualify -- -n 2 --dist load", "-n", "before `--`"),
+    ("qualify -- -p no:allure_pytest", "no:allure_pytest", "drop it"),
+    ("qualify -- -pno:pairproof", "no:pairproof", "drop it"),
+    ("qualify -- --basetemp={reports}", "--basetemp", "elsewhere"),
+    ("qualify -- --basetemp {root}", "--basetemp", "elsewhere"),
+    ("qualify -- --junitxml={reports}/junit.xml", "--junitxml", "elsewhere"),
+    ("qualify --reports-dir {bad}/dangling", "does not exist", "create that folder"),
+    ("qualify --target os:sep", "not a factory", "module:factory"),
+    ("qualify --target broken_on_import:create", "'broken_on_import'", "PYTHONPATH"),
+    ("qualify --target :create", "cannot import", "PYTHONPATH"),
+    ("PAIRPROOF_PROBE={bad}/a-file qualify", "PAIRPROOF_PROBE", "unset"),
+    ("PAIRPROOF_ALLURE={bad}/no-such-allure qualify", "PAIRPROOF_ALLURE", "unset"),
     # mutants
     ("mutants --only no-such-mutant", "'no-such-mutant'", "give a name"),
     ("mutants -j 0", "-j 0", "above 0"),
@@ -106,10 +124,14 @@ CASES = [
     # clean
     ("clean --target nosuch", "'nosuch'", "choose one of"),
     ("clean --state-dir {bad}/a-file", "a-file", "not a folder"),
+    ("clean --target os:sep", "not a factory", "module:factory"),
     # measure
     ("measure --target nosuch", "'nosuch'", "choose one of"),
     ("measure --turns 0", "--turns 0", "1 or more"),
     ("measure --state-dir {bad}/a-file", "a-file", "give a folder"),
+    ("measure --target os:sep", "not a factory", "module:factory"),
+    ("PAIRPROOF_PROBE={bad}/a-file mutants", "PAIRPROOF_PROBE", "unset"),
+    ("PAIRPROOF_PROBE={bad}/a-file check-driver reference", "PAIRPROOF_PROBE", "unset"),
     # scan
     ("scan {bad}/no-such-path", "no-such-path", "exist"),
     ("scan", "PATH", "--help"),
@@ -128,9 +150,21 @@ DEFAULTS = {"qualify": ["--case", "CP-1", "--reports-dir", "{reports}", "--state
             "check-driver": ["--state-dir", "{state}"], "measure": ["--state-dir", "{state}"]}
 
 
+def _environment(line: str, world: dict[str, Path]) -> tuple[dict[str, str], str]:
+    """The row's leading ``NAME=value`` words (variables set for the command, as a shell line sets them),
+    and the rest of the line."""
+    words = line.split(" ") if line else []
+    env = {}
+    while words and "=" in words[0] and words[0].split("=")[0].isupper():
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value.format(**{k: str(v) for k, v in world.items()})
+    return env, " ".join(words)
+
+
 def _argv(line: str, world: dict[str, Path]) -> list[str]:
     """The row's command line, with the defaults that keep a run inside tmp_path put before the row's own
     words (argparse keeps an option's last value, so the row's own wins) and before any ``--``."""
+    line = _environment(line, world)[1]
     words = line.split(" ") if line else []
     cut = words.index("--") if "--" in words else len(words)
     words = words[:1] + DEFAULTS.get(words[0] if words else "", []) + words[1:cut] + words[cut:]
@@ -147,7 +181,7 @@ def _commands() -> set[str]:
 
 
 def test_the_table_covers_every_command_with_twenty_inputs_or_more():
-    assert {line.split(" ")[0] for line, _, _ in CASES if line} >= _commands()
+    assert {_environment(line, {})[1].split(" ")[0] for line, _, _ in CASES if line} >= _commands()
     assert len(CASES) >= 20
 
 
@@ -156,7 +190,7 @@ def test_bad_input_exits_2_with_one_line_and_changes_nothing(world, line, names,
     argv = _argv(line, world)
     before = {"reports": _tree_digest(world["reports"]), "state": _tree_digest(world["state"]),
               "all": _tree_digest(world["root"])}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), str(CHECKOUT)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), str(CHECKOUT)]), **_environment(line, world)[0]}
     done = subprocess.run([sys.executable, "-m", "acceptance.cli", *argv], capture_output=True, text=True,
                           cwd=world["root"], env=env, timeout=300, stdin=subprocess.DEVNULL)
     lines = done.stderr.strip().splitlines()

@@ -116,3 +116,21 @@ def test_pairproof_report_rebuilds_the_pages_into_a_new_set_published_whole(tmp_
     assert reportset.current(reports) != staged and not staged.exists()
     assert (reports / "summary.html").read_text() == html.render(sample_verdict(), kill_matrix)
     assert json.loads((reports / "verdict.json").read_text()) == sample_verdict()
+
+
+def test_an_interrupt_while_old_sets_are_swept_keeps_the_new_set(tmp_path, monkeypatch):
+    """Ctrl-C after the swap, while the sets it replaced are being removed: the run's cleanup (discard of
+    its folder, as ``qualify`` does when publish did not return) keeps the set the names now show."""
+    reports = tmp_path / "reports"
+    reportset.publish(reports, _fill(reportset.stage(reports), "one"))
+    staged = _fill(reportset.stage(reports), "two")
+
+    def interrupted(sets, *, keep):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reportset, "_sweep", interrupted)
+    try:
+        reportset.publish(reports, staged)
+    except KeyboardInterrupt:
+        reportset.discard(staged)
+    assert _shown(reports) == {"two"}
