@@ -192,12 +192,17 @@ def report(args: argparse.Namespace) -> int:
     if (reports / "mutants.json").exists():
         inputs.json_file(reports / "mutants.json", "--reports-dir", "a mutant report (rerun `pairproof mutants`)")
     inputs.reports_dir(reports)
-    staged = reportset.stage_copy(reports)
+    source = reportset.current(reports)
+    staged = reportset.stage_copy(reports, source)
     published = False
     try:
         _build(staged, reports)
-        reportset.publish(reports, staged)
+        reportset.publish(reports, staged, over=source)
         published = True
+    except reportset.Superseded:
+        print(f"pairproof: a qualification published new reports in {reports} while the pages were rebuilt: "
+              "left them as they are; run `pairproof report` again to rebuild theirs", file=sys.stderr)
+        return EXIT_FAILED
     finally:
         if not published:
             reportset.discard(staged)
@@ -471,6 +476,11 @@ def main(argv: list[str] | None = None) -> int:
     for command in sub.choices.values():  # every command, those added later included, documents the same codes
         command.epilog, command.formatter_class = EXIT_CODES, argparse.RawDescriptionHelpFormatter
     args = parser.parse_args(argv)
+    # SIGTERM while inputs are checked (or a gate or report runs) is an interrupt too: 130, not death by signal.
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()  # (only there can a handler be set)
+    previous = signal.signal(signal.SIGTERM, _terminate_like_interrupt) if main_thread else None
     try:
         return args.func(args)
     except SetupError as exc:
@@ -478,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_SETUP
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

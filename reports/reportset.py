@@ -15,11 +15,14 @@ them as a set (copied, then each name swapped for its link atomically) before it
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 SETS = ".pairproof-sets"
@@ -36,19 +39,26 @@ def current(reports: Path) -> Path | None:
 def stage(reports: Path) -> Path:
     """A new, empty folder for one run's reports, beside the published set (same filesystem: one rename)."""
     sets = reports / SETS
-    sets.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f"set-{os.getpid()}-", dir=sets))
+    for attempt in range(5):
+        sets.mkdir(parents=True, exist_ok=True)
+        try:
+            staged = Path(tempfile.mkdtemp(prefix=f"set-{os.getpid()}-", dir=sets))
+            break
+        except FileNotFoundError:  # another run's discard removed the (then empty) sets folder in between
+            if attempt == 4:
+                raise
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(staged, 0o777 & ~umask)  # readable as a plain reports folder is (mkdtemp makes it 0700)
     return staged
 
 
-def stage_copy(reports: Path) -> Path:
-    """A new folder holding a copy of the published set (or of a pre-sets folder's members), to rebuild
-    parts of it and publish the result whole (``pairproof report``)."""
+def stage_copy(reports: Path, source: Path | None = None) -> Path:
+    """A new folder holding a copy of the published set ``source`` (by default the one published now; a
+    pre-sets folder's members when there is none), to rebuild parts of it and publish the result whole
+    (``pairproof report``, with ``publish(..., over=source)``)."""
     staged = stage(reports)
-    source = current(reports) or reports
+    source = source or current(reports) or reports
     for name in MEMBERS:
         _copy(source / name, staged / name)
     return staged
@@ -68,16 +78,37 @@ def discard(staged: Path) -> None:
         pass  # not empty: the published set, or another run's folder
 
 
-def publish(reports: Path, staged: Path) -> None:
-    """Make ``staged`` the report set with one rename; then remove sets nobody is writing any more."""
+class Superseded(Exception):
+    """``publish(..., over=set)`` found another set published since ``set`` was copied: publishing the
+    rebuilt copy would put an older run back in place of a newer one."""
+
+
+def publish(reports: Path, staged: Path, *, over: Path | None = None) -> None:
+    """Make ``staged`` the report set with one rename; then remove sets nobody is writing any more.
+    ``over``: the set ``staged`` was copied from; Superseded (nothing changed) if it is no longer the one
+    published. Publishers hold a lock on the sets folder from that check to the swap."""
     sets = reports / SETS
-    _adopt_plain_members(reports)
-    _link_members(reports)
-    link = sets / f".current-{os.getpid()}"
-    link.unlink(missing_ok=True)
-    os.symlink(staged.name, link)
-    os.replace(link, sets / CURRENT)  # the swap: every member name now shows the new set
+    with _locked(sets):
+        if over is not None and current(reports) != over:
+            raise Superseded(f"{reports}: another run published its reports while {over.name} was rebuilt")
+        _adopt_plain_members(reports)
+        _link_members(reports)
+        link = sets / f".current-{os.getpid()}"
+        link.unlink(missing_ok=True)
+        os.symlink(staged.name, link)
+        os.replace(link, sets / CURRENT)  # the swap: every member name now shows the new set
     _sweep(sets, keep=staged.name)
+
+
+@contextlib.contextmanager
+def _locked(sets: Path) -> Iterator[None]:
+    """An exclusive flock on the sets folder itself (no lock file: the folder holds only sets)."""
+    fd = os.open(sets, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (closing releases the lock)
 
 
 def _copy(source: Path, dest: Path) -> None:

@@ -134,3 +134,37 @@ def test_an_interrupt_while_old_sets_are_swept_keeps_the_new_set(tmp_path, monke
     except KeyboardInterrupt:
         reportset.discard(staged)
     assert _shown(reports) == {"two"}
+
+
+def test_a_rebuild_of_a_set_replaced_meanwhile_does_not_put_the_older_run_back(tmp_path):
+    """``pairproof report`` copies the published set, rebuilds its pages and publishes the copy; a run that
+    published in between must stay published (the copy is of an older run)."""
+    reports = tmp_path / "reports"
+    first = _fill(reportset.stage(reports), "one")
+    reportset.publish(reports, first)
+    copy = reportset.stage_copy(reports, first)
+    reportset.publish(reports, _fill(reportset.stage(reports), "two"))  # a qualification finishes meanwhile
+    try:
+        reportset.publish(reports, copy, over=first)
+    except reportset.Superseded:
+        reportset.discard(copy)
+    assert _shown(reports) == {"two"} and not copy.exists()
+
+
+def test_staging_survives_another_first_run_removing_the_empty_sets_folder(tmp_path, monkeypatch):
+    """Two first runs into one reports folder: one discards (removing the sets folder it found empty)
+    just as the other stages in it; the second still gets its folder."""
+    import tempfile
+
+    reports = tmp_path / "reports"
+    real, raced = tempfile.mkdtemp, []
+
+    def racing(*args, **kwargs):
+        if not raced:
+            raced.append(True)
+            (reports / reportset.SETS).rmdir()  # the other run's discard, between mkdir and mkdtemp
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", racing)
+    staged = reportset.stage(reports)
+    assert staged.is_dir() and staged.parent == reports / reportset.SETS
