@@ -93,6 +93,7 @@ def qualify(args: argparse.Namespace) -> int:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
     inputs.state_dir(args.state_dir)
     reports = inputs.reports_dir(args.reports_dir)
+    inputs.outside_state(reports, args.state_dir)
     inputs.environment()
     inputs.owned_pytest_args(args.pytest_args, [reports, Path(args.state_dir)])
     import pytest
@@ -284,6 +285,7 @@ def mutants(args: argparse.Namespace) -> int:
         inputs.existing_folder(args.suite, "--suite", "of test cases to judge the mutants with")
     inputs.state_dir(args.state_dir)
     reports = inputs.reports_dir(args.reports_dir)
+    inputs.outside_state(reports, args.state_dir)
     inputs.environment()
     reports.mkdir(parents=True, exist_ok=True)
     try:

@@ -268,3 +268,13 @@ def environment() -> None:
     if named and not (Path(named).is_file() and os.access(named, os.X_OK)):
         raise SetupError(f"PAIRPROOF_ALLURE={named} is not an executable file: name the `allure` executable "
                          "(tools/setup-machine installs one under .tools/) or unset PAIRPROOF_ALLURE")
+
+
+def outside_state(reports: Path, state: str | Path, option: str = "--reports-dir") -> None:
+    """SetupError when the reports folder is the state folder or inside it: the runtime owns that folder
+    (``pairproof clean`` removes every folder under its ``runs/`` whose owner process is gone, a report set
+    included)."""
+    inner, outer = Path(os.path.realpath(reports)), Path(os.path.realpath(state))
+    if inner.is_relative_to(outer):
+        raise SetupError(f"{option} {reports}: is inside the state folder {state}, which the runtime owns (pairproof "
+                         f"clean removes what it finds there); give a reports folder outside it")

@@ -101,6 +101,8 @@ CASES = [
     ("qualify -- --basetemp {root}", "--basetemp", "elsewhere"),
     ("qualify -- --junitxml={reports}/junit.xml", "--junitxml", "elsewhere"),
     ("qualify --reports-dir {bad}/dangling", "does not exist", "create that folder"),
+    ("qualify --reports-dir {state}/runs/reports", "inside the state folder", "outside it"),
+    ("qualify --reports-dir {state}", "inside the state folder", "outside it"),
     ("qualify --target os:sep", "not a factory", "module:factory"),
     ("qualify --target broken_on_import:create", "'broken_on_import'", "PYTHONPATH"),
     ("qualify --target :create", "cannot import", "PYTHONPATH"),
@@ -112,6 +114,7 @@ CASES = [
     ("mutants --suite {bad}/no-such-folder", "no-such-folder", "give the folder"),
     ("mutants --reports-dir {bad}/a-file", "a-file", "give a folder"),
     ("mutants --state-dir /proc/foo", "/proc/foo", "choose a folder"),
+    ("mutants --reports-dir {state}/reports", "inside the state folder", "outside it"),
     # gate
     ("gate --results {reports} --mutants /nonexistent.json", "/nonexistent.json", "drop --mutants"),
     ("gate --results {reports} --mutants {bad}/broken.json", "broken.json", "not JSON"),
