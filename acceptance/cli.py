@@ -193,8 +193,8 @@ def report(args: argparse.Namespace) -> int:
     if (reports / "mutants.json").exists():
         inputs.json_file(reports / "mutants.json", "--reports-dir", "a mutant report (rerun `pairproof mutants`)")
     inputs.reports_dir(reports)
-    source = reportset.current(reports)
-    staged = reportset.stage_copy(reports, source)
+    with reportset.reading(reports) as source:  # (kept published while it is copied)
+        staged = reportset.stage_copy(reports, source)
     published = False
     try:
         _build(staged, reports)
@@ -308,9 +308,10 @@ def gate(args: argparse.Namespace) -> int:
                                      "allure-results/), e.g. reports")
     if args.mutants is not None:
         inputs.json_file(args.mutants, "--mutants", "the mutant report `pairproof mutants` wrote (reports/mutants.json)")
-    # The published set's own folder, read whole: a run publishing meanwhile cannot mix two sets under the gate.
-    results = reportset.current(results) or results
-    result = release_gate.judge(results, Path(args.mutants) if args.mutants else None)
+    # The published set's own folder, read whole and kept published while it is read: a run publishing
+    # meanwhile can neither mix two sets under the gate nor sweep the one it reads.
+    with reportset.reading(results) as published:
+        result = release_gate.judge(published or results, Path(args.mutants) if args.mutants else None)
     for line in result.lines:
         print(line)
     for reason in result.reasons:

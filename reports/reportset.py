@@ -54,14 +54,21 @@ def stage(reports: Path) -> Path:
 
 
 def stage_copy(reports: Path, source: Path | None = None) -> Path:
-    """A new folder holding a copy of the published set ``source`` (by default the one published now; a
-    pre-sets folder's members when there is none), to rebuild parts of it and publish the result whole
-    (``pairproof report``, with ``publish(..., over=source)``)."""
+    """A new folder holding a copy of the published set ``source`` (given by a caller inside ``reading``;
+    by default the one published now, or a pre-sets folder's members when there is none), to rebuild parts
+    of it and publish the result whole (``pairproof report``, with ``publish(..., over=source)``)."""
     staged = stage(reports)
-    source = source or current(reports) or reports
+    if source is None:
+        with reading(reports) as published:
+            _copy_members(published or reports, staged)
+    else:  # (the caller holds ``reading``, so that it stays published)
+        _copy_members(source, staged)
+    return staged
+
+
+def _copy_members(source: Path, staged: Path) -> None:
     for name in MEMBERS:
         _copy(source / name, staged / name)
-    return staged
 
 
 def discard(staged: Path) -> None:
@@ -101,11 +108,25 @@ def publish(reports: Path, staged: Path, *, over: Path | None = None) -> None:
 
 
 @contextlib.contextmanager
-def _locked(sets: Path) -> Iterator[None]:
-    """An exclusive flock on the sets folder itself (no lock file: the folder holds only sets)."""
+def reading(reports: Path) -> Iterator[Path | None]:
+    """The published set's folder (None when there is none), kept published while the caller reads it: a
+    publish waits to swap until the reader is done, so the sweep after it never removes a set being read
+    (the gate, or ``stage_copy``)."""
+    sets = reports / SETS
+    if not sets.is_dir():
+        yield current(reports)
+        return
+    with _locked(sets, shared=True):
+        yield current(reports)
+
+
+@contextlib.contextmanager
+def _locked(sets: Path, *, shared: bool = False) -> Iterator[None]:
+    """A flock on the sets folder itself (no lock file: the folder holds only sets): exclusive for a
+    publisher's check and swap, shared for a reader of the published set."""
     fd = os.open(sets, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # (closing releases the lock)

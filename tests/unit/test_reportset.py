@@ -168,3 +168,20 @@ def test_staging_survives_another_first_run_removing_the_empty_sets_folder(tmp_p
     monkeypatch.setattr(tempfile, "mkdtemp", racing)
     staged = reportset.stage(reports)
     assert staged.is_dir() and staged.parent == reports / reportset.SETS
+
+
+def test_a_set_being_read_is_neither_replaced_nor_swept_until_its_reader_is_done(tmp_path):
+    """The gate reads the published set inside ``reading``: a run publishing meanwhile waits to swap, so
+    the sweep after its swap never removes the folder the gate is reading."""
+    import threading
+
+    reports = tmp_path / "reports"
+    reportset.publish(reports, _fill(reportset.stage(reports), "one"))
+    second = _fill(reportset.stage(reports), "two")
+    with reportset.reading(reports) as read:
+        publisher = threading.Thread(target=reportset.publish, args=(reports, second))
+        publisher.start()
+        publisher.join(timeout=0.5)  # (a window in which the publish must not happen)
+        assert publisher.is_alive() and _shown(reports) == {"one"} and (read / "verdict.json").exists()
+    publisher.join(timeout=30)
+    assert not publisher.is_alive() and _shown(reports) == {"two"} and not read.exists()
