@@ -102,6 +102,14 @@ def state_dir(value: str | Path, option: str = "--state-dir") -> Path:
     what = "the runtime's state folder"
     path = _given(value, option, "a folder (" + what + ")")
     existing = _folder(path, option, what)
+    if os.geteuid() == 0:
+        # Instance uids reach their volumes through every folder above the state folder (runtime.controller
+        # checks it too, but only once a run has started and made its folder there).
+        above = Path(os.path.realpath(existing))
+        for folder in ((above, *above.parents) if existing != path else above.parents):
+            if not os.stat(folder).st_mode & 0o001:
+                raise SetupError(f"{option} {path}: {folder} lets no other user enter it (no o+x), so no instance "
+                                 f"could reach its volume; choose a folder elsewhere, e.g. /var/lib/pairproof ({what})")
     scratch = _try_scratch(existing, path, option, what)
     try:
         if os.geteuid() == 0:

@@ -8,9 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,7 +42,17 @@ def _tree_digest(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> dict[str, Path]:
+def state_root() -> Iterator[Path]:
+    """A folder every user can enter, for the state folder: instance uids must reach their volumes through
+    every folder above it, and pytest's own tmp_path lies below a folder only its owner can enter."""
+    root = Path(tempfile.mkdtemp(prefix="pairproof-badinput-", dir="/var/tmp"))
+    root.chmod(0o755)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def world(tmp_path: Path, state_root: Path) -> dict[str, Path]:
     """A reports folder with a published set, a state folder with a run's leftovers, and bad files."""
     reports = tmp_path / "reports"
     reports.mkdir()
@@ -51,7 +64,7 @@ def world(tmp_path: Path) -> dict[str, Path]:
     (staged / "allure-results" / "1-result.json").write_text("{}")
     reportset.publish(reports, staged)
     (reports / "mutants.json").write_text(json.dumps({"schema": "kept as it is"}))
-    state = tmp_path / "state"
+    state = state_root / "state"
     (state / "runs" / "deadbeef").mkdir(parents=True)
     (state / "runs" / "deadbeef" / "owner.json").write_text("{}")
     bad = tmp_path / "bad"
@@ -75,6 +88,7 @@ CASES = [
     ("qualify --state-dir {bad}/a-file", "a-file", "give a folder"),
     ("qualify --state-dir {bad}/a-file/below", "a-file", "give a folder"),
     ("qualify --state-dir=", "--state-dir is empty", "give the path"),
+    ("qualify --state-dir {root}/state", "no o+x", "choose a folder elsewhere"),
     ("qualify --reports-dir {bad}/a-file", "a-file", "give a folder"),
     ("qualify --reports-dir /proc/pairproof-reports", "/proc/pairproof-reports", "choose a folder"),
     ("qualify -n many", "-n", "--help"),
