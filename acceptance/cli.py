@@ -132,6 +132,8 @@ def qualify(args: argparse.Namespace) -> int:
         if code == pytest.ExitCode.USAGE_ERROR:
             raise SetupError(end.stopped or "pytest refused the run (its message is above); fix the arguments, the "
                              "target or the machine, then run again")
+        if code == pytest.ExitCode.OK and {"--collect-only", "--co"} & set(args.pytest_args):
+            return int(code)  # a listing (what the message for a selection of nothing suggests): no verdict, no reports
         if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not (staged / "verdict.json").exists():
             print(f"pairproof: qualify ended without a verdict (pytest exit {int(code)}"
                   f"{': ' + end.stopped if end.stopped else ''}); the reports in {reports} are left as they were",

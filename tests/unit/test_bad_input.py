@@ -275,3 +275,15 @@ def test_an_interrupt_while_inputs_are_checked_exits_130_and_changes_nothing(wor
             proc.wait()
     assert code == 130, proc.stderr.read()[-2000:]
     assert _tree_digest(world["root"]) == before
+
+
+def test_the_listing_the_messages_suggest_exits_0_and_changes_nothing(world):
+    """``pairproof qualify -- --collect-only -q`` (what a selection of nothing is told to run) lists the tests
+    and exits 0 without the 'ended without a verdict' failure, and writes no reports."""
+    before = _tree_digest(world["root"])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), str(CHECKOUT)])}
+    done = subprocess.run([sys.executable, "-m", "acceptance.cli", *_argv("qualify -- --collect-only -q", world)],
+                          capture_output=True, text=True, cwd=world["root"], env=env, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and "test_cp1_" in done.stdout, done.stderr[-2000:]
+    assert _tree_digest(world["root"]) == before
