@@ -10,8 +10,9 @@
     pairproof scan PATH... [--json] [--skip PATH]                             (exit 0 clean, 1 hits or not all read, 2 bad input)
 
 Every command checks everything it was given before it writes or starts anything (``inputs.py``): bad
-input (an unknown case, target or profile, pytest arguments pytest refuses, a state or reports folder that
-cannot serve, not root, a missing kernel feature, a missing or malformed file) gets one line on stderr
+input (an unknown case, target or profile, pytest arguments pytest refuses or that would override what
+``qualify`` checked or write into its folders, a state or reports folder that cannot serve, an environment
+variable naming no executable, not root, a missing kernel feature, a missing or malformed file) gets one line on stderr
 naming the input and the fix, exit code 2, and nothing is changed. ``qualify`` writes into a new report set
 and publishes it in one rename only when the run ends with a verdict (``reports/reportset.py``).
 """
