@@ -12,8 +12,9 @@
     pairproof scan PATH... [--json] [--skip PATH]                             (exit 0 clean, 1 hits or not all read, 2 bad input)
 
 Every command checks everything it was given before it writes or starts anything (``inputs.py``): bad
-input (an unknown case, target or profile, pytest arguments pytest refuses, a state or reports folder that
-cannot serve, not root, a missing kernel feature, a missing or malformed file) gets one line on stderr
+input (an unknown case, target or profile, pytest arguments pytest refuses or that would override what
+``qualify`` checked or write into its folders, a state or reports folder that cannot serve, an environment
+variable naming no executable, not root, a missing kernel feature, a missing or malformed file) gets one line on stderr
 naming the input and the fix, exit code 2, and nothing is changed. ``qualify`` writes into a new report set
 and publishes it in one rename only when the run ends with a verdict (``reports/reportset.py``).
 """
@@ -106,6 +107,9 @@ def qualify(args: argparse.Namespace) -> int:
         raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
     inputs.state_dir(args.state_dir)
     reports = inputs.reports_dir(args.reports_dir)
+    inputs.outside_state(reports, args.state_dir)
+    inputs.environment()
+    inputs.owned_pytest_args(args.pytest_args, [reports, Path(args.state_dir)])
     import pytest
 
     from reports import reportset
@@ -142,6 +146,8 @@ def qualify(args: argparse.Namespace) -> int:
         if code == pytest.ExitCode.USAGE_ERROR:
             raise SetupError(end.stopped or "pytest refused the run (its message is above); fix the arguments, the "
                              "target or the machine, then run again")
+        if code == pytest.ExitCode.OK and {"--collect-only", "--co"} & set(args.pytest_args):
+            return int(code)  # a listing (what the message for a selection of nothing suggests): no verdict, no reports
         if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not (staged / "verdict.json").exists():
             print(f"pairproof: qualify ended without a verdict (pytest exit {int(code)}"
                   f"{': ' + end.stopped if end.stopped else ''}); the reports in {reports} are left as they were",
@@ -150,6 +156,12 @@ def qualify(args: argparse.Namespace) -> int:
         _build(staged, reports)
         reportset.publish(reports, staged)
         published = True
+    except (OSError, ExceptionGroup) as exc:  # (pytest.main lets a session-end hook's error out as a group)
+        full = _out_of_space(exc)
+        if full is None:
+            raise
+        raise SetupError(f"qualify could not write its reports in {reports} ({full.strerror}): free space there or "
+                         f"choose another --reports-dir; the reports in {reports} are left as they were") from None
     finally:
         signal.signal(signal.SIGTERM, previous)
         if not published:
@@ -158,6 +170,17 @@ def qualify(args: argparse.Namespace) -> int:
     print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}, "
           f"summary page {reports / 'summary.html'}")
     return int(code)
+
+
+def _out_of_space(exc: BaseException) -> OSError | None:
+    """The disk-full (or over-quota) error in ``exc`` or in the group it is, else None."""
+    import errno
+
+    if isinstance(exc, OSError):
+        return exc if exc.errno in (errno.ENOSPC, errno.EDQUOT) else None
+    if isinstance(exc, BaseExceptionGroup):
+        return next((found for inner in exc.exceptions if (found := _out_of_space(inner)) is not None), None)
+    return None
 
 
 def _build(staged: Path, reports: Path) -> None:
@@ -186,12 +209,17 @@ def report(args: argparse.Namespace) -> int:
     if (reports / "mutants.json").exists():
         inputs.json_file(reports / "mutants.json", "--reports-dir", "a mutant report (rerun `pairproof mutants`)")
     inputs.reports_dir(reports)
-    staged = reportset.stage_copy(reports)
+    with reportset.reading(reports) as source:  # (kept published while it is copied)
+        staged = reportset.stage_copy(reports, source)
     published = False
     try:
         _build(staged, reports)
-        reportset.publish(reports, staged)
+        reportset.publish(reports, staged, over=source)
         published = True
+    except reportset.Superseded:
+        print(f"pairproof: a qualification published new reports in {reports} while the pages were rebuilt: "
+              "left them as they are; run `pairproof report` again to rebuild theirs", file=sys.stderr)
+        return EXIT_FAILED
     finally:
         if not published:
             reportset.discard(staged)
@@ -273,6 +301,8 @@ def mutants(args: argparse.Namespace) -> int:
         inputs.existing_folder(args.suite, "--suite", "of test cases to judge the mutants with")
     inputs.state_dir(args.state_dir)
     reports = inputs.reports_dir(args.reports_dir)
+    inputs.outside_state(reports, args.state_dir)
+    inputs.environment()
     reports.mkdir(parents=True, exist_ok=True)
     try:
         return runner.run(reports=reports, jobs=args.jobs, only=args.only or None,
@@ -294,9 +324,10 @@ def gate(args: argparse.Namespace) -> int:
                                      "allure-results/), e.g. reports")
     if args.mutants is not None:
         inputs.json_file(args.mutants, "--mutants", "the mutant report `pairproof mutants` wrote (reports/mutants.json)")
-    # The published set's own folder, read whole: a run publishing meanwhile cannot mix two sets under the gate.
-    results = reportset.current(results) or results
-    result = release_gate.judge(results, Path(args.mutants) if args.mutants else None)
+    # The published set's own folder, read whole and kept published while it is read: a run publishing
+    # meanwhile can neither mix two sets under the gate nor sweep the one it reads.
+    with reportset.reading(results) as published:
+        result = release_gate.judge(published or results, Path(args.mutants) if args.mutants else None)
     for line in result.lines:
         print(line)
     for reason in result.reasons:
@@ -327,6 +358,7 @@ def check_driver(args: argparse.Namespace) -> int:
     from . import inputs
 
     inputs.state_dir(args.state_dir)
+    inputs.environment()
     run = f"check{token_source.token_hex(3)}"
     options = targets.TargetOptions(run=run, state_dir=Path(args.state_dir), profile=profile,
                                     secrets={env: f"pp-check-{code}-{token_source.token_hex(8)}"
@@ -468,6 +500,11 @@ def main(argv: list[str] | None = None) -> int:
     for command in sub.choices.values():  # every command, those added later included, documents the same codes
         command.epilog, command.formatter_class = EXIT_CODES, argparse.RawDescriptionHelpFormatter
     args = parser.parse_args(argv)
+    # SIGTERM while inputs are checked (or a gate or report runs) is an interrupt too: 130, not death by signal.
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()  # (only there can a handler be set)
+    previous = signal.signal(signal.SIGTERM, _terminate_like_interrupt) if main_thread else None
     try:
         return args.func(args)
     except SetupError as exc:
@@ -475,6 +512,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_SETUP
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

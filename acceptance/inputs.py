@@ -75,6 +75,9 @@ def _given(value: str | Path, option: str, what: str) -> Path:
 def _folder(path: Path, option: str, what: str) -> Path:
     """The folder ``path`` is, or the existing folder it would be created in; SetupError if neither."""
     existing = nearest_existing(path)
+    if existing.is_symlink() and not existing.exists():
+        raise SetupError(f"{option} {path}: {existing} is a link to {os.readlink(existing)}, which does not exist; "
+                         f"create that folder or give another ({what})")
     if not existing.is_dir():
         where = "is" if existing == path else f"would be inside {existing}, which is"
         raise SetupError(f"{option} {path}: {where} a file, not a folder; give a folder ({what})")
@@ -99,6 +102,14 @@ def state_dir(value: str | Path, option: str = "--state-dir") -> Path:
     what = "the runtime's state folder"
     path = _given(value, option, "a folder (" + what + ")")
     existing = _folder(path, option, what)
+    if os.geteuid() == 0:
+        # Instance uids reach their volumes through every folder above the state folder (runtime.controller
+        # checks it too, but only once a run has started and made its folder there).
+        above = Path(os.path.realpath(existing))
+        for folder in ((above, *above.parents) if existing != path else above.parents):
+            if not os.stat(folder).st_mode & 0o001:
+                raise SetupError(f"{option} {path}: {folder} lets no other user enter it (no o+x), so no instance "
+                                 f"could reach its volume; choose a folder elsewhere, e.g. /var/lib/pairproof ({what})")
     scratch = _try_scratch(existing, path, option, what)
     try:
         if os.geteuid() == 0:
@@ -176,6 +187,54 @@ def json_file(value: str | Path, option: str, what: str) -> object:
         raise SetupError(f"{option} {path}: not JSON ({exc}); give {what}, as written by pairproof") from None
 
 
+# pytest options ``qualify`` gives from what it checked, and how a user gives them to it instead. Given
+# again after ``--`` they would win over the checked value (argparse keeps the last one) or write outside
+# the run's own report set: ``--pairproof-verdict reports/verdict.json`` writes through the published set's
+# link, leaving a verdict of one run beside the pages of another.
+OWNED = {"--target": "--target", "--profile": "--profile", "--pairproof-state-dir": "--state-dir",
+         "--pairproof-verdict": "--reports-dir", "--alluredir": "--reports-dir", "--clean-alluredir": "--reports-dir",
+         "-n": "-n", "--numprocesses": "-n", "--dist": "-n", "--maxprocesses": "-n"}
+# Options that write to a path of their own: refused when it is inside the reports or state folder (or, for
+# --basetemp, which pytest empties first, holds one).
+WRITES = ("--junitxml", "--junit-xml", "--basetemp")
+# Plugins the run itself needs: `-p no:NAME` of one would end the run without a verdict or Allure results.
+NEEDED = frozenset({"pairproof", "acceptance.plugin", "allure_pytest", "xdist", "xdist.plugin"})
+
+
+def _option(word: str, name: str) -> bool:
+    if name.startswith("--"):
+        return word == name or word.startswith(name + "=")
+    return word == name or (word.startswith(name) and not word.startswith("--"))  # -n4, -nauto
+
+
+def owned_pytest_args(extra: Sequence[str], folders: Sequence[Path]) -> None:
+    """SetupError for a pytest argument after ``--`` that would bypass a check or write into ``folders``
+    (the reports and state folders)."""
+    words = list(extra)
+    for at, word in enumerate(words):
+        for name, instead in OWNED.items():
+            if _option(word, name):
+                raise SetupError(f"pytest argument {word!r}: pairproof qualify sets it itself from what it checked; "
+                                 f"give {instead} before `--` instead")
+        if word.startswith("-p"):
+            plugin = (word[2:] or (words[at + 1] if at + 1 < len(words) else "")).lstrip("=")
+            if plugin.startswith("no:") and plugin[3:] in NEEDED:
+                raise SetupError(f"pytest arguments '-p {plugin}': the run needs that plugin for its verdict and "
+                                 "reports; drop it")
+        for name in WRITES:
+            if _option(word, name):
+                value = word.partition("=")[2] if "=" in word else (words[at + 1] if at + 1 < len(words) else "")
+                target = Path(os.path.abspath(value or "."))
+                for folder in folders:
+                    folder = Path(os.path.abspath(folder))
+                    inside = target.is_relative_to(folder) or target.resolve().is_relative_to(folder.resolve())
+                    holds = name == "--basetemp" and folder.resolve().is_relative_to(target.resolve())
+                    if inside or holds:
+                        raise SetupError(f"pytest argument {name} {value}: {'holds' if holds else 'is inside'} "
+                                         f"{folder}, which the run must not write to (pytest empties --basetemp); "
+                                         "give a path elsewhere or drop it")
+
+
 def pytest_args(base: Sequence[str], extra: Sequence[str]) -> None:
     """Collect the suite with ``base + extra`` in a separate process (``--collect-only``: nothing runs,
     nothing is written: no Allure or verdict option is given), so that pytest's own usage check, an unknown
@@ -200,3 +259,30 @@ def pytest_args(base: Sequence[str], extra: Sequence[str]) -> None:
                          "argument or the suite, then run again")
     raise SetupError(f"{given} refused by pytest ({(said or (lines or ['exit ' + str(done.returncode)])[-1])[:300]});"
                      " fix or drop them (`pytest --help` lists the options)")
+
+
+def environment() -> None:
+    """The environment variables that name a tool the run uses (``PAIRPROOF_PROBE``, ``PAIRPROOF_ALLURE``):
+    one naming something that is not an executable file is bad input before anything starts, not a run
+    whose every scan is broken (or, for Allure, a quiet fallback to another one)."""
+    from .errors import ProofError
+    from .probe import probe_binary
+
+    try:
+        probe_binary()
+    except ProofError as exc:
+        raise SetupError(str(exc)) from None
+    named = os.environ.get("PAIRPROOF_ALLURE")
+    if named and not (Path(named).is_file() and os.access(named, os.X_OK)):
+        raise SetupError(f"PAIRPROOF_ALLURE={named} is not an executable file: name the `allure` executable "
+                         "(tools/setup-machine installs one under .tools/) or unset PAIRPROOF_ALLURE")
+
+
+def outside_state(reports: Path, state: str | Path, option: str = "--reports-dir") -> None:
+    """SetupError when the reports folder is the state folder or inside it: the runtime owns that folder
+    (``pairproof clean`` removes every folder under its ``runs/`` whose owner process is gone, a report set
+    included)."""
+    inner, outer = Path(os.path.realpath(reports)), Path(os.path.realpath(state))
+    if inner.is_relative_to(outer):
+        raise SetupError(f"{option} {reports}: is inside the state folder {state}, which the runtime owns (pairproof "
+                         f"clean removes what it finds there); give a reports folder outside it")

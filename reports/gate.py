@@ -68,6 +68,8 @@ def judge(results: Path, mutants: Path | None = None, catalogue_ids: list[str] |
         verdict = json.loads(verdict_path.read_text())
     except ValueError as exc:
         return GateResult(False, [f"{verdict_path} is not JSON ({exc}): the file is damaged; rerun `pairproof qualify`"])
+    except OSError as exc:  # a folder by that name, or unreadable: no verdict to judge, never a traceback
+        return GateResult(False, [f"{verdict_path} cannot be read ({exc.strerror}); rerun `pairproof qualify`"])
     problems = _schema_problems(verdict)
     if problems:
         return GateResult(False, problems)

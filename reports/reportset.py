@@ -15,11 +15,14 @@ them as a set (copied, then each name swapped for its link atomically) before it
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 SETS = ".pairproof-sets"
@@ -36,26 +39,45 @@ def current(reports: Path) -> Path | None:
 def stage(reports: Path) -> Path:
     """A new, empty folder for one run's reports, beside the published set (same filesystem: one rename)."""
     sets = reports / SETS
-    sets.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f"set-{os.getpid()}-", dir=sets))
+    for attempt in range(5):
+        sets.mkdir(parents=True, exist_ok=True)
+        try:
+            staged = Path(tempfile.mkdtemp(prefix=f"set-{os.getpid()}-", dir=sets))
+            break
+        except FileNotFoundError:  # another run's discard removed the (then empty) sets folder in between
+            if attempt == 4:
+                raise
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(staged, 0o777 & ~umask)  # readable as a plain reports folder is (mkdtemp makes it 0700)
     return staged
 
 
-def stage_copy(reports: Path) -> Path:
-    """A new folder holding a copy of the published set (or of a pre-sets folder's members), to rebuild
-    parts of it and publish the result whole (``pairproof report``)."""
+def stage_copy(reports: Path, source: Path | None = None) -> Path:
+    """A new folder holding a copy of the published set ``source`` (given by a caller inside ``reading``;
+    by default the one published now, or a pre-sets folder's members when there is none), to rebuild parts
+    of it and publish the result whole (``pairproof report``, with ``publish(..., over=source)``)."""
     staged = stage(reports)
-    source = current(reports) or reports
-    for name in MEMBERS:
-        _copy(source / name, staged / name)
+    if source is None:
+        with reading(reports) as published:
+            _copy_members(published or reports, staged)
+    else:  # (the caller holds ``reading``, so that it stays published)
+        _copy_members(source, staged)
     return staged
 
 
+def _copy_members(source: Path, staged: Path) -> None:
+    for name in MEMBERS:
+        _copy(source / name, staged / name)
+
+
 def discard(staged: Path) -> None:
-    """Remove a run's unpublished folder, and the sets folder too if that leaves it empty (a first run)."""
+    """Remove a run's unpublished folder, and the sets folder too if that leaves it empty (a first run).
+    A folder already published is kept: an interrupt after the swap (while old sets are swept) reaches the
+    caller as a failure, and removing the set the names now show would leave them showing nothing."""
+    link = staged.parent / CURRENT
+    if link.is_symlink() and os.readlink(link) == staged.name:
+        return
     shutil.rmtree(staged, ignore_errors=True)
     try:
         staged.parent.rmdir()
@@ -63,16 +85,51 @@ def discard(staged: Path) -> None:
         pass  # not empty: the published set, or another run's folder
 
 
-def publish(reports: Path, staged: Path) -> None:
-    """Make ``staged`` the report set with one rename; then remove sets nobody is writing any more."""
+class Superseded(Exception):
+    """``publish(..., over=set)`` found another set published since ``set`` was copied: publishing the
+    rebuilt copy would put an older run back in place of a newer one."""
+
+
+def publish(reports: Path, staged: Path, *, over: Path | None = None) -> None:
+    """Make ``staged`` the report set with one rename; then remove sets nobody is writing any more.
+    ``over``: the set ``staged`` was copied from; Superseded (nothing changed) if it is no longer the one
+    published. Publishers hold a lock on the sets folder from that check to the swap."""
     sets = reports / SETS
-    _adopt_plain_members(reports)
-    _link_members(reports)
-    link = sets / f".current-{os.getpid()}"
-    link.unlink(missing_ok=True)
-    os.symlink(staged.name, link)
-    os.replace(link, sets / CURRENT)  # the swap: every member name now shows the new set
+    with _locked(sets):
+        if over is not None and current(reports) != over:
+            raise Superseded(f"{reports}: another run published its reports while {over.name} was rebuilt")
+        _adopt_plain_members(reports)
+        _link_members(reports)
+        link = sets / f".current-{os.getpid()}"
+        link.unlink(missing_ok=True)
+        os.symlink(staged.name, link)
+        os.replace(link, sets / CURRENT)  # the swap: every member name now shows the new set
     _sweep(sets, keep=staged.name)
+
+
+@contextlib.contextmanager
+def reading(reports: Path) -> Iterator[Path | None]:
+    """The published set's folder (None when there is none), kept published while the caller reads it: a
+    publish waits to swap until the reader is done, so the sweep after it never removes a set being read
+    (the gate, or ``stage_copy``)."""
+    sets = reports / SETS
+    if not sets.is_dir():
+        yield current(reports)
+        return
+    with _locked(sets, shared=True):
+        yield current(reports)
+
+
+@contextlib.contextmanager
+def _locked(sets: Path, *, shared: bool = False) -> Iterator[None]:
+    """A flock on the sets folder itself (no lock file: the folder holds only sets): exclusive for a
+    publisher's check and swap, shared for a reader of the published set."""
+    fd = os.open(sets, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (closing releases the lock)
 
 
 def _copy(source: Path, dest: Path) -> None:

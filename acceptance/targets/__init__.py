@@ -44,8 +44,8 @@ def load(name: str) -> Callable[[TargetOptions], Target]:
         spec = name  # a driver given as "package.module:factory"
         try:
             importlib.import_module(spec.partition(":")[0])
-        except ImportError as exc:
-            raise SetupError(f"target {name!r}: cannot import {spec.partition(':')[0]!r} ({exc}); "
+        except Exception as exc:  # ImportError, an empty name (ValueError), a module that fails as it loads
+            raise SetupError(f"target {name!r}: cannot import {spec.partition(':')[0]!r} ({type(exc).__name__}: {exc}); "
                              "check the module is installed or on PYTHONPATH") from exc
     if spec is None:
         found = [ep for ep in entry_points(group="pairproof.targets") if ep.name == name]
@@ -57,6 +57,9 @@ def load(name: str) -> Callable[[TargetOptions], Target]:
     factory = getattr(importlib.import_module(module), attr, None)
     if factory is None:
         raise SetupError(f"target {name!r}: module {module!r} has no {attr!r}; name its factory as module:factory")
+    if not callable(factory):  # (every command reads factory.__module__ for its hooks: a str has none)
+        raise SetupError(f"target {name!r} names {type(factory).__name__}, not a factory: give module:factory "
+                         "where factory(options: TargetOptions) returns the driver")
     return factory
 
 

@@ -8,8 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,7 +42,17 @@ def _tree_digest(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> dict[str, Path]:
+def state_root() -> Iterator[Path]:
+    """A folder every user can enter, for the state folder: instance uids must reach their volumes through
+    every folder above it, and pytest's own tmp_path lies below a folder only its owner can enter."""
+    root = Path(tempfile.mkdtemp(prefix="pairproof-badinput-", dir="/var/tmp"))
+    root.chmod(0o755)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def world(tmp_path: Path, state_root: Path) -> dict[str, Path]:
     """A reports folder with a published set, a state folder with a run's leftovers, and bad files."""
     reports = tmp_path / "reports"
     reports.mkdir()
@@ -50,7 +64,7 @@ def world(tmp_path: Path) -> dict[str, Path]:
     (staged / "allure-results" / "1-result.json").write_text("{}")
     reportset.publish(reports, staged)
     (reports / "mutants.json").write_text(json.dumps({"schema": "kept as it is"}))
-    state = tmp_path / "state"
+    state = state_root / "state"
     (state / "runs" / "deadbeef").mkdir(parents=True)
     (state / "runs" / "deadbeef" / "owner.json").write_text("{}")
     bad = tmp_path / "bad"
@@ -61,6 +75,7 @@ def world(tmp_path: Path) -> dict[str, Path]:
     (bad / "broken.json").write_text('{"schema": ')
     (bad / "damaged-reports").mkdir()
     (bad / "damaged-reports" / "verdict.json").write_text("{not json")
+    (bad / "dangling").symlink_to(bad / "nowhere")
     return {"root": tmp_path, "reports": reports, "state": state, "bad": bad}
 
 
@@ -73,6 +88,7 @@ CASES = [
     ("qualify --state-dir {bad}/a-file", "a-file", "give a folder"),
     ("qualify --state-dir {bad}/a-file/below", "a-file", "give a folder"),
     ("qualify --state-dir=", "--state-dir is empty", "give the path"),
+    ("qualify --state-dir {root}/state", "no o+x", "choose a folder elsewhere"),
     ("qualify --reports-dir {bad}/a-file", "a-file", "give a folder"),
     ("qualify --reports-dir /proc/pairproof-reports", "/proc/pairproof-reports", "choose a folder"),
     ("qualify -n many", "-n", "--help"),
@@ -87,12 +103,32 @@ CASES = [
     ("qualify --profile /proc/self/mem", "/mem", "cannot read"),
     ("qualify -- -k no_test_has_this_name", "no_test_has_this_name", "widen"),
     ("qualify --bogus", "--bogus", "--help"),
+    # pytest arguments after `--` that would bypass a check or write outside the run's own set (review)
+    ("qualify -- --pairproof-verdict {reports}/verdict.json", "--pairproof-verdict", "--reports-dir"),
+    ("qualify -- --alluredir {reports}/allure-results", "--alluredir", "--reports-dir"),
+    ("qualify -- --pairproof-state-dir /proc/foo", "--pairproof-state-dir", "--state-dir"),
+    ("qualify -- --target=broken_targets:raising", "--target", "before `--`"),
+    ("qualify -- -n 2 --dist load", "-n", "before `--`"),
+    ("qualify -- -p no:allure_pytest", "no:allure_pytest", "drop it"),
+    ("qualify -- -pno:pairproof", "no:pairproof", "drop it"),
+    ("qualify -- --basetemp={reports}", "--basetemp", "elsewhere"),
+    ("qualify -- --basetemp {root}", "--basetemp", "elsewhere"),
+    ("qualify -- --junitxml={reports}/junit.xml", "--junitxml", "elsewhere"),
+    ("qualify --reports-dir {bad}/dangling", "does not exist", "create that folder"),
+    ("qualify --reports-dir {state}/runs/reports", "inside the state folder", "outside it"),
+    ("qualify --reports-dir {state}", "inside the state folder", "outside it"),
+    ("qualify --target os:sep", "not a factory", "module:factory"),
+    ("qualify --target broken_on_import:create", "'broken_on_import'", "PYTHONPATH"),
+    ("qualify --target :create", "cannot import", "PYTHONPATH"),
+    ("PAIRPROOF_PROBE={bad}/a-file qualify", "PAIRPROOF_PROBE", "unset"),
+    ("PAIRPROOF_ALLURE={bad}/no-such-allure qualify", "PAIRPROOF_ALLURE", "unset"),
     # mutants
     ("mutants --only no-such-mutant", "'no-such-mutant'", "give a name"),
     ("mutants -j 0", "-j 0", "above 0"),
     ("mutants --suite {bad}/no-such-folder", "no-such-folder", "give the folder"),
     ("mutants --reports-dir {bad}/a-file", "a-file", "give a folder"),
     ("mutants --state-dir /proc/foo", "/proc/foo", "choose a folder"),
+    ("mutants --reports-dir {state}/reports", "inside the state folder", "outside it"),
     # gate
     ("gate --results {reports} --mutants /nonexistent.json", "/nonexistent.json", "drop --mutants"),
     ("gate --results {reports} --mutants {bad}/broken.json", "broken.json", "not JSON"),
@@ -106,10 +142,14 @@ CASES = [
     # clean
     ("clean --target nosuch", "'nosuch'", "choose one of"),
     ("clean --state-dir {bad}/a-file", "a-file", "not a folder"),
+    ("clean --target os:sep", "not a factory", "module:factory"),
     # measure
     ("measure --target nosuch", "'nosuch'", "choose one of"),
     ("measure --turns 0", "--turns 0", "1 or more"),
     ("measure --state-dir {bad}/a-file", "a-file", "give a folder"),
+    ("measure --target os:sep", "not a factory", "module:factory"),
+    ("PAIRPROOF_PROBE={bad}/a-file mutants", "PAIRPROOF_PROBE", "unset"),
+    ("PAIRPROOF_PROBE={bad}/a-file check-driver reference", "PAIRPROOF_PROBE", "unset"),
     # scan
     ("scan {bad}/no-such-path", "no-such-path", "exist"),
     ("scan", "PATH", "--help"),
@@ -128,9 +168,21 @@ DEFAULTS = {"qualify": ["--case", "CP-1", "--reports-dir", "{reports}", "--state
             "check-driver": ["--state-dir", "{state}"], "measure": ["--state-dir", "{state}"]}
 
 
+def _environment(line: str, world: dict[str, Path]) -> tuple[dict[str, str], str]:
+    """The row's leading ``NAME=value`` words (variables set for the command, as a shell line sets them),
+    and the rest of the line."""
+    words = line.split(" ") if line else []
+    env = {}
+    while words and "=" in words[0] and words[0].split("=")[0].isupper():
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value.format(**{k: str(v) for k, v in world.items()})
+    return env, " ".join(words)
+
+
 def _argv(line: str, world: dict[str, Path]) -> list[str]:
     """The row's command line, with the defaults that keep a run inside tmp_path put before the row's own
     words (argparse keeps an option's last value, so the row's own wins) and before any ``--``."""
+    line = _environment(line, world)[1]
     words = line.split(" ") if line else []
     cut = words.index("--") if "--" in words else len(words)
     words = words[:1] + DEFAULTS.get(words[0] if words else "", []) + words[1:cut] + words[cut:]
@@ -147,7 +199,8 @@ def _commands() -> set[str]:
 
 
 def test_the_table_covers_every_command_with_twenty_inputs_or_more():
-    assert {line.split(" ")[0] for line, _, _ in CASES if line} >= _commands()
+    commands = {next(w for w in line.split(" ") if "=" not in w) for line, _, _ in CASES if line}
+    assert commands >= _commands()
     assert len(CASES) >= 20
 
 
@@ -156,7 +209,7 @@ def test_bad_input_exits_2_with_one_line_and_changes_nothing(world, line, names,
     argv = _argv(line, world)
     before = {"reports": _tree_digest(world["reports"]), "state": _tree_digest(world["state"]),
               "all": _tree_digest(world["root"])}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), str(CHECKOUT)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), str(CHECKOUT)]), **_environment(line, world)[0]}
     done = subprocess.run([sys.executable, "-m", "acceptance.cli", *argv], capture_output=True, text=True,
                           cwd=world["root"], env=env, timeout=300, stdin=subprocess.DEVNULL)
     lines = done.stderr.strip().splitlines()
@@ -183,3 +236,54 @@ def test_help_documents_the_exit_codes_of_every_command():
         assert done.returncode == 0, done.stderr
         for code in ("0 ", "1 ", "2 ", "130"):
             assert f"\n  {code}" in done.stdout, (command, done.stdout)
+
+
+def _children(pid: int) -> list[str]:
+    """The command lines of ``pid``'s child processes."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if entry.name.isdigit() and int(fields[1]) == pid:
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_an_interrupt_while_inputs_are_checked_exits_130_and_changes_nothing(world, signum):
+    """A signal during the dry collection (before any report set exists) is an interrupt like one mid-run:
+    exit 130, not death by the signal, and the folders as they were."""
+    import time
+
+    before = _tree_digest(world["root"])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), str(CHECKOUT)])}
+    proc = subprocess.Popen([sys.executable, "-m", "acceptance.cli", *_argv("qualify", world)], cwd=world["root"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 120
+        while not any("--collect-only" in c for c in _children(proc.pid)):
+            if proc.poll() is not None or time.monotonic() > end:
+                raise RuntimeError(f"the dry collection was not seen (exit {proc.poll()}): {proc.stderr.read()[-2000:]}")
+            time.sleep(0.02)
+        proc.send_signal(signum)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 130, proc.stderr.read()[-2000:]
+    assert _tree_digest(world["root"]) == before
+
+
+def test_the_listing_the_messages_suggest_exits_0_and_changes_nothing(world):
+    """``pairproof qualify -- --collect-only -q`` (what a selection of nothing is told to run) lists the tests
+    and exits 0 without the 'ended without a verdict' failure, and writes no reports."""
+    before = _tree_digest(world["root"])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), str(CHECKOUT)])}
+    done = subprocess.run([sys.executable, "-m", "acceptance.cli", *_argv("qualify -- --collect-only -q", world)],
+                          capture_output=True, text=True, cwd=world["root"], env=env, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and "test_cp1_" in done.stdout, done.stderr[-2000:]
+    assert _tree_digest(world["root"]) == before

@@ -105,6 +105,12 @@ def test_a_damaged_verdict_fails(tmp_path, monkeypatch, capsys):
     assert code == 1 and "does not follow the schema" in out
 
 
+def test_a_folder_named_verdict_json_fails_without_a_traceback(tmp_path, monkeypatch, capsys):
+    (tmp_path / "verdict.json").mkdir()
+    code, out = _gate(monkeypatch, capsys, tmp_path)
+    assert code == 1 and "cannot be read" in out
+
+
 def test_junit_has_one_case_per_catalogue_case(tmp_path):
     import xml.etree.ElementTree as ET
 

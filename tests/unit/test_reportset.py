@@ -116,3 +116,72 @@ def test_pairproof_report_rebuilds_the_pages_into_a_new_set_published_whole(tmp_
     assert reportset.current(reports) != staged and not staged.exists()
     assert (reports / "summary.html").read_text() == html.render(sample_verdict(), kill_matrix)
     assert json.loads((reports / "verdict.json").read_text()) == sample_verdict()
+
+
+def test_an_interrupt_while_old_sets_are_swept_keeps_the_new_set(tmp_path, monkeypatch):
+    """Ctrl-C after the swap, while the sets it replaced are being removed: the run's cleanup (discard of
+    its folder, as ``qualify`` does when publish did not return) keeps the set the names now show."""
+    reports = tmp_path / "reports"
+    reportset.publish(reports, _fill(reportset.stage(reports), "one"))
+    staged = _fill(reportset.stage(reports), "two")
+
+    def interrupted(sets, *, keep):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reportset, "_sweep", interrupted)
+    try:
+        reportset.publish(reports, staged)
+    except KeyboardInterrupt:
+        reportset.discard(staged)
+    assert _shown(reports) == {"two"}
+
+
+def test_a_rebuild_of_a_set_replaced_meanwhile_does_not_put_the_older_run_back(tmp_path):
+    """``pairproof report`` copies the published set, rebuilds its pages and publishes the copy; a run that
+    published in between must stay published (the copy is of an older run)."""
+    reports = tmp_path / "reports"
+    first = _fill(reportset.stage(reports), "one")
+    reportset.publish(reports, first)
+    copy = reportset.stage_copy(reports, first)
+    reportset.publish(reports, _fill(reportset.stage(reports), "two"))  # a qualification finishes meanwhile
+    try:
+        reportset.publish(reports, copy, over=first)
+    except reportset.Superseded:
+        reportset.discard(copy)
+    assert _shown(reports) == {"two"} and not copy.exists()
+
+
+def test_staging_survives_another_first_run_removing_the_empty_sets_folder(tmp_path, monkeypatch):
+    """Two first runs into one reports folder: one discards (removing the sets folder it found empty)
+    just as the other stages in it; the second still gets its folder."""
+    import tempfile
+
+    reports = tmp_path / "reports"
+    real, raced = tempfile.mkdtemp, []
+
+    def racing(*args, **kwargs):
+        if not raced:
+            raced.append(True)
+            (reports / reportset.SETS).rmdir()  # the other run's discard, between mkdir and mkdtemp
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", racing)
+    staged = reportset.stage(reports)
+    assert staged.is_dir() and staged.parent == reports / reportset.SETS
+
+
+def test_a_set_being_read_is_neither_replaced_nor_swept_until_its_reader_is_done(tmp_path):
+    """The gate reads the published set inside ``reading``: a run publishing meanwhile waits to swap, so
+    the sweep after its swap never removes the folder the gate is reading."""
+    import threading
+
+    reports = tmp_path / "reports"
+    reportset.publish(reports, _fill(reportset.stage(reports), "one"))
+    second = _fill(reportset.stage(reports), "two")
+    with reportset.reading(reports) as read:
+        publisher = threading.Thread(target=reportset.publish, args=(reports, second))
+        publisher.start()
+        publisher.join(timeout=0.5)  # (a window in which the publish must not happen)
+        assert publisher.is_alive() and _shown(reports) == {"one"} and (read / "verdict.json").exists()
+    publisher.join(timeout=30)
+    assert not publisher.is_alive() and _shown(reports) == {"two"} and not read.exists()
