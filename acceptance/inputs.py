@@ -240,9 +240,14 @@ def pytest_args(base: Sequence[str], extra: Sequence[str]) -> None:
     nothing is written: no Allure or verdict option is given), so that pytest's own usage check, an unknown
     ``-k``/``-m`` expression, a collection error or a selection of nothing is known before the reports
     folder is touched."""
-    command = [sys.executable, "-m", "pytest", *base, "--collect-only", "-q", "-p", "no:cacheprovider", *extra]
+    # The collection must import the very packages this process runs (the suite's path is theirs): ``-P`` keeps
+    # the current folder off sys.path (under tox it is a checkout beside the installed package, and pytest then
+    # refuses every test file as an "import file mismatch"), and this process's own root goes first.
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    command = [sys.executable, "-P", "-m", "pytest", *base, "--collect-only", "-q", "-p", "no:cacheprovider", *extra]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, env=env)
     except subprocess.TimeoutExpired:
         raise SetupError("collecting the suite took over 300 s: check the machine and the pytest arguments") from None
     if done.returncode == 0:

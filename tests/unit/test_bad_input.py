@@ -287,3 +287,17 @@ def test_the_listing_the_messages_suggest_exits_0_and_changes_nothing(world):
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0 and "test_cp1_" in done.stdout, done.stderr[-2000:]
     assert _tree_digest(world["root"]) == before
+
+
+def test_the_dry_collection_imports_the_suite_this_process_runs(tmp_path, monkeypatch):
+    """Under tox the CLI is the installed package while the current folder is a checkout with its own
+    ``acceptance``: the dry collection must import the running package's suite, not the folder's (pytest
+    would refuse every test file as an "import file mismatch" and qualify would exit 2 on a good suite)."""
+    import shutil
+
+    from acceptance import cases, inputs
+
+    shutil.copytree(Path(cases.__file__).resolve().parents[1], tmp_path / "acceptance",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    inputs.pytest_args([str(Path(cases.__file__).parent), "--target", "reference", "-p", "no:cacheprovider"], [])
