@@ -28,7 +28,10 @@ def build(results: Path, target: Path) -> str:
     if allure is None:
         return ("Allure HTML report skipped: the npm package `allure` is not installed "
                 "(run tools/setup-machine, or `npm install --prefix .tools/allure allure@3`)")
-    with tempfile.TemporaryDirectory(prefix="pairproof-allure-") as work:
+    # Allure's scratch lives beside the page it builds (in a run's staged report set): a run killed while Allure
+    # works leaves it in that staged set, which the next publish sweeps, never in /tmp.
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".allure-work-", dir=target.parent) as work:
         config = Path(work) / "allurerc.json"
         config.write_text(json.dumps({"name": "pairproof", "output": str(Path(work) / "out"),
                                       "plugins": {"awesome": {"options": {"singleFile": True, "reportName": "pairproof"}}}}))
