@@ -10,6 +10,7 @@ only the static probe (run by descriptor) can scan.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -30,6 +31,7 @@ AGENT = Path(runtime.__file__).with_name("agent.py")  # the runtime's own agent,
 REPOSITORY = "pairproof/agent"
 LABEL_INPUTS = "pairproof.inputs"
 BUILDER = "2"  # bump when the way the root is assembled changes
+BUILD_LOCK = "/var/lib/pairproof-docker/image-build.lock"  # beside the engine's state (tools/setup-docker)
 # The agent needs python3; the suite's probes a shell, coreutils, ps (procps) and getent (libc-bin).
 SEEDS = {"reference": ("python3-minimal", "python3.11", "dash", "coreutils", "procps", "libc-bin"),
          "slim": ("dash", "coreutils")}
@@ -161,10 +163,32 @@ def _write_root(plan_: Plan, out) -> None:
 
 def ensure(flavour: str = "reference", *, docker_client=None) -> str:
     """The tag of the ``flavour`` image, built now unless an image of the same inputs is already there."""
-    import docker
 
     made = docker_client or containers.client()
     wanted = plan(flavour)
+    # One build at a time on this machine (pytest workers, parallel runs): a second process waits, then finds
+    # the image the first one built instead of importing a twin that would be left dangling.
+    with _build_lock():
+        return _ensure(made, wanted, flavour)
+
+
+@contextlib.contextmanager
+def _build_lock():
+    import fcntl
+
+    folder = Path(BUILD_LOCK).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(BUILD_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _ensure(made, wanted: Plan, flavour: str) -> str:
+    import docker
+
     try:
         made.images.get(wanted.tag)
         return wanted.tag
