@@ -236,6 +236,33 @@ class SandboxBackend(base.BaseBackend):
         return self.run_with_stdin(cmd, stdin=kwargs.get("stdin"), timeout=kwargs.get("timeout", 120.0))
 
     def run_with_stdin(self, cmd: str, *, stdin: bytes | None = None, timeout: float = 120.0) -> base.CommandResult:
+        def launch(identity, nonce: str):
+            result = self.target.exec(self.ref, ["/bin/sh", "-c", WRAPPER, "pairproof-probe", nonce, cmd],
+                                      stdin=stdin, timeout=timeout)
+            return result, cmd
+
+        return self._proven(launch)
+
+    def run_binary(self, host_path: Path, args: list[str], *, env: dict[str, str],
+                   timeout: float = 120.0) -> base.CommandResult:
+        """Run the static probe ``host_path`` in the sandbox by descriptor (the driver's ``exec_binary``).
+
+        No shell runs: the probe prints the proof line itself (``--proof NONCE``, first line, the format
+        of ``WRAPPER``'s), checked exactly as ``run`` checks the shell's, after the same host cross-check.
+        The result's stdout is what follows the proof line."""
+        def launch(identity, nonce: str):
+            # The probe checks this itself before it writes a sentinel or reads a file: misrouted (to the host,
+            # or to another sandbox) it stops after the proof line, and the host refuses that line below.
+            expect = " ".join([*(identity.namespaces[n] for n in PROOF_NAMESPACES), f"uid={identity.uid}"])
+            result = self.target.exec_binary(self.ref, str(host_path), ["--proof", nonce, "--expect", expect, *args],
+                                             env=env, timeout=timeout)
+            return result, f"{host_path} (by descriptor) --proof {nonce} --expect '{expect}' {' '.join(args)}"
+
+        return self._proven(launch)
+
+    def _proven(self, launch) -> base.CommandResult:
+        """Cross-check the driver's word on the host, run ``launch(identity, nonce)`` (its output's first line
+        is the proof line), record it, and accept it only if the proof line matches the instance."""
         identity = self.target.identity(self.ref)
         # The driver's word is checked on the host before the probe runs: a probe may end its own sandbox
         # (a fork bomb without a pids limit takes the agent with it), and the proof line is then compared
@@ -245,48 +272,14 @@ class SandboxBackend(base.BaseBackend):
         except ProofError as exc:
             raise self.log.fail(f"before probing {self.ref.key}: {exc}") from None
         nonce = secrets.token_hex(8)  # fresh per command: a replayed or cached output cannot carry it
-        result = self.target.exec(self.ref, ["/bin/sh", "-c", WRAPPER, "pairproof-probe", nonce, cmd],
-                                   stdin=stdin, timeout=timeout)
-        first, _, rest = result.stdout.partition(b"\n")
-        record = ProbeRecord(self.ref.key, self.ref.principal.name, cmd, result.rc, "",
-                             rest[:2000].decode(errors="replace"), result.stderr[:1000].decode(errors="replace"))
-        self.log.records.append(record)
-        try:
-            # The record carries a proof only when both checks passed (a probe whose host cross-check
-            # failed is no proof, even if its line matched the driver's word).
-            record.proof = (verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces),
-                                         identity.uid) + " host:" + on_host)
-        except ProofError as exc:
-            raise self.log.fail(f"{exc} (rc {result.rc}, stderr {result.stderr[-300:]!r})") from None
-        finally:
-            _attach(record)
-        return self.result(result.rc, self.encode(cmd), rest, result.stderr)
-
-
-    def run_binary(self, host_path: Path, args: list[str], *, env: dict[str, str],
-                   timeout: float = 120.0) -> base.CommandResult:
-        """Run the static probe ``host_path`` in the sandbox by descriptor (the driver's ``exec_binary``).
-
-        No shell runs: the probe prints the proof line itself (``--proof NONCE``, first line, the format
-        of ``WRAPPER``'s), checked exactly as ``run`` checks the shell's, after the same host cross-check.
-        The result's stdout is what follows the proof line."""
-        identity = self.target.identity(self.ref)
-        try:
-            on_host = cross_check_on_host(dict(identity.namespaces), identity.uid, identity.host_pid)
-        except ProofError as exc:
-            raise self.log.fail(f"before probing {self.ref.key}: {exc}") from None
-        nonce = secrets.token_hex(8)
-        # The probe checks this itself before it writes a sentinel or reads a file: misrouted (to the host, or
-        # to another sandbox) it stops after the proof line, and the host refuses that line below.
-        expect = " ".join([*(identity.namespaces[n] for n in PROOF_NAMESPACES), f"uid={identity.uid}"])
-        proof_args = ["--proof", nonce, "--expect", expect]
-        result = self.target.exec_binary(self.ref, str(host_path), [*proof_args, *args], env=env, timeout=timeout)
-        command = f"{host_path} (by descriptor) --proof {nonce} --expect '{expect}' {' '.join(args)}"
+        result, command = launch(identity, nonce)
         first, _, rest = result.stdout.partition(b"\n")
         record = ProbeRecord(self.ref.key, self.ref.principal.name, command, result.rc, "",
                              rest[:2000].decode(errors="replace"), result.stderr[:1000].decode(errors="replace"))
         self.log.records.append(record)
         try:
+            # The record carries a proof only when both checks passed (a probe whose host cross-check
+            # failed is no proof, even if its line matched the driver's word).
             record.proof = (verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces),
                                          identity.uid) + " host:" + on_host)
         except ProofError as exc:
