@@ -28,15 +28,6 @@ CHUNK = 1 << 20
 TOKEN = b"ppcanary-0123abcd-b-mem-0123456789abcdef"
 
 
-@pytest.fixture(scope="module")
-def probe() -> pathlib.Path:
-    binary = pathlib.Path(os.environ.get("PAIRPROOF_PROBE", REPO / "build" / "probe" / "ppscan"))
-    source = REPO / "probe" / "ppscan.c"
-    if not binary.exists() or binary.stat().st_mtime < source.stat().st_mtime:
-        built = subprocess.run([str(REPO / "tools" / "build-probe"), str(binary)], capture_output=True, text=True)
-        if built.returncode != 0:
-            raise RuntimeError(f"tools/build-probe failed: {built.stderr.strip()}")
-    return binary
 
 
 def run_both(probe: pathlib.Path, *args: str) -> tuple[list[dict], str]:

@@ -42,16 +42,6 @@ ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 NOT_HEX = "ghijklmnopqrstuvwxyz"
 
 
-@pytest.fixture(scope="module")
-def probe() -> Path:
-    """The static probe this tree builds (``tools/build-probe``), built now if missing or older than its source."""
-    binary = Path(os.environ.get("PAIRPROOF_PROBE", REPO / "build" / "probe" / "ppscan"))
-    source = REPO / "probe" / "ppscan.c"
-    if not binary.exists() or binary.stat().st_mtime < source.stat().st_mtime:
-        built = subprocess.run([str(REPO / "tools" / "build-probe"), str(binary)], capture_output=True, text=True)
-        if built.returncode != 0:
-            raise RuntimeError(f"tools/build-probe failed: {built.stderr.strip()}")
-    return binary
 
 
 def pairproof_scan(probe: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
