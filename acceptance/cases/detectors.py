@@ -6,6 +6,7 @@ from __future__ import annotations
 import grp
 import pwd
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from .. import hostscan
 from ..contract import Identity
@@ -42,7 +43,8 @@ def shared_identities(identities: Mapping[str, Identity]) -> list[tuple[str, str
 
 
 def identity_problems(name: str, ident: Identity) -> list[str]:
-    """What is wrong with one instance's identity: root, an existing host account or group, or a wide uid map."""
+    """What is wrong with one instance's identity: root, an existing host account or group, a user namespace that
+    maps more than its own uid, or, in the host's user namespace, a capability it holds or could gain."""
     problems = []
     if ident.uid == 0 or ident.gid == 0:
         problems.append(f"{name} runs as host root (uid {ident.uid}, gid {ident.gid})")
@@ -57,8 +59,34 @@ def identity_problems(name: str, ident: Identity) -> list[str]:
     except KeyError:
         pass
     lines = [line.split() for line in ident.uid_map.splitlines()]
-    if lines != [[str(ident.uid), str(ident.uid), "1"]]:
+    if lines == [[str(ident.uid), str(ident.uid), "1"]]:
+        return problems  # a user namespace that holds its uid only: no other host identity can be taken in it
+    if lines != INITIAL_UID_MAP:
         problems.append(f"{name}'s uid_map maps more than its own uid: {ident.uid_map!r}")
+        return problems
+    # No user namespace of its own (a container engine without remapping): the uid is the host's, and it stays
+    # the only identity only while the process holds no capability and can gain none.
+    problems.extend(privilege_problems(name, ident.host_pid))
+    return problems
+
+
+INITIAL_UID_MAP = [["0", "0", "4294967295"]]
+CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+
+
+def privilege_problems(name: str, host_pid: int) -> list[str]:
+    """What could let a process in the host's user namespace act as another host identity, read from the
+    host's /proc: any capability in any of its sets (the bounding set included: what is there can be gained
+    by an exec), or no ``no_new_privs`` (a setuid or file-capability binary would raise it)."""
+    try:
+        status = Path(f"/proc/{host_pid}/status").read_text()
+    except OSError as exc:
+        return [f"{name}'s process {host_pid} could not be read on the host ({exc.strerror}): its privileges are unknown"]
+    fields = {k: v.strip() for k, v in (line.split(":", 1) for line in status.splitlines() if ":" in line)}
+    problems = [f"{name} runs in the host's user namespace with capabilities in {key} ({fields[key]})"
+                for key in CAPABILITY_SETS if int(fields.get(key, "0"), 16) != 0]
+    if fields.get("NoNewPrivs") != "1":
+        problems.append(f"{name} runs in the host's user namespace without no_new_privs: a setuid binary raises it")
     return problems
 
 

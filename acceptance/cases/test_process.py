@@ -154,8 +154,10 @@ def test_pr1_broken_shared_pid_ns_is_detected(instances, principals, target, san
 
 @pytest.mark.case("PR-2", "refusal", pair="A,B,C")
 def test_pr2_each_instance_has_its_own_unprivileged_uid(instances, target, sandbox_host):
-    """A, B and C run as three distinct host uids and gids, none root or an existing account or group, each user
-    namespace mapping exactly that one uid to itself; the probe inside runs as it (see its proof)."""
+    """A, B and C run as three distinct host uids and gids, none root or an existing account or group, and none
+    able to take another host identity: each user namespace maps exactly that one uid to itself, or, with no
+    user namespace of its own (a container engine without remapping), the process holds no capability in any
+    set, the bounding set included, and runs under no_new_privs. The probe inside runs as it (see its proof)."""
     identities = {name: target.identity(ref) for name, ref in instances.items()}
     assert shared_identities(identities) == []
     problems = [p for name, ident in identities.items() for p in identity_problems(name, ident)]
