@@ -2,7 +2,9 @@
 
 ``SandboxBackend`` is a testinfra backend whose commands go through ``Target.exec``: ``host.file(...)``,
 ``host.process``, ``host.mount_point(...)``, ``host.user()`` all run inside the instance, as the agent
-would. A container target later uses testinfra's own docker backend the same way.
+would. The docker target's ``exec`` is a ``docker exec`` through docker-py, so its probes take this same
+path rather than testinfra's own docker backend (which shells out to the docker client by container name):
+one backend for every target keeps the proof check below in one place and the suite on the contract.
 
 Proof of execution (DESIGN §5 rule 2): every command is wrapped so that its first line of output is a
 nonce fresh for that one command, the namespace identities the shell sees (``/proc/self/ns/*``) and its
