@@ -105,6 +105,7 @@ def test_docker_instance_start_to_ready_against_a_bare_run(benchmark, docker_con
     folder.mkdir()
     rec = docker_controller.provision("org1", "alice")
     bare: list[float] = []
+    load_before = os.getloadavg()[0]
 
     def a_bare_run_then_put_to_sleep() -> None:
         docker_controller.sleep(rec.id)
@@ -120,8 +121,10 @@ def test_docker_instance_start_to_ready_against_a_bare_run(benchmark, docker_con
     ratio = statistics.median(instance) / statistics.median(bare)
     figures = {"instance_p50_ms": statistics.median(instance) * 1000, "instance_p95_ms": _p95(instance) * 1000,
                "bare_p50_ms": statistics.median(bare) * 1000, "bare_p95_ms": _p95(bare) * 1000}
-    benchmark.extra_info.update({k: round(v, 1) for k, v in figures.items()} | {"ratio": round(ratio, 2), "goal": GOAL})
+    load = (load_before, os.getloadavg()[0])  # the machine is shared: the ratio grows with its load (docs/docker-target.md)
+    benchmark.extra_info.update({k: round(v, 1) for k, v in figures.items()} | {"ratio": round(ratio, 2), "goal": GOAL,
+                                "loadavg_1min": [round(x, 2) for x in load]})
     print(f"\ndocker instance start to ready p50 {figures['instance_p50_ms']:.0f} ms (p95 "
           f"{figures['instance_p95_ms']:.0f}); bare docker run --network none to its ready marker p50 "
           f"{figures['bare_p50_ms']:.0f} ms (p95 {figures['bare_p95_ms']:.0f}); ratio {ratio:.2f} (goal {GOAL}), "
-          f"{ROUNDS} rounds each, alternating")
+          f"{ROUNDS} rounds each, alternating; load average {load[0]:.1f} -> {load[1]:.1f} on {os.cpu_count()} cores")
