@@ -198,26 +198,32 @@ class DockerEngine:
         config = container_config(spec, limits, command, image=self.image, run=self.run, name=name)
         if edit is not None:
             config = edit(config)
-        container = None
+        # Three calls to the engine, the fewest there are: create, start, inspect (for the pid of the started
+        # container). ``containers.run`` would make four (its create inspects the container not yet started),
+        # and pull the image when the engine lacks it: nothing is pulled here, a missing image is an error.
+        from docker.models.containers import _create_container_args
+
+        api = self.client.api
+        container_id = None
         try:
-            container = self.client.containers.run(**config)
-            container.reload()
-            state = container.attrs["State"]
+            container_id = api.create_container(**_create_container_args({**config, "version": api._version}))["Id"]
+            api.start(container_id)
+            state = api.inspect_container(container_id)["State"]
             pid = int(state.get("Pid") or 0)
             start_time = process_start_time(pid) if pid else None
             if not state.get("Running") or start_time is None:
-                logs = container.logs(tail=20).decode(errors="replace").strip()
+                logs = api.logs(container_id, tail=20).decode(errors="replace").strip()
                 raise SandboxError(f"container of {spec.instance_id} exited at once ({state.get('ExitCode')}): {logs}")
         except docker.errors.DockerException as exc:
-            if container is not None:
-                self.remove(container.id)
+            if container_id is not None:
+                self.remove(container_id)
             raise SandboxError(f"cannot start a container of {self.image} for {spec.instance_id}: {exc}") from exc
         except BaseException:
-            if container is not None:
-                self.remove(container.id)
+            if container_id is not None:
+                self.remove(container_id)
             raise
-        cg = self.hierarchy.open(self.run, container.id)
-        return ContainerSandbox(spec=spec, engine=self, container_id=container.id, host_pid=pid,
+        cg = self.hierarchy.open(self.run, container_id)
+        return ContainerSandbox(spec=spec, engine=self, container_id=container_id, host_pid=pid,
                                 start_time=start_time, cgroup=cg)
 
     def remove(self, container_id: str) -> None:

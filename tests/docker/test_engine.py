@@ -93,6 +93,21 @@ def test_instance_container_has_every_guard_as_the_host_sees_it(engine_controlle
     assert (done.rc, done.stdout) == (0, f"{record.uid}\nthrough stdin".encode())
 
 
+def test_the_agent_imports_from_the_images_bytecode_under_its_read_only_root(engine_controller):
+    # Every module the reference agent imports (at start and later) is loaded from a pyc that matches its
+    # source (python -v says "X.pyc matches X.py"); one compiled from source says "code object from X.py".
+    record = engine_controller.provision("org1", "dave")
+    engine_controller.wake(record.id)
+    modules = "json, os, re, socket, sys, threading, time, http.client, http.server, urllib.parse, subprocess"
+    done = engine_controller.exec(record.id, ["/usr/bin/python3", "-I", "-S", "-v", "-c", f"import {modules}"])
+    assert done.rc == 0, done.stderr[-2000:]
+    lines = done.stderr.decode().splitlines()
+    from_bytecode = [line for line in lines if line.startswith("# code object from ") and ".pyc" in line]
+    from_source = [line for line in lines if line.startswith("# code object from ") and ".pyc" not in line]
+    assert from_source == [] and len(from_bytecode) > 20, (from_source, len(from_bytecode))
+    assert any("/http/__pycache__/server.cpython-" in line for line in from_bytecode)
+
+
 def test_memory_limit_kills_an_allocation_over_it(engine_controller):
     record = engine_controller.provision("org1", "bob", limits=Limits(128 << 20, 64))
     engine_controller.wake(record.id)
