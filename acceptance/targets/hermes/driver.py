@@ -10,6 +10,11 @@ Where hermes keeps each location (its home is ``/data/hermes`` on the private vo
 ``memories/MEMORY.md`` (its ``memory`` tool), the transcript and its task list (``todo``) in its session
 database ``state.db`` (SQLite; recent writes sit in ``state.db-wal``, so reading back reads both files), the
 volume as a file its ``write_file`` tool writes.
+
+Its guards are the platform's, from its profile: the managed layer (``[managed]``, YAML) is checked and pinned
+by the controller before every start, so ``managed_config`` and ``start_with_managed_config`` are the
+reference driver's; a user's settings (``configure``) go through the platform's allowlist (``[settings]``)
+into ``$HERMES_HOME/config.yaml``, and hermes is restarted to read them.
 """
 
 from __future__ import annotations
