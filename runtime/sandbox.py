@@ -110,7 +110,10 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> li
         "--ro-bind", str(spec.etc_dir / "group"), "/etc/group",
     ]
     if spec.managed_config is not None:
-        argv += ["--dir", os.path.dirname(spec.managed_inside), "--ro-bind", str(spec.managed_config), spec.managed_inside]
+        # The file's folder is a tmpfs of its own, made read-only once the file is bound in: nobody inside adds a
+        # file beside it (hermes-agent reads a managed .env from the same folder, and it would win).
+        folder = os.path.dirname(spec.managed_inside)
+        argv += ["--tmpfs", folder, "--ro-bind", str(spec.managed_config), spec.managed_inside, "--remount-ro", folder]
     argv += [
         "--proc", "/proc",
         "--dir", "/dev",

@@ -188,3 +188,14 @@ def test_a_bad_managed_format_is_a_config_error(yaml_form, change, message):
 
     with pytest.raises(ConfigError, match=re.escape(message)):
         dataclasses.replace(yaml_form, **change)
+
+
+def test_nothing_inside_can_add_a_file_beside_the_managed_file(controller):
+    """The managed file's folder is read-only inside the sandbox: an agent that reads its managed folder whole
+    (hermes-agent reads a .env beside its config.yaml, and it wins) finds only the platform's file there."""
+    record = controller.provision("org1", "alice")
+    controller.wake(record.id)
+    out = controller.exec(record.id, ["/bin/sh", "-c", "touch /etc/pairproof/.env; ls -A /etc/pairproof; "
+                                                       "cat /etc/pairproof/managed.json"])
+    assert b"Read-only file system" in out.stderr
+    assert out.stdout == b"managed.json\n" + SHIPPED
