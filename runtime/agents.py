@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+from . import managed as managed_files
 from .errors import ConfigError, SandboxError
+from .settings import UserSettings
 
 ROUTE = re.compile(r"^(GET|POST) (/[A-Za-z0-9._~/{}-]*)$")
 READINESS = ("listening", "http")
@@ -115,6 +117,12 @@ class AgentLaunch:
     # Host folders the agent's software lives in (an installed venv), each mounted read-only at its own path
     # under /opt/ in every sandbox: (path inside, host folder). Never writable, never the volume.
     binds: tuple[tuple[str, Path], ...] = ()
+    # The agent's managed file: its reviewed bytes, syntax, schema, pin and place in the sandbox (the reference
+    # agent's JSON by default). The controller checks it at provision and at every cold start.
+    managed: managed_files.ManagedFormat = managed_files.REFERENCE
+    # Where the agent reads its user's settings and what of them may apply; None: the agent applies its user's
+    # settings itself (the reference agent, through its managed file's user_settable).
+    settings: UserSettings | None = None
 
     def __post_init__(self) -> None:
         if not self.command:

@@ -83,7 +83,7 @@ def container_config(spec: SandboxSpec, limits: Limits, command: Sequence[str], 
         {"Type": "bind", "Source": str(spec.etc_dir / RESOLV_CONF), "Target": "/etc/resolv.conf", "ReadOnly": True},
     ]
     if spec.managed_config is not None:
-        mounts.append({"Type": "bind", "Source": str(spec.managed_config), "Target": "/etc/pairproof/managed.json",
+        mounts.append({"Type": "bind", "Source": str(spec.managed_config), "Target": spec.managed_inside,
                        "ReadOnly": True})
     env = {"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", "PAIRPROOF_INSTANCE": spec.instance_id,
            **dict(spec.env)}

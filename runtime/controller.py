@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import agents, capacity, cgroups, containers, managed, requestid, sandbox, uids
+from . import settings as user_settings
 from .agents import AgentLaunch
 from .broker import AGENT_PORT, Broker, dispatch_effect
 from .cgroups import Limits
@@ -139,14 +140,16 @@ class Controller:
     def __init__(self, root: Path = DEFAULT_ROOT, run: str = "default", *, limits: Limits = DEFAULT_LIMITS,
                  hierarchy: cgroups.Hierarchy | None = None, ready_deadline: float = 10.0,
                  platform: Platform | None = None, budget: capacity.Budget = capacity.REFERENCE_BUDGET,
-                 host: capacity.Host | None = None, managed_sha256: str = managed.PINNED_SHA256,
+                 host: capacity.Host | None = None, managed_sha256: str | None = None,
                  agent: AgentLaunch = agents.REFERENCE, policy: SleepPolicy = SleepPolicy(),
                  engine: containers.DockerEngine | None = None) -> None:
         if not RUN.match(run):
             raise ConfigError(f"run name {run!r} is invalid: use 1-48 of a-z, 0-9, '_' and '-', starting alphanumeric")
         self.root, self.run, self.limits, self.ready_deadline = Path(root), run, limits, ready_deadline
-        self.managed_sha256 = managed_sha256
         self.launch = agent
+        # The agent's managed file (its own format, ``AgentLaunch.managed``); ``managed_sha256`` pins another file.
+        self.managed_format = (agent.managed if managed_sha256 is None
+                               else dataclasses.replace(agent.managed, pinned_sha256=managed_sha256))
         # The sandbox engine: bubblewrap (sandbox.py) unless a container engine is given (containers.py).
         self.engine = engine
         self.state = self.root / "runs" / run
@@ -215,14 +218,14 @@ class Controller:
     def provision(self, org: str, user: str, *, limits: Limits | None = None,
                   managed_config: bytes | None = None) -> InstanceRecord:
         """Register the pair's instance with its own uid, volume and limits (the run's by default), and the
-        managed configuration its agent will run under (the shipped one by default; it must be the pinned
-        file, or nothing is registered)."""
+        managed configuration its agent will run under (the agent's reviewed file by default; it must be the
+        pinned file, or nothing is registered)."""
         for what, value in (("org", org), ("user", user)):
             if not NAME.match(value):
                 raise ConfigError(f"{what} name {value!r} is invalid: use 1-32 of a-z, 0-9 and '_', starting alphanumeric")
         self._admit(f"provision of {org}/{user}", stored=1)
         limits = limits or self.limits
-        config = managed.shipped() if managed_config is None else managed_config
+        config = self.managed_format.read() if managed_config is None else managed_config
         self._check_managed(config, f"managed config for {org}/{user}")
         record = self.registry.add(org, user, self.uids.uid, limits.memory_bytes, limits.pids_max)
         home = self._instance_dir(record)
@@ -234,13 +237,14 @@ class Controller:
         etc.mkdir(exist_ok=True)
         (etc / "passwd").write_text(f"agent:x:{record.uid}:{record.uid}:agent:/data:/bin/sh\n")
         (etc / "group").write_text(f"agent:x:{record.uid}:\n")
-        (home / "managed.json").write_bytes(config)  # root's, 0644: the agent reads it, nobody inside writes it
-        os.chmod(home / "managed.json", 0o644)
+        stored = home / self.managed_format.stored_name
+        stored.write_bytes(config)  # root's, 0644: the agent reads it, nobody inside writes it
+        os.chmod(stored, 0o644)
         return record
 
     def _check_managed(self, raw: bytes, source: str) -> None:
         try:
-            managed.check(raw, pinned_sha256=self.managed_sha256, source=source)
+            managed.check(raw, self.managed_format, source=source)
         except managed.ManagedConfigError as exc:
             log.warning("refused to start: %s", exc)
             raise
@@ -254,7 +258,7 @@ class Controller:
         return sandbox.SandboxSpec(
             instance_id=record.id, uid=record.uid, gid=record.uid, volume=home / "volume",
             control_dir=home / "control", etc_dir=home / "etc", image_dir=self.image, hostname="agent", env=env,
-            managed_config=home / "managed.json",
+            managed_config=home / self.managed_format.stored_name, managed_inside=self.managed_format.inside,
             binds=tuple((Path(host), inside) for inside, host in self.launch.binds),
         )
 
@@ -278,7 +282,7 @@ class Controller:
         if proc is not None:  # its sandbox died (frozen or not): what is left of it goes before a cold start
             self._stop(instance_id)
         # The file may have changed since provision: it is checked again, before anything starts.
-        self._check_managed((self._instance_dir(record) / "managed.json").read_bytes(),
+        self._check_managed((self._instance_dir(record) / self.managed_format.stored_name).read_bytes(),
                             f"managed config of instance {record.id} ({record.org}/{record.user})")
         self._admit(f"wake of {instance_id}", reserve=instance_id)
         try:
@@ -292,6 +296,7 @@ class Controller:
         if record.state == "snapshotted":
             self._unpark(record)
             self.registry.set_state(instance_id, "sleeping")  # its volume is back: stopped, whatever follows
+        self._place_settings(record)
         runctl_key = self._issue_runctl_key(record)
         self._runctl_keys[instance_id] = runctl_key
         limits = Limits(record.memory_bytes, record.pids_max)
@@ -473,6 +478,45 @@ class Controller:
         broker.pinned_extra[name] = schema
 
     # -- lifecycle operations on authority and state -------------------------------------------------
+
+    @logs_decision
+    def configure(self, instance_id: str, settings: object) -> list[str]:
+        """A user's own settings for this instance's agent, through the platform's allowlist (the agent's
+        ``AgentLaunch.settings``): what it allows is kept, in the instance's folder, and written where the agent
+        reads it at every cold start; the paths it refuses are returned (and logged). A running instance is
+        stopped and woken, so its agent reads them as it starts (hermes-agent reads its tool servers only then).
+        ConfigError, with nothing changed, for an agent that applies its user's settings itself."""
+        spec = self.launch.settings
+        if spec is None:
+            raise ConfigError("this agent applies its user's settings itself (its launch names no settings file): "
+                              "send them to the agent, as its user would")
+        record = self.registry.get(instance_id)
+        if record.state == "destroyed":
+            raise InstanceError(f"instance {instance_id} was destroyed: provision a new one")
+        kept, refused = user_settings.allowed(settings, spec)
+        home = self._instance_dir(record)
+        tmp = home / "settings.tmp"
+        tmp.write_bytes(spec.dump(kept))
+        os.chmod(tmp, 0o600)
+        tmp.replace(home / "settings")
+        if refused:
+            log.warning("settings of %s/%s (%s): refused %s", record.org, record.user, instance_id,
+                        ", ".join(refused)[:2000])
+        proc = self._sandboxes.get(instance_id)
+        if proc is not None and proc.alive():
+            self.sleep(instance_id, "stopped")
+            self.wake(instance_id)
+        return refused
+
+    def _place_settings(self, record: InstanceRecord) -> None:
+        """Before a cold start: the user's settings the platform kept (none yet: an empty mapping) replace the
+        file the agent reads them from on its volume, whatever was written there since."""
+        spec = self.launch.settings
+        if spec is None:
+            return
+        kept = self._instance_dir(record) / "settings"
+        data = kept.read_bytes() if kept.exists() else spec.dump({})
+        user_settings.write_into(self._instance_dir(record) / "volume", spec.path, data, record.uid)
 
     @logs_decision
     def rotate(self, instance_id: str) -> None:
@@ -788,7 +832,7 @@ class Controller:
 
     def launch_extra(self, name: str, command: Sequence[str], *, uid: int, volume: Path | None = None,
                      edit: Callable[[list[str]], list[str]] | None = None) -> sandbox.SandboxProcess:
-        """A sandbox outside the registry, launched as instances are (synthetic /etc, the shipped managed
+        """A sandbox outside the registry, launched as instances are (synthetic /etc, the agent's reviewed managed
         configuration, the run's limits, a cgroup of the run) but running ``command`` as ``uid``, with
         ``volume`` as its /data (a new empty one when None): a one-off job's sandbox. ``edit`` sees the
         launcher's argv and returns the one to run; whatever it changes, the caller answers for. It has no
@@ -804,11 +848,12 @@ class Controller:
         _owned_dir(home / "control", uid, 0o755)
         (home / "etc" / "passwd").write_text(f"agent:x:{uid}:{uid}:agent:/data:/bin/sh\n")
         (home / "etc" / "group").write_text(f"agent:x:{uid}:\n")
-        (home / "managed.json").write_bytes(managed.shipped())
-        os.chmod(home / "managed.json", 0o644)
+        stored = home / self.managed_format.stored_name
+        stored.write_bytes(self.managed_format.read())
+        os.chmod(stored, 0o644)
         spec = sandbox.SandboxSpec(instance_id=name, uid=uid, gid=uid, volume=volume, control_dir=home / "control",
                                    etc_dir=home / "etc", hostname="extra", image_dir=self.image,
-                                   managed_config=home / "managed.json")
+                                   managed_config=stored, managed_inside=self.managed_format.inside)
         cg = self.hierarchy.create(self.run, name, self.limits)
         try:
             argv = lambda fd: (edit or list)(sandbox.bwrap_argv(spec, command, info_fd=fd))  # noqa: E731

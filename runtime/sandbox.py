@@ -64,8 +64,10 @@ class SandboxSpec:
     image_dir: Path
     hostname: str
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
-    # The operator's managed configuration (checked by the controller), read-only at /etc/pairproof.
+    # The operator's managed configuration (checked by the controller), read-only at ``managed_inside`` (a
+    # file of its own folder under /etc: the agent's managed file, ``AgentLaunch.managed``).
     managed_config: Path | None = None
+    managed_inside: str = "/etc/pairproof/managed.json"
     # The agent's installed software (host folder, path inside), read-only (``AgentLaunch.binds``).
     binds: tuple[tuple[Path, str], ...] = field(default_factory=tuple)
 
@@ -108,7 +110,10 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> li
         "--ro-bind", str(spec.etc_dir / "group"), "/etc/group",
     ]
     if spec.managed_config is not None:
-        argv += ["--dir", "/etc/pairproof", "--ro-bind", str(spec.managed_config), "/etc/pairproof/managed.json"]
+        # The file's folder is a tmpfs of its own, made read-only once the file is bound in: nobody inside adds a
+        # file beside it (hermes-agent reads a managed .env from the same folder, and it would win).
+        folder = os.path.dirname(spec.managed_inside)
+        argv += ["--tmpfs", folder, "--ro-bind", str(spec.managed_config), spec.managed_inside, "--remount-ro", folder]
     argv += [
         "--proc", "/proc",
         "--dir", "/dev",

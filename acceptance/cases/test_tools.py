@@ -13,12 +13,21 @@ arguments a tool really takes (the broker's schema check is TL-2's).
 TS-3 does not take ``running`` on the driver's word either: the host shows whether a sandbox started
 under a refused configuration still runs (``acceptance.observe``: this process's descendants in
 namespaces of their own), and its control checks that this observer sees the platform's sandboxes at all.
+
+TS-2's adversarial settings and TS-3's bad managed files are written in the agent's own configuration
+language (``DIALECTS``, chosen by the profile's ``dialect``): the reference agent's JSON and settings paths,
+or hermes-agent's YAML and keys. They are the suite's, not the agent's or the platform's: what the platform
+lets through (an allowlist, a schema) is its own data, judged here by what the model is offered.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import pytest
 
@@ -28,7 +37,7 @@ from ..errors import ProofError, TargetError
 
 # Eight adversarial user settings after the seed's eight, and one with look-alike keys. Each tries to add a
 # tool, open a bridge, reroute a loader, or change a pinned key; none may change what the model is offered.
-ADVERSARIAL = {
+ADVERSARIAL_PAIRPROOF = {
     "add-builtin-tool": {"toolsets": {"builtin": ["memory_note", "task_add", "shell"]}},
     "enable-tool-search": {"tool_search": {"enabled": True}},
     "enable-connections": {"connections": {"enabled": True}},
@@ -41,6 +50,66 @@ ADVERSARIAL = {
     "drop-pinned-tool": {"toolsets": {"builtin": []}},
     "look-alike-keys": {"Tool_Search": {"enabled": True}, "toolsets.builtin": ["shell"], "tool_search ": {"enabled": True}},
 }
+
+# The same attempts in hermes-agent's keys (its config.yaml). hermes merges a managed layer over the user's file
+# leaf by leaf: a key the managed layer pins loses (a list is one leaf), a key it does not name is the user's.
+ADVERSARIAL_HERMES = {
+    "enable-tool-search": {"tools": {"tool_search": {"enabled": "on", "threshold_pct": 0}}},
+    "add-toolsets": {"platform_toolsets": {"api_server": ["memory", "todo", "file", "terminal", "code_execution"]},
+                     "toolsets": ["hermes-api-server", "terminal"]},
+    # The instance's own broker under another name: a second loader of the same tools, mcp__mirror__*.
+    "add-mcp-server": {"mcp_servers": {"mirror": {"url": "http://127.0.0.1:8765/mcp", "timeout": 15}}},
+    # Loopback inside the sandbox: even an agent that obeyed would send nothing beyond it.
+    "reroute-mcp-server": {"mcp_servers": {"product": {"url": "http://127.0.0.1:9/mcp", "command": "/bin/true"}}},
+    "drop-product-tool": {"mcp_servers": {"product": {"tools": {"exclude": ["notes_list"]}}}},
+    "override-model": {"model": {"provider": "openrouter", "default": "unpinned-model",
+                                 "base_url": "http://127.0.0.1:9/v1"}},
+    "look-alike-keys": {"Tools": {"tool_search": {"enabled": "on"}}, "tools.tool_search.enabled": "on",
+                        "mcp_servers ": {"mirror": {"url": "http://127.0.0.1:8765/mcp"}}},
+}
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """An agent's configuration language, as TS-2 and TS-3 write to it."""
+
+    syntax: str  # of its managed file: json or yaml
+    adversarial: Mapping[str, dict]  # user settings that try to widen or change the tool surface
+    allowed: Callable[[str], dict]  # a setting its user may change, carrying a token its model's system prompt shows
+    control: Callable[[str], tuple[dict, list[str]]]  # TS-2's control: settings, and what the system prompt shows
+    toolsets: tuple[str, ...]  # where its managed file lists the agent's own tools (or toolsets)
+    bridge: tuple[str, ...]  # where its managed file switches the tool-search bridge
+    bridge_on: object  # the value that opens it
+
+
+DIALECTS = {
+    "pairproof": Dialect(
+        "json", ADVERSARIAL_PAIRPROOF, lambda token: {"display": {"personality": token}},
+        lambda token: ({"display": {"personality": token, "language": "fr"}}, [token, "fr"]),
+        ("toolsets", "builtin"), ("tool_search", "enabled"), True),
+    "hermes-agent": Dialect(
+        "yaml", ADVERSARIAL_HERMES, lambda token: {"platform_hints": {"api_server": {"append": token}}},
+        lambda token: ({"platform_hints": {"api_server": {"append": token}}, "timezone": "Europe/Paris"}, [token]),
+        ("platform_toolsets", "api_server"), ("tools", "tool_search", "enabled"), True),
+}
+
+
+def dialect_of(profile) -> Dialect:
+    """The profile's configuration language; TargetError (broken) if the suite has none written for it."""
+    dialect = DIALECTS.get(profile.dialect)
+    if dialect is None:
+        raise TargetError(f"profile {profile.path} names no configuration dialect these cases are written in "
+                          f"(dialect = {profile.dialect!r}): give one of {', '.join(DIALECTS)}, or add the agent's "
+                          "to acceptance/cases/test_tools.py")
+    return dialect
+
+
+def merged(base: dict, over: dict) -> dict:
+    """``over`` laid over a copy of ``base``, mapping by mapping."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def last_turn(target, principal: Principal) -> dict:
@@ -138,18 +207,19 @@ def test_ts1_intended_tools_of_both_loaders_are_used(agent_profile, dedicated, t
 # -- TS-2 ---------------------------------------------------------------------------------------------
 
 @pytest.mark.case("TS-2", "refusal", pair="U->provider")
-def test_ts2_adversarial_user_settings_change_no_pinned_key(dedicated, target, probe_log, broker_call):
+def test_ts2_adversarial_user_settings_change_no_pinned_key(agent_profile, dedicated, target, probe_log, broker_call):
     """Each adversarial settings file, written through the user's own path beside an allowed setting:
     the allowed setting reaches the model (so the file was read), while the tools offered, the route of
     each and the model used stay what they were."""
+    dialect = dialect_of(agent_profile)
     ref = dedicated("U", "uma")
     intended = dict(target.intended_tools())
     target.turn(ref, "hello")
     pinned_model = last_turn(target, ref.principal)["model"]
     problems: dict[str, list[str]] = {}
-    for name, settings in ADVERSARIAL.items():
+    for name, settings in dialect.adversarial.items():
         personality = f"calm-{secrets.token_hex(4)}"
-        target.configure(ref, {**settings, "display": {"personality": personality}})
+        target.configure(ref, merged(settings, dialect.allowed(personality)))
         nonce = probe_log.platform_probe(ref, f"a turn under the settings {name}")
         target.turn(ref, "hello again", request_id=nonce)
         record = last_turn(target, ref.principal)
@@ -169,46 +239,77 @@ def test_ts2_adversarial_user_settings_change_no_pinned_key(dedicated, target, p
 
 
 @pytest.mark.case("TS-2", "P", pair="U->provider")
-def test_ts2_allowed_user_setting_applies(dedicated, target):
-    """The settings a user may change (personality, language) reach the model's system prompt."""
+def test_ts2_allowed_user_setting_applies(agent_profile, dedicated, target):
+    """The settings a user may change (the reference agent's personality and language, hermes-agent's
+    instructions appended to its API's prompt) reach the model's system prompt."""
     ref = dedicated("U", "uma")
-    personality = f"cheerful-{secrets.token_hex(4)}"
-    target.configure(ref, {"display": {"personality": personality, "language": "fr"}})
+    settings, shows = dialect_of(agent_profile).control(f"cheerful-{secrets.token_hex(4)}")
+    target.configure(ref, settings)
     target.turn(ref, "bonjour")
     system = last_turn(target, ref.principal)["system"]
-    assert personality in system and "fr" in system
+    assert [text for text in shows if text not in system] == []
 
 
 # -- TS-3 ---------------------------------------------------------------------------------------------
 
-def _variants(raw: bytes) -> dict[str, tuple[bytes, str]]:
-    """Bad managed configurations made from the deployed one, each with a word its refusal must name."""
-    config = json.loads(raw)
+def _variants(raw: bytes, dialect: Dialect) -> dict[str, tuple[bytes, str]]:
+    """Bad managed configurations made from the deployed one, in its own syntax, each with a word its refusal
+    must name."""
+    import yaml
 
-    def edited(**changes: object) -> bytes:
-        return json.dumps({**config, **changes}, indent=2).encode()
+    config = json.loads(raw) if dialect.syntax == "json" else yaml.safe_load(raw)
 
+    def dump(value: dict) -> bytes:
+        if dialect.syntax == "json":
+            return json.dumps(value, indent=2).encode()
+        return yaml.safe_dump(value, sort_keys=False).encode()
+
+    def edited(path: tuple[str, ...], value: object) -> bytes:
+        out = copy.deepcopy(config)
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+        return dump(out)
+
+    def at(path: tuple[str, ...]) -> object:
+        node = config
+        for key in path:
+            node = node[key]
+        return node
+
+    opened = edited(dialect.bridge, dialect.bridge_on)
+    top = dialect.bridge[0]
+    opened_top = json.dumps({top: (json.loads(opened) if dialect.syntax == "json" else yaml.safe_load(opened))[top]})
+    if dialect.syntax == "json":
+        truncated = (raw[: len(raw) // 2], "json")
+        duplicated = raw.replace(b"{", opened_top[:-1].encode() + b", ", 1)
+    else:
+        # YAML has no end marker: a file cut where a top-level key begins is still YAML, short of the keys after.
+        starts = [m.start() for m in re.finditer(rb"^[A-Za-z_]", raw, re.M)]
+        truncated = (raw[: max([s for s in starts[1:] if s <= len(raw) // 2], default=starts[1])], "required")
+        duplicated = opened_top[1:-1].encode() + b"\n" + raw  # JSON is YAML: `top: {...}` before the real `top:`
     return {
-        "truncated": (raw[: len(raw) // 2], "json"),
-        "empty": (b"", "json"),
+        "truncated": truncated,
+        "empty": (b"", dialect.syntax),
         "not-utf8": (b"\xff\xfe" + raw, "utf"),
         # Two readers of one file may keep different copies of a duplicate key: refuse, never pick one.
-        "duplicate-key": (raw.replace(b"{", b'{"tool_search": {"enabled": true}, ', 1), "duplicate"),
-        "unknown-key": (edited(extra_tools=["shell"]), "extra_tools"),
-        "wrong-type": (edited(toolsets={"builtin": "memory_note,shell"}), "builtin"),
-        "unknown-tool": (edited(toolsets={"builtin": [*config["toolsets"]["builtin"], "web_browse"]}), "web_browse"),
+        "duplicate-key": (duplicated, "duplicate"),
+        "unknown-key": (edited(("extra_tools",), ["shell"]), "extra_tools"),
+        "wrong-type": (edited(dialect.toolsets, "memory_note,shell"), dialect.toolsets[-1]),
+        "unknown-tool": (edited(dialect.toolsets, [*at(dialect.toolsets), "web_browse"]), "web_browse"),
         # Well formed and schema-valid, but not the reviewed file: it opens the search bridge.
-        "unexpected": (edited(tool_search={"enabled": True}), "unexpected"),
+        "unexpected": (opened, "unexpected"),
     }
 
 
 @pytest.mark.case("TS-3", "refusal", pair="M->controller")
-def test_ts3_bad_managed_config_refuses_to_start(target, probe_log):
+def test_ts3_bad_managed_config_refuses_to_start(agent_profile, target, probe_log):
     """Each malformed or unexpected managed configuration is refused before the agent runs, with an error
     that names the managed configuration and what is wrong with it."""
     mona = Principal("M", "org3", "mona")
     problems = {}
-    variants = _variants(target.managed_config())
+    variants = _variants(target.managed_config(), dialect_of(agent_profile))
     before = set(observe.sandboxes())
     for name, (config, word) in variants.items():
         nonce = probe_log.platform_probe(mona, f"start under the bad managed config {name}")

@@ -35,11 +35,24 @@ fields (``reference.toml`` is the worked example):
 ``[arguments]`` (optional) the agent's own tool (``shell``, ``memory``) -> its arguments as a table of
     templates: ``{argv}`` stands for a command (as one shell-quoted string), ``{text}`` for a memory's text.
     Without it the suite's own shapes are used: ``{"argv": [...]}`` and ``{"text": ...}``.
+``dialect`` (optional) the agent's configuration language, by the name the suite's tool-surface cases know it
+    under (``acceptance/cases/test_tools.py``: the adversarial settings and the bad managed files written in
+    its keys): ``pairproof`` (the reference agent's), ``hermes-agent``. Without it TS-2 and TS-3 are broken.
+``[managed]`` (optional; the runtime's own agent's JSON file otherwise) the agent's managed file, which the
+    platform checks before every start: ``file`` (relative to the profile: the reviewed file), ``syntax``
+    (``json`` or ``yaml``), ``schema`` (relative to the profile: the JSON Schema of the keys the platform
+    decides), ``sha256`` (the file's pin: change the file and its pin in one review), ``path`` (where the
+    agent reads it inside the sandbox, read-only: ``/etc/<folder>/<file>``).
+``[settings]`` (optional; without it the agent applies its user's settings itself) the file on the volume
+    where the agent reads its user's settings (``path``, under /data; ``syntax``, ``json`` or ``yaml``) and
+    the platform's allowlist of them (``allow``: dotted path -> kind, ``text``, ``bool`` or ``int``): nothing
+    else of a user's settings reaches the agent.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import tomllib
 from collections.abc import Mapping
@@ -53,6 +66,8 @@ HERE = Path(__file__).resolve().parent
 DEFAULT = "reference"
 READY_KINDS = ("listening", "http")
 STYLES = ("runs", "sync")
+SYNTAXES = ("json", "yaml")  # of a managed file and of a user's settings file
+SETTING_KINDS = ("text", "bool", "int")
 RUNS_FIELDS = ("run_id_field", "status", "status_field", "done", "events", "events_field")
 BIND_ROOT = "/opt/"
 # Where tools/setup-machine installs agents: the checkout's .tools, or the folder this variable names (an
@@ -81,6 +96,11 @@ class AgentProfile:
     binds: Mapping[str, Path] = field(default_factory=dict)  # folder inside -> host folder, read-only
     process: str = ""  # the agent's main process's command line, once started (``command`` joined by default)
     arguments: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # own tool -> argument templates
+    dialect: str = ""  # the agent's configuration language (the suite's tool-surface cases)
+    # [managed]: file and schema as host paths, syntax, sha256, path inside; empty: the runtime's own agent's
+    managed: Mapping[str, object] = field(default_factory=dict)
+    # [settings]: path (inside), syntax, allow (dotted path -> kind); empty: the agent applies them itself
+    settings: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.process:
@@ -168,7 +188,8 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
             raise bad(f"{where}.{key}", f"{value!r} is not '{method} /path'")
         return value
 
-    unknown = set(raw) - {"name", "start", "ready", "turn", "surface", "state", "plant", "tools", "arguments"}
+    unknown = set(raw) - {"name", "start", "ready", "turn", "surface", "state", "plant", "tools", "arguments",
+                          "dialect", "managed", "settings"}
     if unknown:
         raise bad("top level", f"unknown keys {sorted(unknown)}")
     name = text(raw, "top level", "name")
@@ -281,6 +302,47 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
             raise bad(f"[arguments].{key}", "only the agent's own tools take templates here: shell, memory")
         if not isinstance(value, dict) or not value or not all(isinstance(v, str) for v in value.values()):
             raise bad(f"[arguments].{key}", "a table of string templates is required")
+    dialect = text(raw, "top level", "dialect", "")
+
+    managed: dict[str, object] = {}
+    if "managed" in raw:
+        section = table("managed")
+        if set(section) - {"file", "syntax", "schema", "sha256", "path"}:
+            raise bad("[managed]", f"unknown keys {sorted(set(section) - {'file', 'syntax', 'schema', 'sha256', 'path'})}")
+        for key in ("file", "schema"):
+            source = (path.parent / text(section, "[managed]", key)).resolve()
+            if not source.is_file():
+                raise bad(f"[managed].{key}", f"{section[key]!r} ({source}) is not a file")
+            managed[key] = source
+        managed["syntax"] = text(section, "[managed]", "syntax")
+        if managed["syntax"] not in SYNTAXES:
+            raise bad("[managed].syntax", f"{managed['syntax']!r} is not one of {', '.join(SYNTAXES)}")
+        managed["sha256"] = text(section, "[managed]", "sha256")
+        if not re.fullmatch(r"[0-9a-f]{64}", str(managed["sha256"])):
+            raise bad("[managed].sha256", "the file's SHA-256, 64 lowercase hex digits, is required")
+        managed["path"] = text(section, "[managed]", "path")
+        if not re.fullmatch(r"/etc/[A-Za-z0-9._-]+/[A-Za-z0-9._-]+", str(managed["path"])) or ".." in str(managed["path"]):
+            raise bad("[managed].path", f"{managed['path']!r} must be /etc/<folder>/<file>")
+
+    settings: dict[str, object] = {}
+    if "settings" in raw:
+        section = table("settings")
+        if set(section) - {"path", "syntax", "allow"}:
+            raise bad("[settings]", f"unknown keys {sorted(set(section) - {'path', 'syntax', 'allow'})}")
+        settings["path"] = text(section, "[settings]", "path")
+        if not str(settings["path"]).startswith("/data/") or ".." in str(settings["path"]).split("/"):
+            raise bad("[settings].path", f"{settings['path']!r} must be a file on the volume, under /data/")
+        settings["syntax"] = text(section, "[settings]", "syntax")
+        if settings["syntax"] not in SYNTAXES:
+            raise bad("[settings].syntax", f"{settings['syntax']!r} is not one of {', '.join(SYNTAXES)}")
+        allow = section.get("allow")
+        if not isinstance(allow, dict):
+            raise bad("[settings].allow", "a table is required: dotted path -> kind (text, bool, int)")
+        for key, kind in allow.items():
+            if kind not in SETTING_KINDS:
+                raise bad(f"[settings].allow.{key!r}", f"{kind!r} is not one of {', '.join(SETTING_KINDS)}")
+        settings["allow"] = dict(allow)
     return AgentProfile(name=name, path=path, command=command, files=tuple(files), env=dict(env), ready=ready_out,
                         turn=turn_out, state=dict(state), plant=dict(plant), tools=dict(tools), surface=surface,
-                        binds=binds, process=process, arguments=arguments)
+                        binds=binds, process=process, arguments=arguments, dialect=dialect, managed=managed,
+                        settings=settings)

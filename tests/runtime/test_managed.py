@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -125,3 +126,76 @@ def test_a_file_changed_after_provision_stops_the_next_wake(controller):
     assert controller.get(record.id).state != "running" and record.id not in controller._sandboxes
     path.write_bytes(SHIPPED)
     assert controller.wake(record.id).state == "running"
+
+
+# -- another agent's managed file: YAML, its own schema and pin ------------------------------------------
+
+YAML_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "https://example.test/yaml-managed",
+    "type": "object", "additionalProperties": False, "required": ["model", "toolsets"],
+    "properties": {"model": {"type": "string"},
+                   "toolsets": {"type": "array", "items": {"enum": ["memory", "file"]}}},
+}
+YAML_FILE = b"# reviewed\nmodel: pinned\ntoolsets: [memory, file]\n"
+
+
+@pytest.fixture
+def yaml_form(tmp_path):
+    (tmp_path / "config.yaml").write_bytes(YAML_FILE)
+    (tmp_path / "schema.json").write_text(json.dumps(YAML_SCHEMA))
+    return managed.ManagedFormat(tmp_path / "config.yaml", tmp_path / "schema.json",
+                                 hashlib.sha256(YAML_FILE).hexdigest(), syntax="yaml", inside="/etc/agent/config.yaml")
+
+
+def test_a_yaml_managed_file_is_checked_against_its_own_schema_and_pin(yaml_form):
+    assert managed.check(YAML_FILE, yaml_form) == {"model": "pinned", "toolsets": ["memory", "file"]}
+    assert yaml_form.stored_name == "managed.yaml"
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (b"", "not strict YAML (a mapping is required at the top level, not an empty document)"),
+    (b"- model\n", "not strict YAML (a mapping is required at the top level, not a list)"),
+    (b"\xff" + YAML_FILE, "not UTF-8"),
+    (b"model: [\n", "not strict YAML (while parsing"),
+    (b"model: a\nmodel: b\ntoolsets: []\n", "duplicate key 'model'"),
+    (b"x: &m pinned\nmodel: *m\ntoolsets: []\n", "found an alias (*m): aliases are refused"),
+    (b"<<: {model: a}\ntoolsets: []\n", "merge keys (<<) are refused"),
+    (b"1: a\nmodel: b\ntoolsets: []\n", "key 1 is not a string"),
+    (b"model: 2001-01-01\ntoolsets: []\n", "a value JSON has no word for"),
+    (b"model: .nan\ntoolsets: []\n", "a value JSON has no word for"),
+    (b"model: pinned\ntoolsets: [memory, terminal]\n", "refuses toolsets/1: 'terminal' is not one of"),
+    (b"model: pinned\ntoolsets: [memory, file]\nextra: 1\n", "'extra' was unexpected"),
+    (b"model: pinned\n", "'toolsets' is a required property"),
+    (b"model: pinned\ntoolsets: [file, memory]\n", "unexpected managed config"),  # valid, not the reviewed bytes
+    (YAML_FILE.replace(b"# reviewed\n", b""), "unexpected managed config"),  # same meaning, unreviewed bytes
+])
+def test_a_bad_yaml_managed_file_is_refused_with_one_clear_message(yaml_form, raw, message):
+    with pytest.raises(managed.ManagedConfigError, match="^managed config: .*" + re.escape(message)):
+        managed.check(raw, yaml_form)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"syntax": "toml"}, "syntax 'toml' is unknown"),
+    ({"pinned_sha256": "abc"}, "is not a SHA-256"),
+    ({"inside": "/etc/passwd"}, "must be /etc/<folder>/<file>"),
+    ({"inside": "/data/config.yaml"}, "must be /etc/<folder>/<file>"),
+    ({"inside": "/etc/agent/../passwd"}, "must be /etc/<folder>/<file>"),
+])
+def test_a_bad_managed_format_is_a_config_error(yaml_form, change, message):
+    import dataclasses
+
+    from runtime.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        dataclasses.replace(yaml_form, **change)
+
+
+def test_nothing_inside_can_add_a_file_beside_the_managed_file(controller):
+    """The managed file's folder is read-only inside the sandbox: an agent that reads its managed folder whole
+    (hermes-agent reads a .env beside its config.yaml, and it wins) finds only the platform's file there."""
+    record = controller.provision("org1", "alice")
+    controller.wake(record.id)
+    out = controller.exec(record.id, ["/bin/sh", "-c", "touch /etc/pairproof/.env; ls -A /etc/pairproof; "
+                                                       "cat /etc/pairproof/managed.json"])
+    assert b"Read-only file system" in out.stderr
+    assert out.stdout == b"managed.json\n" + SHIPPED

@@ -126,7 +126,54 @@ def test_the_hermes_profile_binds_its_venv_and_reads_the_reply_from_the_run_stat
     assert dict(launch.binds) == {"/opt/hermes": (tools / "hermes-venv").resolve()}
     assert (launch.turn.events, launch.turn.reply_field, launch.turn.done) == ("", "output", ("completed",))
     assert launch.ready.path == "/health" and launch.turn.key_file == "/run/agent/runctl.key"
-    assert [f.name for f in launch.files] == ["config.yaml"]
+    assert launch.files == ()  # its managed layer is the platform's, checked and bound at /etc/hermes
+    assert (launch.managed.syntax, launch.managed.inside) == ("yaml", "/etc/hermes/config.yaml")
+    assert profile.env["HERMES_MANAGED_DIR"] == "/etc/hermes" and profile.dialect == "hermes-agent"
+    assert launch.settings.path == "/data/hermes/config.yaml" and launch.settings.syntax == "yaml"
+    assert dict(launch.settings.allow)["platform_hints.api_server.append"] == "text"
+
+
+def test_the_hermes_managed_layer_is_its_pinned_reviewed_file():
+    """The platform's check passes the file as shipped, so every hermes start is not refused for its own."""
+    from acceptance.targets.reference.driver import launch_of
+    from runtime import managed
+
+    form = launch_of(profiles.load("hermes")).managed
+    config = managed.check(form.read(), form)
+    assert config["platform_toolsets"] == {"api_server": ["memory", "todo", "file"]}
+    assert config["tools"]["tool_search"]["enabled"] is False and list(config["mcp_servers"]) == ["product"]
+
+
+MANAGED = """
+[managed]
+file = "agent.py"
+syntax = "yaml"
+schema = "agent.py"
+sha256 = "%s"
+path = "/etc/agent/config.yaml"
+""" % ("0" * 64)
+SETTINGS = """
+[settings]
+path = "/data/agent/config.yaml"
+syntax = "yaml"
+allow = { "display.personality" = "text" }
+"""
+
+
+@pytest.mark.parametrize("section,old,new,field", [
+    (MANAGED, 'syntax = "yaml"', 'syntax = "toml"', r"\[managed\]\.syntax"),
+    (MANAGED, 'schema = "agent.py"', 'schema = "nosuch.json"', r"\[managed\]\.schema"),
+    (MANAGED, "0" * 64, "abc", r"\[managed\]\.sha256"),
+    (MANAGED, 'path = "/etc/agent/config.yaml"', 'path = "/data/config.yaml"', r"\[managed\]\.path"),
+    (MANAGED, 'path = "/etc/agent/config.yaml"', 'pth = "/etc/agent/config.yaml"', r"\[managed\]: unknown keys"),
+    (SETTINGS, 'path = "/data/agent/config.yaml"', 'path = "/etc/agent/config.yaml"', r"\[settings\]\.path"),
+    (SETTINGS, '"text"', '"list"', r"\[settings\]\.allow\.'display\.personality'"),
+    (SETTINGS, 'allow = { "display.personality" = "text" }', 'allow = ["display.personality"]', r"\[settings\]\.allow"),
+])
+def test_a_bad_managed_or_settings_section_names_the_file_and_the_field(tmp_path, section, old, new, field):
+    path = _edited(tmp_path, "[ready]", section.replace(old, new) + "\n[ready]")
+    with pytest.raises(ProfileError, match=rf"profile {path}: {field}"):
+        profiles.load(str(path))
 
 
 def test_an_agents_own_tools_take_arguments_in_its_shape():

@@ -10,6 +10,11 @@ Where hermes keeps each location (its home is ``/data/hermes`` on the private vo
 ``memories/MEMORY.md`` (its ``memory`` tool), the transcript and its task list (``todo``) in its session
 database ``state.db`` (SQLite; recent writes sit in ``state.db-wal``, so reading back reads both files), the
 volume as a file its ``write_file`` tool writes.
+
+Its guards are the platform's, from its profile: the managed layer (``[managed]``, YAML) is checked and pinned
+by the controller before every start, so ``managed_config`` and ``start_with_managed_config`` are the
+reference driver's; a user's settings (``configure``) go through the platform's allowlist (``[settings]``)
+into ``$HERMES_HOME/config.yaml``, and hermes is restarted to read them.
 """
 
 from __future__ import annotations
@@ -145,24 +150,6 @@ class HermesTarget(ReferenceTarget):
             raise TargetError(f"the broker of {ref.key} did not answer {method} {path}: {exc}") from exc
         return status, _answer(raw)
 
-    def managed_config(self) -> bytes:
-        """Not built yet: hermes's managed file (its YAML layer) is not validated or pinned by the platform, and
-        the reference driver's answer (pairproof's own managed.json, which hermes never reads) would let TS-3
-        judge a file that does not govern this agent."""
-        raise TargetError("the hermes targets do not yet validate and pin hermes's managed file: TS-3 cannot be "
-                          "judged for hermes (issue 16, a later stage)")
-
-    def start_with_managed_config(self, principal, config: bytes, *, request_id: str = ""):
-        self.managed_config()
-
     def pin_tool(self, ref, name: str) -> None:
         """Pin a product tool, named as the product or as hermes names it (``mcp__product__<name>``)."""
         super().pin_tool(ref, name.removeprefix(MCP_PREFIX))
-
-    def configure(self, ref, settings: object) -> None:
-        """Not built yet: a user's settings reach hermes through no platform allowlist, and TS-2's settings are
-        written in the reference agent's keys (hermes's are tools.tool_search, mcp_servers, platform_toolsets,
-        model...): a verdict on them would say nothing about hermes."""
-        raise TargetError("the hermes targets do not yet carry a user's settings to hermes (no allowlist, no "
-                          "adversarial settings in hermes's keys): TS-2 cannot be judged for hermes (issue 16, a "
-                          "later stage)")

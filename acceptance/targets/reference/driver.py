@@ -24,6 +24,7 @@ from pathlib import Path
 from runtime import agents, capacity, managed, requestid, sandbox
 from runtime import cleanup as runtime_cleanup
 from runtime import preflight as runtime_preflight
+from runtime import settings as user_settings
 from runtime.broker import AGENT_PORT
 from runtime.cgroups import Limits
 from runtime.controller import Controller
@@ -54,11 +55,20 @@ def launch_of(profile: AgentProfile) -> agents.AgentLaunch:
     turn = dict(profile.turn)
     for key in ("done", "failed"):
         turn[key] = tuple(turn.get(key, ()))
+    extra: dict[str, object] = {}
     try:
+        if profile.managed:
+            m = profile.managed
+            extra["managed"] = managed.ManagedFormat(shipped=m["file"], schema=m["schema"], pinned_sha256=m["sha256"],
+                                                     syntax=m["syntax"], inside=m["path"])
+        if profile.settings:
+            extra["settings"] = user_settings.UserSettings(path=profile.settings["path"],
+                                                           syntax=profile.settings["syntax"],
+                                                           allow=tuple(profile.settings["allow"].items()))
         return agents.AgentLaunch(command=tuple(profile.command), files=tuple(profile.files), env=tuple(profile.env.items()),
                                   ready=agents.Readiness(**{k: v for k, v in profile.ready.items() if k != "deadline"}),
                                   turn=agents.TurnApi(**turn),
-                                  binds=tuple(profile.binds.items()))
+                                  binds=tuple(profile.binds.items()), **extra)
     except RuntimeFault as exc:
         raise TargetError(f"profile {profile.path}: the runtime cannot run it: {exc}") from exc
 
@@ -372,10 +382,17 @@ class PlatformTarget:
         return tools
 
     def configure(self, ref: InstanceRef, settings: object) -> None:
-        self.turn(ref, "settings: " + json.dumps(settings))
+        """The user's settings as the platform takes them for this agent: through its allowlist into the file the
+        agent reads (an agent whose profile gives ``[settings]``: hermes-agent), or as a ``settings:`` message to
+        the agent, which applies its managed file's ``user_settable`` itself (the reference agent)."""
+        if self.controller.launch.settings is not None:
+            self.controller.configure(ref.key, settings)
+        else:
+            self.turn(ref, "settings: " + json.dumps(settings))
 
     def managed_config(self) -> bytes:
-        return managed.shipped()
+        """The agent's reviewed managed file, in its own format (the profile's ``[managed]``, else the runtime's)."""
+        return self.controller.managed_format.read()
 
     def start_with_managed_config(self, principal: Principal, config: bytes, *, request_id: str = "") -> InstanceRef:
         return self.provision(principal, managed_config=config, request_id=request_id)
