@@ -411,3 +411,13 @@ def runs_with_containers(*, docker_client=None) -> set[str]:
     made = docker_client or client()
     return {c.labels.get(LABEL_RUN, "") for c in made.containers.list(all=True, filters={"label": LABEL_RUN})} - {""}
 
+
+def runs_on_engine(*, docker_client=None) -> set[str]:
+    """The run ids that have anything labelled on the engine: a container, a volume or a network (a run killed
+    between creating a volume or network and its first container leaves only those)."""
+    made = docker_client or client()
+    selector = {"label": LABEL_RUN}
+    labels = [v.attrs.get("Labels") or {} for v in made.volumes.list(filters=selector)]
+    labels += [n.attrs.get("Labels") or {} for n in made.networks.list(filters=selector)]
+    return runs_with_containers(docker_client=made) | ({lab.get(LABEL_RUN, "") for lab in labels} - {""})
+

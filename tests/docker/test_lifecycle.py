@@ -204,3 +204,25 @@ def test_a_sigkilled_docker_qualify_is_cleaned_by_pairproof_clean(root, tmp_path
     # the lab's sink died with its parent (parent-death signal); its folder is `clean`'s too
     assert not list(Path(tempfile.gettempdir()).glob(f"pairproof-lab-{run}-*")), result.stdout
     assert _footprint(engine, root, run, seen, proc.pid) == EMPTY
+
+
+def test_clean_removes_a_runs_volume_without_a_container(root, engine):
+    """A run killed after it made a labelled volume but before its first container: clean finds it by that
+    too (networks are looked for the same way; none is made here: a user network would be a bridge, which
+    the shared engine must not have)."""
+    run = f"{secrets.token_hex(4)}-main"
+    (root / "runs" / run).mkdir(parents=True)  # its state, with no owner.json: its owner is gone
+    other = f"{secrets.token_hex(4)}-main"  # a run whose state is under another root: none of this clean's business
+    for name in (run, other):
+        engine.volumes.create(name=f"pairproof-test-{name}", labels={containers.LABEL_RUN: name})
+    try:
+        assert _labelled(engine, run)["volumes"] == [f"pairproof-test-{run}"]
+        result = subprocess.run([sys.executable, "-m", "acceptance.cli", "clean", "--target", "docker",
+                                 "--state-dir", str(root)], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"removed 0 containers of run {run}" in result.stdout, result.stdout
+        assert _labelled(engine, run) == {"containers": [], "volumes": [], "networks": []}
+        assert _labelled(engine, other)["volumes"] == [f"pairproof-test-{other}"]
+    finally:
+        containers.remove_run_containers(run, docker_client=engine)
+        containers.remove_run_containers(other, docker_client=engine)

@@ -79,9 +79,9 @@ def clean(state_dir: Path, *, include_live: bool = False) -> list[str]:
         runs = runtime_cleanup.find(Path(state_dir))
         made = containers.client(timeout=30)
         try:
-            with_containers = containers.runs_with_containers(docker_client=made)
+            on_engine = containers.runs_on_engine(docker_client=made)
             for leftover in runs:
-                if leftover.run not in with_containers:
+                if leftover.run not in on_engine:
                     continue
                 if leftover.live and not include_live:
                     lines.append(f"left the containers of run {leftover.run} alone: its owner process is still "
