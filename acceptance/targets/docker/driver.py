@@ -105,6 +105,11 @@ class DockerTarget(DockerBreakers, reference.PlatformTarget):
     name = "docker"
 
     def _engine(self, options: TargetOptions) -> containers.DockerEngine:
+        # Here too, not only in preflight(): a run that skips it (pytest --target docker, the mutants'
+        # runner) must not get an engine whose namespace has a path off the machine either (a few ms).
+        problems = network_problems()
+        if problems:
+            raise SetupError(f"docker target: {problems[0]}")
         wanted = os.environ.get(IMAGE_ENV, "")
         try:
             tag = wanted or images.ensure("reference")
