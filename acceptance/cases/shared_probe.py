@@ -112,6 +112,22 @@ def key_of(marker):
     return int(marker[:7], 16) + 1
 
 
+def _mq_make(name):
+    for lib in (None, "librt.so.1"):
+        try:
+            mq_open = ctypes.CDLL(lib, use_errno=True).mq_open
+        except (OSError, AttributeError):
+            continue
+        mq_open.restype = ctypes.c_int
+        fd = mq_open(("/" + name).encode(), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600, None)
+        if fd < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+        os.close(fd)  # an mqd_t is a descriptor on Linux
+        return
+    raise OSError(38, "no mq_open in the C library")
+
+
 def _sysv_make(key):
     libc, flags, result = _libc(), IPC_CREAT | IPC_EXCL | 0o600, {}
     calls = {"shm": lambda: libc.shmget(key, ctypes.c_size_t(4096), flags),
@@ -161,9 +177,12 @@ def write(marker):
         entry = {"fstype": fstype}
         try:
             entry["id"] = _identity(path)
-            fd = os.open(os.path.join(path, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            os.write(fd, b"here\n")
-            os.close(fd)
+            if fstype == "mqueue":
+                _mq_make(name)  # a POSIX message queue: the mqueue filesystem lists it, open(2) cannot make it
+            else:
+                fd = os.open(os.path.join(path, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                os.write(fd, b"here\n")
+                os.close(fd)
             entry["wrote"] = True
         except OSError as e:
             entry["wrote"], entry["error"] = False, f"errno {e.errno}"
