@@ -136,7 +136,8 @@ def test_fs2_no_shared_writable_place(intruder, instances, sandbox_host):
     ex = sharing.exchange(sandbox_host(instances[intruder]), sandbox_host(instances["A"]), intruder, "A")
     attach(f"FS-2 places {intruder} wrote, and what A saw", ex.evidence())
     sharing.require(ex)
-    assert sharing.shared_findings(ex) == []
+    findings = sharing.shared_findings(ex)
+    assert not findings, f"{len(findings)} shared with A: " + "; ".join(findings)
 
 
 @pytest.mark.case("FS-2", "P", pair="A->A")
@@ -146,7 +147,8 @@ def test_fs2_own_writes_visible(instances, sandbox_host):
     a = sandbox_host(instances["A"])
     ex = sharing.exchange(a, a, "A", "A")
     attach("FS-2 places A wrote, and what A saw", ex.evidence())
-    assert sharing.unseen_own(ex) == []
+    unseen = sharing.unseen_own(ex)
+    assert not unseen, "A did not find its own marker in: " + "; ".join(unseen)
 
 
 @pytest.mark.case("FS-2", "X", pair="B->A")

@@ -190,7 +190,7 @@ def test_nt3_intruder_reaches_only_its_own_broker(intruder, instances, target, s
     if unfound:
         raise TargetError(f"no host process holds the sockets {intruder} connected to: {unfound}")
     assert _answering_as(knocks, instances["A"]) == []
-    assert findings == []
+    assert not findings, f"{len(findings)} sockets in {intruder}'s reach held by others: " + "; ".join(findings)
 
 
 @pytest.mark.case("NT-3", "P", pair="A->A")
