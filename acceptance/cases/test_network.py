@@ -187,10 +187,10 @@ def test_nt3_intruder_reaches_only_its_own_broker(intruder, instances, target, s
     if not own_broker:
         raise ProofError(f"the sweep from {intruder} never reached {intruder}'s own broker: it looked at {sorted(knocks)}")
     findings, unfound = holders.holder_findings(intruder, held, own_broker)
-    if unfound:
-        raise TargetError(f"no host process holds the sockets {intruder} connected to: {unfound}")
     assert _answering_as(knocks, instances["A"]) == []
     assert not findings, f"{len(findings)} sockets in {intruder}'s reach held by others: " + "; ".join(findings)
+    if unfound:  # after the findings: a leak found stands even if another socket could not be judged
+        raise TargetError(f"no host process holds the sockets {intruder} connected to: {unfound}")
 
 
 @pytest.mark.case("NT-3", "P", pair="A->A")
