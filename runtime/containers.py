@@ -364,7 +364,7 @@ def _pump(sock: socket.socket, stdin: bytes | None, timeout: float, kill, what: 
 def run_containers(run: str, *, docker_client=None) -> list:
     """The containers (running or not) labelled with ``run``."""
     made = docker_client or client()
-    return made.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+    return made.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run}"}, ignore_removed=True)
 
 
 def remove_run_containers(run: str | None = None, *, docker_client=None) -> list[str]:
@@ -374,16 +374,24 @@ def remove_run_containers(run: str | None = None, *, docker_client=None) -> list
     made = docker_client or client()
     selector = f"{LABEL_RUN}={run}" if run else LABEL_RUN
     removed = []
-    for container in made.containers.list(all=True, filters={"label": selector}):
+    for container in made.containers.list(all=True, filters={"label": selector}, ignore_removed=True):
         try:
             made.api.remove_container(container.id, force=True, v=True)
             removed.append(container.id)
         except docker.errors.NotFound:
             pass
+    # (the engine is shared: a container, volume or network listed may be removed by its own run's teardown
+    # before it is looked at or removed here; ``ignore_removed`` and NotFound let it go)
     for volume in made.volumes.list(filters={"label": selector}):
-        volume.remove(force=True)
+        try:
+            volume.remove(force=True)
+        except docker.errors.NotFound:
+            pass
     for network in made.networks.list(filters={"label": selector}):
-        network.remove()
+        try:
+            network.remove()
+        except docker.errors.NotFound:
+            pass
     return removed
 
 
@@ -409,7 +417,8 @@ def remove_parent_cgroups(run: str, mount: Path = Path("/sys/fs/cgroup")) -> lis
 def runs_with_containers(*, docker_client=None) -> set[str]:
     """The run ids that have a labelled container on the engine."""
     made = docker_client or client()
-    return {c.labels.get(LABEL_RUN, "") for c in made.containers.list(all=True, filters={"label": LABEL_RUN})} - {""}
+    return {c.labels.get(LABEL_RUN, "") for c in made.containers.list(all=True, filters={"label": LABEL_RUN},
+                                                                ignore_removed=True)} - {""}
 
 
 def runs_on_engine(*, docker_client=None) -> set[str]:

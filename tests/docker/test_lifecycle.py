@@ -59,16 +59,18 @@ class Seen:
 
     def look(self, engine, run: str) -> int:
         """Record the run's containers now running; how many there are."""
-        running = [c for c in engine.containers.list(filters={"label": containers.LABEL_RUN})
-                   if c.labels.get(containers.LABEL_RUN, "").startswith(run)]
-        for container in running:
-            if container.id in self.ids:
+        # the engine's plain listing (docker-py's containers.list inspects each one it lists, and fails on one
+        # removed between the two)
+        running = [c["Id"] for c in engine.api.containers(filters={"label": containers.LABEL_RUN})
+                   if (c.get("Labels") or {}).get(containers.LABEL_RUN, "").startswith(run)]
+        for container_id in running:
+            if container_id in self.ids:
                 continue
             try:
-                attrs = engine.api.inspect_container(container.id)
+                attrs = engine.api.inspect_container(container_id)
             except docker.errors.NotFound:
                 continue  # gone between the listing and the look: the next one catches the others
-            self.ids.add(container.id)
+            self.ids.add(container_id)
             if attrs["NetworkSettings"].get("SandboxKey"):
                 self.sandbox_keys.add(attrs["NetworkSettings"]["SandboxKey"])
         return len(running)
@@ -100,7 +102,8 @@ def _labelled(engine, run: str) -> dict[str, list[str]]:
 
     selector = {"label": containers.LABEL_RUN}
     return {
-        "containers": [c.name for c in engine.containers.list(all=True, filters=selector) if mine(c.labels)],
+        "containers": [c["Names"][0].lstrip("/") for c in engine.api.containers(all=True, filters=selector)
+                       if mine(c.get("Labels"))],
         "volumes": [v.name for v in engine.volumes.list(filters=selector) if mine(v.attrs.get("Labels"))],
         "networks": [n.name for n in engine.networks.list(filters=selector) if mine(n.attrs.get("Labels"))],
     }
@@ -128,7 +131,12 @@ def _footprint(engine, root: Path, run: str, seen: Seen, session: int) -> dict[s
         except OSError:
             pass
         if _session(int(pid_dir.name)) == session:
-            procs.append(f"of qualify's session {pid_dir.name}")
+            try:
+                what = (pid_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+                state = (pid_dir / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue  # gone meanwhile
+            procs.append(f"of qualify's session {pid_dir.name} ({state}) {what}")
     mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()
     cgroup_dirs = [*Path("/sys/fs/cgroup").glob(f"pairproof/{run}*"), *Path("/sys/fs/cgroup").glob(f"*/pairproof/{run}*")]
     return {
@@ -148,6 +156,21 @@ def _footprint(engine, root: Path, run: str, seen: Seen, session: int) -> dict[s
     }
 
 
+SETTLE_DEADLINE = 15.0
+
+
+def _settled_footprint(engine, root: Path, run: str, seen: Seen, session: int) -> dict[str, list[str]]:
+    """The footprint once the run's processes are gone or ``SETTLE_DEADLINE`` has passed: a process ended by
+    a signal (its parent's death signal, a kill from teardown) is still in /proc a moment after qualify's
+    exit, until the kernel is done with it and its parent reaps it."""
+    end = time.monotonic() + SETTLE_DEADLINE
+    while True:
+        found = _footprint(engine, root, run, seen, session)
+        if not found["processes"] or time.monotonic() > end:
+            return found
+        time.sleep(0.1)
+
+
 EMPTY = {"containers": [], "volumes": [], "networks": [], "processes": [], "cgroups": [], "netns mounted": [],
          "mounts": [], "state": [], "uid claims": []}
 
@@ -165,7 +188,7 @@ def test_a_finished_docker_qualify_leaves_nothing(root, tmp_path, engine):
     out = proc.stdout.read().decode()
     assert proc.returncode == 0, out[-3000:]
     assert seen.ids and seen.sandbox_keys, "the run's containers were never seen: the footprint would prove nothing"
-    assert _footprint(engine, root, run, seen, proc.pid) == EMPTY
+    assert _settled_footprint(engine, root, run, seen, proc.pid) == EMPTY
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -182,7 +205,7 @@ def test_an_interrupted_docker_qualify_leaves_nothing_and_exits_130(root, tmp_pa
         os.killpg(proc.pid, signal.SIGKILL)
         raise
     assert proc.returncode == 130, out.decode()[-3000:]
-    assert _footprint(engine, root, run, seen, proc.pid) == EMPTY
+    assert _settled_footprint(engine, root, run, seen, proc.pid) == EMPTY
 
 
 def test_a_sigkilled_docker_qualify_is_cleaned_by_pairproof_clean(root, tmp_path, engine):
@@ -206,7 +229,7 @@ def test_a_sigkilled_docker_qualify_is_cleaned_by_pairproof_clean(root, tmp_path
     assert f"containers of run {run}" in result.stdout, result.stdout
     # the lab's sink died with its parent (parent-death signal); its folder is `clean`'s too
     assert not list(Path(tempfile.gettempdir()).glob(f"pairproof-lab-{run}-*")), result.stdout
-    assert _footprint(engine, root, run, seen, proc.pid) == EMPTY
+    assert _settled_footprint(engine, root, run, seen, proc.pid) == EMPTY
 
 
 def test_clean_removes_a_runs_volume_without_a_container(root, engine):
