@@ -35,6 +35,9 @@ class Mutant:
     kills: tuple[str, ...]
     edits: tuple[Edit, ...]
     catalogue: str = "mutants/catalogue.toml"  # the file it comes from, for messages
+    # Runs after every other mutant, with no other run beside it: it changes what the engine shared by the runs
+    # holds (a network in the engine's namespace), which the other runs' engine check would refuse.
+    alone: bool = False
 
 
 def catalogue_path(target: str) -> Path:
@@ -52,7 +55,8 @@ def load(path: Path = PATH) -> list[Mutant]:
     for entry in tomllib.loads(path.read_text())["mutant"]:
         edits = [Edit(entry["file"], e["old"], e["new"]) for e in entry["edits"]]
         edits += [Edit(e["file"], e["old"], e["new"]) for e in entry.get("also", [])]
-        mutants.append(Mutant(entry["name"], entry["breaks"], tuple(entry["kills"]), tuple(edits), display(path)))
+        mutants.append(Mutant(entry["name"], entry["breaks"], tuple(entry["kills"]), tuple(edits), display(path),
+                              bool(entry.get("alone", False))))
     return mutants
 
 

@@ -262,19 +262,22 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
         progress(f"control: exit {control.exit} in {control.seconds:.0f}s")
         outcomes: list[Outcome] = []
         if control.exit == 0:
-            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                futures = [pool.submit(run_mutant, m, workdir, suite, state_dir, against) for m in mutants]
-                try:
-                    for future in futures:
-                        outcome = future.result()
-                        outcomes.append(outcome)
-                        by = f" by {','.join(outcome.killed_by)}" if outcome.killed_by else ""
-                        progress(f"{outcome.name}: {outcome.status}{by} ({outcome.seconds:.0f}s)")
-                except BaseException:
-                    for future in futures:
-                        future.cancel()
-                    stop_all()
-                    raise
+            # The pooled mutants in parallel, then each that must run alone (``Mutant.alone``) by itself.
+            batches = [(max(1, jobs), [m for m in mutants if not m.alone])] + [(1, [m]) for m in mutants if m.alone]
+            for workers, batch in batches:
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    futures = [pool.submit(run_mutant, m, workdir, suite, state_dir, against) for m in batch]
+                    try:
+                        for future in futures:
+                            outcome = future.result()
+                            outcomes.append(outcome)
+                            by = f" by {','.join(outcome.killed_by)}" if outcome.killed_by else ""
+                            progress(f"{outcome.name}: {outcome.status}{by} ({outcome.seconds:.0f}s)")
+                    except BaseException:
+                        for future in futures:
+                            future.cancel()
+                        stop_all()
+                        raise
     except KeyboardInterrupt:
         stop_all()
         raise
