@@ -31,6 +31,7 @@ from ..reference import driver as reference
 from ..reference.helpers import contract_errors, reports_contract_errors
 from . import image as images
 from .breakers import DockerBreakers
+from .engine import network_problems
 
 IMAGE_ENV = "PAIRPROOF_IMAGE"
 
@@ -66,7 +67,9 @@ def preflight() -> list[str]:
     if bridges:
         problems.append("the Docker engine has a bridge network (a path off the machine for a container): run an "
                         "engine with --bridge=none --iptables=false (tools/setup-docker starts one)")
-    return problems
+    # A container with network_mode="host" (a mutant, a broken control) gets the engine's network namespace:
+    # it must be one of lo alone, or the run could reach off the machine.
+    return problems + network_problems()
 
 
 def clean(state_dir: Path, *, include_live: bool = False) -> list[str]:
@@ -102,6 +105,11 @@ class DockerTarget(DockerBreakers, reference.PlatformTarget):
     name = "docker"
 
     def _engine(self, options: TargetOptions) -> containers.DockerEngine:
+        # Here too, not only in preflight(): a run that skips it (pytest --target docker, the mutants'
+        # runner) must not get an engine whose namespace has a path off the machine either (a few ms).
+        problems = network_problems()
+        if problems:
+            raise SetupError(f"docker target: {problems[0]}")
         wanted = os.environ.get(IMAGE_ENV, "")
         try:
             tag = wanted or images.ensure("reference")
