@@ -63,7 +63,13 @@ def egress(host, target, ref: InstanceRef, label: str) -> dict:
 
 def sweep(host, urls: list[str]) -> dict[str, object]:
     """``GET /whoami`` on every socket the sandbox sees and on ``urls``: {where: answer or error}."""
-    return run_probe(host, "socket_probe.py", urls)["knocks"]
+    return sweep_report(host, urls)["knocks"]
+
+
+def sweep_report(host, urls: list[str]) -> dict:
+    """The socket probe's whole report: ``knocks``, ``connected`` (the sockets a connect reached) and
+    ``entries`` (what each is)."""
+    return run_probe(host, "socket_probe.py", urls)
 
 
 def attach(name: str, value: object) -> None:

@@ -2,7 +2,10 @@
 report who answered. Uses ``listeners.py``.
 
 argv: broker base URLs (``http://HOST:PORT``) to try besides what is enumerated. Prints one JSON object:
-``{"knocks": {where: {"status", "body"} or "Error: ..."}}``. Knocks go to local addresses only.
+``{"knocks": {where: {"status", "body"} or "Error: ..."}, "connected": [where], "entries": {where: entry}}``:
+``connected`` names every socket the connect reached (whatever came after), ``entries`` says what each
+``where`` is (protocol, address or path), for the host to find the socket's holder. Knocks go to local
+addresses only.
 """
 
 import json
@@ -11,9 +14,12 @@ import sys
 
 from listeners import connect, knock_all, listeners  # installed by the runner (acceptance/cases/netprobes.py)
 
+CONNECTED = []
+
 
 def whoami(entry):
     sock = connect(entry, 1.0)
+    CONNECTED.append(entry["where"])
     try:
         sock.sendall(b"GET /whoami HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         data = b""
@@ -40,7 +46,10 @@ def main(urls):
         family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
         entries.append({"proto": "tcp", "family": family, "host": host.strip("[]"), "port": int(port),
                         "where": f"given {url}"})
-    print(json.dumps({"knocks": knock_all(entries, whoami)}))
+    knocks = knock_all(entries, whoami)
+    described = {e["where"]: {k: v for k, v in e.items() if k in ("proto", "family", "host", "port", "path", "kind")}
+                 for e in entries}
+    print(json.dumps({"knocks": knocks, "connected": sorted(set(CONNECTED)), "entries": described}))
 
 
 main(sys.argv[1:])

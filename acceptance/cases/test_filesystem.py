@@ -10,8 +10,9 @@ Other realistic ways these properties break, and what sees them:
 - A scan that silently saw less (unreadable folders, files cut short, a probe killed mid-report): the
   scan and the dump must prove completeness and find the prober's own canaries and sentinels in the
   same call, or the test is broken (acceptance/probe.py).
-- Shared tmp or home by a common bind, a shared tmpfs, or the same host folder: FS-2 writes in one
-  sandbox and looks in the other, and compares the folders' identities.
+- Shared tmp, home, /dev/shm, a runtime folder or IPC (a common bind, a shared tmpfs, the host's /dev/shm,
+  the host's IPC namespace): FS-2 writes in every writable place of one sandbox's own mount table and
+  makes System V objects, looks in the other, and compares folders' identities and IPC namespaces.
 - Secrets reaching the sandbox by environment, a file, a command line, or base64/hex inside a config:
   FS-3's scan and dump, searched for every platform secret and every instance's capabilities.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import json
-import secrets
 from pathlib import Path
 
 import pytest
@@ -28,6 +28,7 @@ import pytest
 from canaries.known import find_known
 
 from ..errors import ProofError, TargetError
+from . import sharing
 from .detectors import mount_identities, tokens_in, volume_identity
 from .evidence import attach
 
@@ -123,41 +124,43 @@ def test_fs1_broken_shared_volume_is_detected(instances, principals, planted, ta
 
 # -- FS-2 ------------------------------------------------------------------------------------------
 
-def _write_then_look(writer, reader, folder: str) -> tuple[bool, bool]:
-    marker = f"{folder}/pairproof-marker-{secrets.token_hex(6)}"
-    wrote = writer.run("echo here > %s", marker).rc == 0
-    seen = reader.file(marker).exists
-    writer.run("rm -f %s", marker)
-    return wrote, seen
-
-
 @pytest.mark.parametrize("intruder", _intruders("FS-2"))
-@pytest.mark.parametrize("folder", ["/tmp", "/data"])
-def test_fs2_no_shared_tmp_or_home(intruder, folder, instances, sandbox_host):
-    """A file the intruder writes in its /tmp or home is not there for A, and the folders differ."""
-    writer, reader = sandbox_host(instances[intruder]), sandbox_host(instances["A"])
-    wrote, seen = _write_then_look(writer, reader, folder)
-    assert wrote, f"{intruder} could not write its own {folder}"
-    assert not seen, f"a file {intruder} wrote in {folder} is visible to A"
-    ident = "stat -c %%d:%%i %s"
-    assert writer.run(ident, folder).stdout != reader.run(ident, folder).stdout
+def test_fs2_no_shared_writable_place(intruder, instances, sandbox_host):
+    """The intruder writes a fresh marker in every place its own mount table says it can write (/tmp, the
+    home, /dev/shm, /dev/mqueue, /run/..., a writable root's open folders) and makes System V IPC objects
+    keyed by it; A sees none of them, in those paths or any place of its own; no folder the intruder wrote
+    is one of A's (same dev:inode), and the two do not share an IPC namespace. Ways this breaks that the
+    check sees: a common bind for tmp or home, the host's /dev/shm bound in, the host's (or one shared) IPC
+    namespace, a shared runtime folder, one host folder behind two mounts. The places tried are evidence,
+    and must include /tmp and the home, written, or the case proves nothing."""
+    ex = sharing.exchange(sandbox_host(instances[intruder]), sandbox_host(instances["A"]), intruder, "A")
+    attach(f"FS-2 places {intruder} wrote, and what A saw", ex.evidence())
+    sharing.require(ex)
+    findings = sharing.shared_findings(ex)
+    assert not findings, f"{len(findings)} shared with A: " + "; ".join(findings)
 
 
 @pytest.mark.case("FS-2", "P", pair="A->A")
-@pytest.mark.parametrize("folder", ["/tmp", "/data"])
-def test_fs2_own_writes_visible(folder, instances, sandbox_host):
-    """What A writes in its /tmp and home, A finds there in a later probe."""
+def test_fs2_own_writes_visible(instances, sandbox_host):
+    """The same write-then-look by A on itself: every place A wrote (/tmp and the home among them) and
+    every System V object A made, A finds in the same look."""
     a = sandbox_host(instances["A"])
-    wrote, seen = _write_then_look(a, a, folder)
-    assert wrote and seen
+    ex = sharing.exchange(a, a, "A", "A")
+    attach("FS-2 places A wrote, and what A saw", ex.evidence())
+    unseen = sharing.unseen_own(ex)
+    assert not unseen, "A did not find its own marker in: " + "; ".join(unseen)
 
 
 @pytest.mark.case("FS-2", "X", pair="B->A")
 def test_fs2_broken_shared_tmp_is_detected(principals, target, sandbox_host):
-    """Two sandboxes given one tmp folder: the write-then-look check sees the other's file."""
+    """Two sandboxes given one tmp folder: the same write-then-look finds the other's file in /tmp and the
+    two /tmp folders the same."""
     with target.broken_shared_tmp(owner=principals["A"], intruder=principals["B"]) as (first, second):
-        wrote, seen = _write_then_look(sandbox_host(second), sandbox_host(first), "/tmp")
-        assert wrote and seen
+        ex = sharing.exchange(sandbox_host(second), sandbox_host(first), "B", "A")
+    attach("FS-2 places B wrote, and what A saw", ex.evidence())
+    findings = sharing.shared_findings(ex)
+    assert "a file B wrote in its /tmp is visible to A at /tmp" in findings, findings
+    assert any(f.startswith("B's /tmp is the same folder") for f in findings), findings
 
 
 # -- FS-3 ------------------------------------------------------------------------------------------

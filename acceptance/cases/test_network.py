@@ -21,7 +21,7 @@ from .. import hostscan
 from ..errors import ProofError, TargetError
 from ..lab.bpf import EGRESS
 from ..lab.capture import Capture, egress_counters
-from . import netprobes
+from . import holders, netprobes
 from .netprobes import A_RESOLVER_ANSWERED, NO_RESOLVER_ANSWERED, NO_ROUTE, REFUSED
 
 pytestmark = pytest.mark.usefixtures("planted")
@@ -165,20 +165,32 @@ def _answering_as(knocks: dict, ref) -> list[str]:
 
 @pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("NT-3", "refusal", pair=f"{n}->A"), id=n)
                                       for n in ("B", "C")])
-def test_nt3_intruder_reaches_only_its_own_broker(intruder, instances, target, sweep):
+def test_nt3_intruder_reaches_only_its_own_broker(intruder, instances, target, sandbox_host):
     """From the intruder's sandbox, every socket it can see is knocked on with ``GET /whoami``: TCP and
     TCP6 listeners of its namespace (whichever port, address or owner), unix sockets of its namespace by
     path and abstract name, socket files anywhere in its visible filesystem (a shared runtime folder mounted
-    in), and A's broker address as the driver gives it. None answers as A's broker. Ways this breaks that
-    the sweep sees: a shared network namespace (every broker on a port of its own), a broker listening on a
-    wildcard address, a broker socket in a folder shared between sandboxes, an abstract socket in a shared
-    namespace, A's address reaching A from anywhere. The intruder's own broker must be among the answers,
-    or the sweep could not tell a broker when it sees one."""
-    knocks = sweep(instances[intruder], [target.broker_endpoint(instances["A"])])
+    in), and A's broker address as the driver gives it. None answers as A's broker; and every socket the
+    connect reached is held (found from the host by its inode, ``holders.py``) by a process of the
+    intruder's own sandbox, or is the intruder's own broker. Ways this breaks that the sweep sees: a shared
+    network namespace (every broker, the engine's and the host's services in reach), a broker listening on
+    a wildcard address, a broker socket in a folder shared between sandboxes, an abstract socket in a
+    shared namespace, the engine's socket mounted in, A's address reaching A from anywhere. The intruder's
+    own broker must be among the answers, or the sweep could not tell a broker when it sees one; a socket
+    it reached whose holder cannot be found leaves the case unjudged."""
+    ref = instances[intruder]
+    report = netprobes.sweep_report(sandbox_host(ref), [target.broker_endpoint(instances["A"])])
+    knocks = report["knocks"]
+    held = holders.socket_holders(target.identity(ref).host_pid, report)
     netprobes.attach(f"{intruder}'s knocks ({len(knocks)} sockets) and their answers", knocks)
-    assert _answering_as(knocks, instances["A"]) == []
-    if not _answering_as(knocks, instances[intruder]):
+    netprobes.attach(f"the holders of the {len(held)} sockets {intruder} could connect to", held)
+    own_broker = _answering_as(knocks, ref)
+    if not own_broker:
         raise ProofError(f"the sweep from {intruder} never reached {intruder}'s own broker: it looked at {sorted(knocks)}")
+    findings, unfound = holders.holder_findings(intruder, held, own_broker)
+    assert _answering_as(knocks, instances["A"]) == []
+    assert not findings, f"{len(findings)} sockets in {intruder}'s reach held by others: " + "; ".join(findings)
+    if unfound:  # after the findings: a leak found stands even if another socket could not be judged
+        raise TargetError(f"no host process holds the sockets {intruder} connected to: {unfound}")
 
 
 @pytest.mark.case("NT-3", "P", pair="A->A")

@@ -1,0 +1,77 @@
+"""FS-2's judging (``acceptance/cases/sharing.py``) on write-then-look reports shaped as ``shared_probe.py``
+makes them: what counts as shared, what leaves the case unproven, what the owner's own look must find."""
+
+from __future__ import annotations
+
+import pytest
+
+from acceptance.cases.sharing import Exchange, require, required_problems, shared_findings, unseen_own
+from acceptance.errors import ProofError
+
+OK = {"shm": "ok", "msg": "ok", "sem": "ok"}
+
+
+def _wrote(**places: dict) -> dict:
+    base = {"/tmp": {"wrote": True, "id": "40:1"}, "/data": {"wrote": True, "id": "65024:7"}}
+    base.update({k.replace("_", "/"): v for k, v in places.items()})
+    return {"places": base, "sysv": OK, "ipc_ns": "ipc:[1]", "key": 99}
+
+
+def _looked(seen=(), sysv=(), places=None, ipc="ipc:[2]") -> dict:
+    return {"seen": list(seen), "sysv_seen": list(sysv), "places": places or {"/tmp": "41:1", "/data": "65024:8"},
+            "ipc_ns": ipc}
+
+
+def test_private_places_share_nothing():
+    assert shared_findings(Exchange("B", "A", _wrote(), _looked())) == []
+
+
+def test_a_marker_seen_is_a_finding_naming_the_place():
+    ex = Exchange("B", "A", _wrote(_dev_shm={"wrote": True, "id": "27:1"}), _looked(seen=["/dev/shm"]))
+    assert shared_findings(ex) == ["a file B wrote in its /dev/shm is visible to A at /dev/shm"]
+
+
+def test_a_marker_seen_elsewhere_names_where_the_owner_saw_it():
+    ex = Exchange("B", "A", _wrote(), _looked(seen=["/var/cache/shared"]))
+    assert shared_findings(ex) == ["a file B wrote is visible to A at /var/cache/shared"]
+
+
+def test_the_same_folder_identity_is_a_finding_even_unseen():
+    ex = Exchange("B", "A", _wrote(_run_x={"wrote": True, "id": "9:9"}),
+                  _looked(places={"/tmp": "41:1", "/run/y": "9:9", "/srv": "9:9"}))
+    assert shared_findings(ex) == ["B's /run/x is the same folder (9:9) as A's /run/y, /srv"]
+
+
+def test_a_place_the_intruder_could_not_write_is_not_compared():
+    ex = Exchange("B", "A", _wrote(_opt={"wrote": False, "id": "9:9", "error": "errno 13"}),
+                  _looked(places={"/opt": "9:9"}))
+    assert shared_findings(ex) == []
+
+
+def test_sysv_objects_and_one_ipc_namespace_are_findings():
+    ex = Exchange("B", "A", _wrote(), _looked(sysv=["shm", "sem"], ipc="ipc:[1]"))
+    assert shared_findings(ex) == ["the System V shm object B made (key 99) is in A's /proc/sysvipc/shm",
+                                   "the System V sem object B made (key 99) is in A's /proc/sysvipc/sem",
+                                   "B and A share one IPC namespace (ipc:[1])"]
+
+
+@pytest.mark.parametrize("places, problem", [
+    ({"/data": {"wrote": True, "id": "1:1"}}, "B did not try /tmp"),
+    ({"/tmp": {"wrote": False, "error": "errno 30"}, "/data": {"wrote": True, "id": "1:1"}},
+     "B could not write its own /tmp (errno 30)"),
+    ({"/tmp": {"wrote": True, "id": "1:1"}}, "B did not try /data"),
+])
+def test_without_tmp_and_home_written_the_case_is_unproven(places, problem):
+    ex = Exchange("B", "A", {"places": places, "sysv": OK, "ipc_ns": "ipc:[1]", "key": 1}, _looked())
+    assert required_problems(ex) == [problem]
+    with pytest.raises(ProofError, match="proves nothing"):
+        require(ex)
+
+
+def test_the_owner_must_find_everything_it_made():
+    wrote = _wrote(_dev_shm={"wrote": True, "id": "27:1"}, _dev={"wrote": False, "error": "errno 13"})
+    full = Exchange("A", "A", wrote, _looked(seen=["/tmp", "/data", "/dev/shm"], sysv=["shm", "msg", "sem"]))
+    assert unseen_own(full) == []
+    blind = Exchange("A", "A", dict(wrote, sysv={"shm": "ok", "msg": "errno 38", "sem": "ok"}),
+                     _looked(seen=["/tmp", "/data"], sysv=["shm", "sem"]))
+    assert unseen_own(blind) == ["/dev/shm (written, not seen)", "System V msg (errno 38)"]
