@@ -218,3 +218,34 @@ def _cmdline(pid: str) -> bytes:
             return f.read()
     except OSError:
         return b""
+
+
+def test_a_mutant_that_runs_alone_runs_after_the_others_with_none_beside_it(tmp_path, monkeypatch):
+    """``alone = true`` (the shared bridge: a network in the engine's namespace, which any docker target made
+    meanwhile refuses): the pooled mutants run in parallel, and the alone one starts after the last of them
+    ended. The suite runs are replaced by a record of when each mutant started and ended."""
+    import threading
+
+    events, lock = [], threading.Lock()
+    both_started = threading.Barrier(2, timeout=30)
+
+    def fake_run_mutant(mutant, workdir, suite, state_dir, target):
+        with lock:
+            events.append(("start", mutant.name))
+        if not mutant.alone:
+            both_started.wait()  # the two pooled mutants run at the same time, or this times out
+        with lock:
+            events.append(("end", mutant.name))
+        return runner.Outcome(mutant.name, list(mutant.kills), status="killed", killed_by=list(mutant.kills))
+
+    monkeypatch.setattr(runner, "run_mutant", fake_run_mutant)
+    monkeypatch.setattr(runner, "run_suite", lambda *a, **k: runner.SuiteRun(0, 0.0, [], {}, ""))
+    alone = Mutant("bridge", "", ("NT-3",), (), alone=True)
+    pooled = [Mutant("one", "", ("PR-1",), ()), Mutant("two", "", ("PR-2",), ())]
+    code = runner.run(reports=tmp_path, jobs=2, catalogue=[alone, *pooled], target="docker", progress=lambda _: None)
+    assert code == 0
+    starts = {name: i for i, (kind, name) in enumerate(events) if kind == "start"}
+    ends = {name: i for i, (kind, name) in enumerate(events) if kind == "end"}
+    assert starts["bridge"] > max(ends["one"], ends["two"]), events
+    report = json.loads((tmp_path / "mutants.json").read_text())
+    assert (report["target"], report["catalogue"], report["partial"]) == ("docker", "mutants/docker.toml", True)
