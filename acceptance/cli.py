@@ -2,8 +2,8 @@
 
     pairproof qualify [--target reference|docker [--image IMAGE]] [--profile reference] [--reports-dir reports]
                       [-n N] [--case ID] [-- pytest args]
-    pairproof mutants [--reports-dir reports] [-j N] [--only NAME]
-    pairproof gate [--results reports] [--mutants reports/mutants.json]
+    pairproof mutants [--target reference|docker [--image IMAGE]] [--reports-dir reports[/docker]] [-j N] [--only NAME]
+    pairproof gate [--results reports] [--mutants reports/mutants.json]      (the report of the results' target)
     pairproof report [--reports-dir reports]                                   (rebuild the two HTML pages)
     pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR] [--image IMAGE]
                                  (TARGET: a registered name or module:factory)
@@ -289,14 +289,29 @@ def mutants(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         raise SetupError("pairproof mutants must run as root (each run starts sandboxes): run it with sudo")
     inputs.positive(args.jobs, "-j")
+    if args.target not in mutant_catalogue.CATALOGUES:
+        raise SetupError(f"--target {args.target!r} has no mutant catalogue: give one of "
+                         f"{', '.join(mutant_catalogue.CATALOGUES)}")
+    _image(args)
+    path = mutant_catalogue.catalogue_path(args.target)
+    shown = mutant_catalogue.display(path)
     try:
-        names = {m.name for m in mutant_catalogue.load()}
+        names = {m.name for m in mutant_catalogue.load(path)}
     except (OSError, ValueError, KeyError) as exc:
-        raise SetupError(f"mutants/catalogue.toml cannot be read ({type(exc).__name__}: {exc}); fix the file") from None
+        raise SetupError(f"{shown} cannot be read ({type(exc).__name__}: {exc}); fix the file") from None
     unknown = [n for n in args.only or () if n not in names]
     if unknown:
-        raise SetupError(f"--only {', '.join(map(repr, unknown))}: no such mutant in mutants/catalogue.toml; give a "
-                         "name from it (`pairproof mutants` runs them all)")
+        command = "pairproof mutants" + ("" if args.target == "reference" else f" --target {args.target}")
+        raise SetupError(f"--only {', '.join(map(repr, unknown))}: no such mutant in {shown} (target "
+                         f"{args.target}); give a name from it (`{command}` runs them all)")
+    if args.target != "reference":
+        from . import targets
+
+        problems = targets.preflight(args.target)
+        if problems:
+            raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
+    if args.reports_dir is None:
+        args.reports_dir = "reports" if args.target == "reference" else f"reports/{args.target}"
     if args.suite is not None:
         inputs.existing_folder(args.suite, "--suite", "of test cases to judge the mutants with")
     inputs.state_dir(args.state_dir)
@@ -306,7 +321,8 @@ def mutants(args: argparse.Namespace) -> int:
     reports.mkdir(parents=True, exist_ok=True)
     try:
         return runner.run(reports=reports, jobs=args.jobs, only=args.only or None,
-                          suite=Path(args.suite).resolve() if args.suite else None, state_dir=args.state_dir)
+                          suite=Path(args.suite).resolve() if args.suite else None, state_dir=args.state_dir,
+                          target=args.target, image=args.image)
     except runner.Interrupted:
         print("pairproof: mutants interrupted: every run was stopped, no report written", file=sys.stderr)
         return 130
@@ -453,7 +469,13 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
     q.set_defaults(func=qualify)
     m = sub.add_parser("mutants", help="run the suite against every mutant of the runtime; write the kill matrix")
-    m.add_argument("--reports-dir", default="reports", help="where to write mutants.json and mutants.txt")
+    m.add_argument("--target", default="reference",
+                   help="whose mutants: reference (mutants/catalogue.toml) or docker (mutants/docker.toml, the "
+                        "suite on --target docker); default: reference")
+    m.add_argument("--image", default="", metavar="IMAGE",
+                   help="the image the docker mutants run (--target docker; default: the reference agent image)")
+    m.add_argument("--reports-dir", default=None,
+                   help="where to write mutants.json and mutants.txt (default: reports, reports/docker for docker)")
     m.add_argument("--state-dir", default="/var/lib/pairproof")
     m.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="mutants run in parallel (default: cores)")
     m.add_argument("--only", action="append", metavar="NAME",

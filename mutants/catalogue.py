@@ -15,6 +15,9 @@ from pathlib import Path
 from .errors import PatchDoesNotApply
 
 PATH = Path(__file__).with_name("catalogue.toml")
+# Each target's catalogue: the reference runtime's mistakes (bubblewrap sandbox, platform), and the Docker
+# engine's run-configuration mistakes (``runtime/containers.py``). ``pairproof mutants --target T`` runs T's.
+CATALOGUES = {"reference": PATH, "docker": Path(__file__).with_name("docker.toml")}
 PACKAGES = ("runtime", "acceptance", "canaries", "reports")
 
 
@@ -31,6 +34,20 @@ class Mutant:
     breaks: str
     kills: tuple[str, ...]
     edits: tuple[Edit, ...]
+    catalogue: str = "mutants/catalogue.toml"  # the file it comes from, for messages
+    # Runs after every other mutant, with no other run beside it: it changes what the engine shared by the runs
+    # holds (a network in the engine's namespace), which the other runs' engine check would refuse.
+    alone: bool = False
+
+
+def catalogue_path(target: str) -> Path:
+    """The catalogue of ``target``'s mutants; KeyError for a target that has none."""
+    return CATALOGUES[target]
+
+
+def display(path: Path) -> str:
+    """``mutants/<file>`` for a catalogue of this package, the path as given otherwise."""
+    return f"mutants/{path.name}" if path.parent == PATH.parent else str(path)
 
 
 def load(path: Path = PATH) -> list[Mutant]:
@@ -38,7 +55,8 @@ def load(path: Path = PATH) -> list[Mutant]:
     for entry in tomllib.loads(path.read_text())["mutant"]:
         edits = [Edit(entry["file"], e["old"], e["new"]) for e in entry["edits"]]
         edits += [Edit(e["file"], e["old"], e["new"]) for e in entry.get("also", [])]
-        mutants.append(Mutant(entry["name"], entry["breaks"], tuple(entry["kills"]), tuple(edits)))
+        mutants.append(Mutant(entry["name"], entry["breaks"], tuple(entry["kills"]), tuple(edits), display(path),
+                              bool(entry.get("alone", False))))
     return mutants
 
 
@@ -65,7 +83,7 @@ def apply(mutant: Mutant, tree: Path) -> None:
         count = text.count(edit.old)
         if count != 1:
             raise PatchDoesNotApply(f"mutant {mutant.name!r} no longer applies: {edit.old!r} occurs {count} times in "
-                                    f"runtime/{edit.file} (expected once); update mutants/catalogue.toml")
+                                    f"runtime/{edit.file} (expected once); update {mutant.catalogue}")
         texts[path] = text.replace(edit.old, edit.new)
     for path, text in texts.items():
         path.write_text(text)

@@ -12,6 +12,12 @@ The report names what it judged, so ``pairproof gate`` can refuse a report for o
 the runtime, of the suite (acceptance and canaries) and of the mutant catalogue as the control copied them
 (``source``), whether it ran only part of the catalogue or another suite (``partial``, ``suite``), and
 which mutants the catalogue held.
+
+A target has a catalogue of its own (``catalogue.CATALOGUES``): ``reference`` the reference runtime's
+(``mutants/catalogue.toml``), ``docker`` the Docker engine's run-configuration mistakes
+(``mutants/docker.toml``, judged by the suite on ``--target docker``, of the image ``--image`` or the
+reference agent image). The report names its ``target``, ``catalogue`` and ``image``; the gate judges it
+against that target's catalogue and refuses a report that names another.
 """
 
 from __future__ import annotations
@@ -33,10 +39,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .catalogue import PATH as CATALOGUE_PATH
-from .catalogue import Mutant, apply, copy_suite, load
+from .catalogue import Mutant, apply, catalogue_path, copy_suite, display, load
 from .errors import MutantError
 
-SCHEMA = "pairproof.mutants/2"
+SCHEMA = "pairproof.mutants/3"  # 3: the target, its catalogue and the image named
 SUITE_PACKAGES = ("acceptance", "canaries")
 # What copy_suite leaves out of a copy is left out of a digest too, so a tree and its copy hash alike.
 _NOT_SOURCE = {"__pycache__", "allure-results", "verdict.json"}
@@ -55,15 +61,16 @@ def tree_digest(*roots: Path) -> str:
     return digest.hexdigest()
 
 
-def source_digest(tree: Path | None = None) -> dict[str, str]:
-    """The sha256 of the runtime, the suite and the mutant catalogue: in ``tree`` (a copy made by
-    ``copy_suite``), or where Python imports them from. The runner records it; the gate recomputes it."""
+def source_digest(tree: Path | None = None, catalogue: Path = CATALOGUE_PATH) -> dict[str, str]:
+    """The sha256 of the runtime, the suite and the mutant catalogue (``catalogue``, the target's): in
+    ``tree`` (a copy made by ``copy_suite``), or where Python imports them from. The runner records it; the
+    gate recomputes it."""
     def where(package: str) -> Path:
         return tree / package if tree is not None else Path(importlib.import_module(package).__file__).parent
 
     return {"runtime": tree_digest(where("runtime")),
             "suite": tree_digest(*(where(p) for p in SUITE_PACKAGES)),
-            "mutant_catalogue": hashlib.sha256(CATALOGUE_PATH.read_bytes()).hexdigest()}
+            "mutant_catalogue": hashlib.sha256(catalogue.read_bytes()).hexdigest()}
 
 
 @dataclass
@@ -140,18 +147,30 @@ def stop_all() -> None:
         list(pool.map(_stop, live))
 
 
-def run_suite(tree: Path, suite: Path | None, cases: list[str], state_dir: str) -> SuiteRun:
+@dataclass(frozen=True)
+class Target:
+    """What the suite runs against: a target name and, for docker, the image (empty: the driver's own)."""
+
+    name: str = "reference"
+    image: str = ""
+
+
+def run_suite(tree: Path, suite: Path | None, cases: list[str], state_dir: str, target: Target = Target()) -> SuiteRun:
     verdict = tree / f"verdict-{len(cases)}-{time.monotonic_ns()}.json"
     suite_dir = suite if suite is not None else tree / "acceptance" / "cases"
     started = time.monotonic()
-    pytest = [sys.executable, "-m", "pytest", str(suite_dir), "--target", "reference", "--pairproof-verdict", str(verdict),
+    pytest = [sys.executable, "-m", "pytest", str(suite_dir), "--target", target.name, "--pairproof-verdict", str(verdict),
               "--pairproof-state-dir", state_dir, *(f"--case={c}" for c in cases), "-p", "no:cacheprovider", "-q"]
     # Each run lives in a network namespace of its own with loopback only: whatever a mutant does to the
     # network (a route out of a sandbox, say), there is nowhere out of this namespace to send it. The
     # platform's services are on loopback and the lab nests inside, so the suite runs unchanged.
     contained = ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--net", "--kill-child", "--",
                  "sh", "-c", 'ip link set lo up && exec "$@"', "contained", *pytest]
-    returncode, output = _run_contained(contained, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, timeout=1800)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("PAIRPROOF_IMAGE", None)  # the image is the target's, never one left in the environment
+    if target.image:
+        env["PAIRPROOF_IMAGE"] = target.image
+    returncode, output = _run_contained(contained, cwd=tree, env=env, timeout=1800)
     seconds = time.monotonic() - started
     tail = output[-2000:]
     if not verdict.exists():
@@ -161,7 +180,8 @@ def run_suite(tree: Path, suite: Path | None, cases: list[str], state_dir: str) 
     return SuiteRun(returncode, seconds, sorted(c for c, s in statuses.items() if s == "failed"), statuses, tail)
 
 
-def run_mutant(mutant: Mutant, workdir: Path, suite: Path | None, state_dir: str) -> Outcome:
+def run_mutant(mutant: Mutant, workdir: Path, suite: Path | None, state_dir: str,
+               target: Target = Target()) -> Outcome:
     outcome = Outcome(mutant.name, list(mutant.kills))
     started = time.monotonic()
     tree = workdir / mutant.name
@@ -172,7 +192,7 @@ def run_mutant(mutant: Mutant, workdir: Path, suite: Path | None, state_dir: str
         outcome.status, outcome.detail = "error", str(exc)
         return outcome
     for phase, cases in (("expected", list(mutant.kills)), ("full", [])):
-        run = run_suite(tree, suite, cases, state_dir)
+        run = run_suite(tree, suite, cases, state_dir, target)
         outcome.runs.append(run)
         hits = [c for c in run.failed if c in mutant.kills]
         if hits:
@@ -188,7 +208,10 @@ def run_mutant(mutant: Mutant, workdir: Path, suite: Path | None, state_dir: str
 
 def table(report: dict) -> str:
     control = report["control"]
-    lines = [f"control: exit {control['exit']} in {control['seconds']:.0f}s ({'passed' if control['exit'] == 0 else 'FAILED'})",
+    lines = [f"target: {report.get('target', 'reference')}"
+             + (f" (image {report['image']})" if report.get("image") else "")
+             + f", catalogue {report.get('catalogue', 'mutants/catalogue.toml')}",
+             f"control: exit {control['exit']} in {control['seconds']:.0f}s ({'passed' if control['exit'] == 0 else 'FAILED'})",
              f"{'mutant':32} {'status':18} {'expected':14} killed by"]
     for m in report["mutants"]:
         lines.append(f"{m['name']:32} {m['status']:18} {','.join(m['expected']):14} "
@@ -198,6 +221,9 @@ def table(report: dict) -> str:
         lines.append(f"partial: {len(report['mutants'])} of the {len(report['catalogued'])} catalogued mutants"
                      + (f", judged by the suite in {report['suite']}" if report.get("suite") else "")
                      + "; `pairproof gate` refuses a partial report: run `pairproof mutants` without --only for it")
+    for m in report["mutants"]:
+        lines.append(f"time {m['name']}: {m['seconds']:.0f}s")
+    lines.append(f"time in all: {report['seconds']:.0f}s")
     return "\n".join(lines)
 
 
@@ -206,8 +232,12 @@ PRINT = functools.partial(print, flush=True)  # progress lines as they come, und
 
 def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path | None = None,
         state_dir: str = "/var/lib/pairproof", catalogue: list[Mutant] | None = None,
-        progress=PRINT) -> int:
-    catalogued = load()
+        target: str = "reference", image: str = "", progress=PRINT) -> int:
+    try:
+        path = catalogue_path(target)
+    except KeyError:
+        raise MutantError(f"target {target!r} has no mutant catalogue") from None
+    catalogued = load(path)
     mutants = catalogue if catalogue is not None else catalogued
     # Anything but the whole catalogue file, judged by the shipped suite, is a partial report: useful
     # while working on one mutant, never enough for the gate.
@@ -215,7 +245,7 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
     if only:
         unknown = set(only) - {m.name for m in mutants}
         if unknown:
-            raise MutantError(f"no mutant named {', '.join(sorted(unknown))} in mutants/catalogue.toml")
+            raise MutantError(f"no mutant named {', '.join(sorted(unknown))} in {display(path)}")
         mutants = [m for m in mutants if m.name in only]
     workdir = Path(tempfile.mkdtemp(prefix="pairproof-mutants-"))
     started = time.monotonic()
@@ -226,24 +256,28 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
     try:
         progress(f"control: the unmodified copy, whole suite{'' if suite is None else f' ({suite})'}...")
         control_tree = copy_suite(workdir / "control")
-        source = source_digest(control_tree)
-        control = run_suite(control_tree, suite, [], state_dir)
+        source = source_digest(control_tree, path)
+        against = Target(target, image)
+        control = run_suite(control_tree, suite, [], state_dir, against)
         progress(f"control: exit {control.exit} in {control.seconds:.0f}s")
         outcomes: list[Outcome] = []
         if control.exit == 0:
-            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                futures = [pool.submit(run_mutant, m, workdir, suite, state_dir) for m in mutants]
-                try:
-                    for future in futures:
-                        outcome = future.result()
-                        outcomes.append(outcome)
-                        by = f" by {','.join(outcome.killed_by)}" if outcome.killed_by else ""
-                        progress(f"{outcome.name}: {outcome.status}{by} ({outcome.seconds:.0f}s)")
-                except BaseException:
-                    for future in futures:
-                        future.cancel()
-                    stop_all()
-                    raise
+            # The pooled mutants in parallel, then each that must run alone (``Mutant.alone``) by itself.
+            batches = [(max(1, jobs), [m for m in mutants if not m.alone])] + [(1, [m]) for m in mutants if m.alone]
+            for workers, batch in batches:
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    futures = [pool.submit(run_mutant, m, workdir, suite, state_dir, against) for m in batch]
+                    try:
+                        for future in futures:
+                            outcome = future.result()
+                            outcomes.append(outcome)
+                            by = f" by {','.join(outcome.killed_by)}" if outcome.killed_by else ""
+                            progress(f"{outcome.name}: {outcome.status}{by} ({outcome.seconds:.0f}s)")
+                    except BaseException:
+                        for future in futures:
+                            future.cancel()
+                        stop_all()
+                        raise
     except KeyboardInterrupt:
         stop_all()
         raise
@@ -255,6 +289,7 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
     ok = control.exit == 0 and counts["killed"] == len(mutants)
     report = {
         "schema": SCHEMA, "status": "passed" if ok else "failed", "seconds": round(time.monotonic() - started, 1),
+        "target": target, "catalogue": display(path), "image": image or None,
         "source": source, "partial": partial, "suite": str(suite) if suite is not None else None,
         "catalogued": [m.name for m in catalogued],
         "summary": (f"{counts['killed']}/{len(mutants)} killed by an expected case, {counts['killed_unexpected']} killed "

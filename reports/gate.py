@@ -22,6 +22,9 @@ and the source it is run from (DESIGN §5 rule 7).
   mutant catalogue it names equal those recomputed here), ran the whole catalogue (not ``--only``, not
   another suite), its unmodified control exited 0 with every case passed, and every catalogued mutant was
   killed by one of the cases the catalogue names for it (its kill-matrix entry shows that case failed).
+  The catalogue is the one of the target the report names (``reference``: ``mutants/catalogue.toml``,
+  ``docker``: ``mutants/docker.toml``); a report naming another catalogue than its target's, or another
+  target than the verdict's, is refused.
 
 Every reason names the input it refuses and what to do about it; it prints them case by case.
 """
@@ -86,7 +89,7 @@ def judge(results: Path, mutants: Path | None = None, catalogue_ids: list[str] |
             result.lines.append(f"{case_id:6} {state.upper()}  " + "; ".join(why))
             result.reasons.append(f"{case_id}: {state}: " + "; ".join(why))
     if mutants is not None:
-        judged = judge_mutants(mutants, catalogue_ids)
+        judged = judge_mutants(mutants, catalogue_ids, target=verdict.get("target"))
         result.reasons += judged.reasons
         result.lines += judged.lines
     if allure:
@@ -95,10 +98,11 @@ def judge(results: Path, mutants: Path | None = None, catalogue_ids: list[str] |
     return result
 
 
-def judge_mutants(report: Path, catalogue_ids: list[str] | None = None) -> GateResult:
-    """Judge a mutant report alone (``judge`` does it when given one)."""
+def judge_mutants(report: Path, catalogue_ids: list[str] | None = None, target: str | None = None) -> GateResult:
+    """Judge a mutant report alone (``judge`` does it when given one, with its verdict's ``target``: the
+    report must have judged the same target)."""
     lines: list[str] = []
-    reasons = _mutant_reasons(report, _cases(catalogue_ids), lines)
+    reasons = _mutant_reasons(report, _cases(catalogue_ids), lines, target)
     return GateResult(not reasons, reasons, lines)
 
 
@@ -298,7 +302,7 @@ def _allure_reasons(folder: Path, verdict: dict, lines: list[str]) -> list[str]:
 # -- the mutant report --------------------------------------------------------------------------------
 
 
-def _mutant_reasons(path: Path, cases: Mapping[str, object], lines: list[str]) -> list[str]:
+def _mutant_reasons(path: Path, cases: Mapping[str, object], lines: list[str], verdict_target: str | None = None) -> list[str]:
     from mutants import catalogue as mutant_catalogue
     from mutants import runner
 
@@ -312,11 +316,24 @@ def _mutant_reasons(path: Path, cases: Mapping[str, object], lines: list[str]) -
         got = report.get("schema") if isinstance(report, dict) else None
         return [f"{path} is not a {runner.SCHEMA} report (schema {got!r}): it was written by another version of "
                 "the runner, or by hand; rerun `pairproof mutants`"]
-    lines.append(f"mutants: {report.get('summary', '?')}")
-    rerun = "rerun `pairproof mutants` (the whole catalogue) on this source"
+    target = report.get("target")
+    command = "pairproof mutants" + ("" if target == "reference" else f" --target {target}")
+    rerun = f"rerun `{command}` (the whole catalogue) on this source"
+    if not isinstance(target, str) or target not in mutant_catalogue.CATALOGUES:
+        return [f"{path} names target {target!r}, which has no mutant catalogue (targets with one: "
+                f"{', '.join(mutant_catalogue.CATALOGUES)}): it was edited or damaged; rerun `pairproof mutants`"]
+    catalogue_path = mutant_catalogue.catalogue_path(target)
+    expected = mutant_catalogue.display(catalogue_path)
+    if report.get("catalogue") != expected:
+        return [f"{path} judged the catalogue {report.get('catalogue')!r}, but target {target}'s is {expected}: "
+                f"the report was edited or made by another runner; {rerun}"]
+    if verdict_target is not None and verdict_target != target:
+        return [f"{path} judged target {target}, the results target {verdict_target}: give the mutant report of "
+                f"the same target (`pairproof mutants --target {verdict_target}`)"]
+    lines.append(f"mutants ({target}, {expected}): {report.get('summary', '?')}")
     reasons = []
     source = report.get("source") if isinstance(report.get("source"), dict) else {}
-    for part, digest in runner.source_digest().items():
+    for part, digest in runner.source_digest(catalogue=catalogue_path).items():
         if source.get(part) != digest:
             reasons.append(f"{path} judged another {part.replace('_', ' ')} (sha256 {str(source.get(part))[:12]}, "
                            f"this source is {digest[:12]}): {rerun}")
@@ -339,10 +356,10 @@ def _mutant_reasons(path: Path, cases: Mapping[str, object], lines: list[str]) -
         if m.get("name") in by_name:
             reasons.append(f"mutant {m.get('name')}: listed twice in {path}: the file was edited or damaged")
         by_name.setdefault(str(m.get("name")), m)
-    catalogued = mutant_catalogue.load()
+    catalogued = mutant_catalogue.load(catalogue_path)
     names = {m.name for m in catalogued}
     for name in sorted(set(by_name) - names):
-        reasons.append(f"mutant {name}: not in mutants/catalogue.toml: the report judged another catalogue; {rerun}")
+        reasons.append(f"mutant {name}: not in {expected}: the report judged another catalogue; {rerun}")
     matrix = report.get("matrix") if isinstance(report.get("matrix"), dict) else {}
     missing = [m.name for m in catalogued if m.name not in by_name]
     if missing:

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from mutants import runner
-from mutants.catalogue import Edit, Mutant, apply, copy_suite, load
+from mutants.catalogue import CATALOGUES, Edit, Mutant, apply, copy_suite, load
 
 pytestmark = pytest.mark.slow
 CATALOGUE = load()
@@ -95,15 +95,80 @@ def test_a_mutant_that_no_longer_applies_is_an_error(tmp_path):
     assert (outcome.status, "no longer applies" in outcome.detail) == ("error", True)
 
 
-def test_every_catalogue_entry_applies_to_the_current_runtime(tmp_path):
-    """A catalogue that drifted from the runtime fails here, fast, before any suite runs."""
+@pytest.mark.parametrize("target", sorted(CATALOGUES))
+def test_every_catalogue_entry_applies_to_the_current_runtime(tmp_path, target):
+    """A catalogue (each target's) that drifted from the runtime fails here, fast, before any suite runs."""
     tree = copy_suite(tmp_path / "tree")
     pristine = tmp_path / "pristine"
     import shutil
 
     shutil.copytree(tree, pristine)
-    for mutant in CATALOGUE:
+    for mutant in load(CATALOGUES[target]):
         apply(mutant, tree)
+        shutil.rmtree(tree)
+        shutil.copytree(pristine, tree)
+
+
+# Run in the mutated copy: the configuration ``container_config`` gives an instance, as JSON. The engine is
+# never asked (a mutant that would make a network on it gets a stand-in client that records the call).
+_CONFIG_OF = """
+import json, sys
+from pathlib import Path
+from runtime import containers
+from runtime.cgroups import Limits
+from runtime.sandbox import SandboxSpec
+
+made = []
+class Networks:
+    def list(self, **kwargs):
+        return []
+    def create(self, name, **kwargs):
+        made.append([name, kwargs])
+class Client:
+    networks = Networks()
+    def close(self):
+        pass
+containers.client = lambda *a, **k: Client()
+state = Path(sys.argv[1])
+home = state / "instances" / "i-1"
+(home / "volume").mkdir(parents=True)
+spec = SandboxSpec(instance_id="i-1", uid=61001, gid=61001, volume=home / "volume", control_dir=home / "control",
+                   etc_dir=home / "etc", image_dir=home / "image", hostname="i-1")
+config = containers.container_config(spec, Limits(memory_bytes=256 << 20, pids_max=64), ["true"], image="x",
+                                     run="r1", name="n")
+print(json.dumps({"config": config, "networks": made}, sort_keys=True, default=str))
+"""
+
+
+def _config_in(tree, tmp_path) -> dict:
+    import subprocess
+    import sys
+
+    state = tmp_path / f"state-{len(list(tmp_path.glob('state-*')))}"
+    done = subprocess.run([sys.executable, "-c", _CONFIG_OF, str(state)], cwd=tree, env={"PYTHONPATH": str(tree)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_every_docker_mutant_changes_what_a_container_is_made_with(tmp_path):
+    """Each Docker mutant applies, its runtime still imports, and the configuration ``container_config``
+    gives an instance differs from the shipped one: an edit that changes nothing would be a mutant no case
+    could kill. (Only the configuration: the suite on the docker target is ``pairproof mutants --target
+    docker``.)"""
+    import shutil
+
+    tree = copy_suite(tmp_path / "tree")
+    pristine = tmp_path / "pristine"
+    shutil.copytree(tree, pristine)
+    shipped = _config_in(tree, tmp_path)
+    assert shipped["networks"] == [] and shipped["config"]["network_mode"] == "none"
+    docker_mutants = load(CATALOGUES["docker"])
+    assert {e.file for m in docker_mutants for e in m.edits} == {"containers.py"}
+    for mutant in docker_mutants:
+        apply(mutant, tree)
+        mutated = _config_in(tree, tmp_path)
+        assert mutated != shipped, f"{mutant.name} changes nothing in the container's configuration"
         shutil.rmtree(tree)
         shutil.copytree(pristine, tree)
 
@@ -153,3 +218,34 @@ def _cmdline(pid: str) -> bytes:
             return f.read()
     except OSError:
         return b""
+
+
+def test_a_mutant_that_runs_alone_runs_after_the_others_with_none_beside_it(tmp_path, monkeypatch):
+    """``alone = true`` (the shared bridge: a network in the engine's namespace, which any docker target made
+    meanwhile refuses): the pooled mutants run in parallel, and the alone one starts after the last of them
+    ended. The suite runs are replaced by a record of when each mutant started and ended."""
+    import threading
+
+    events, lock = [], threading.Lock()
+    both_started = threading.Barrier(2, timeout=30)
+
+    def fake_run_mutant(mutant, workdir, suite, state_dir, target):
+        with lock:
+            events.append(("start", mutant.name))
+        if not mutant.alone:
+            both_started.wait()  # the two pooled mutants run at the same time, or this times out
+        with lock:
+            events.append(("end", mutant.name))
+        return runner.Outcome(mutant.name, list(mutant.kills), status="killed", killed_by=list(mutant.kills))
+
+    monkeypatch.setattr(runner, "run_mutant", fake_run_mutant)
+    monkeypatch.setattr(runner, "run_suite", lambda *a, **k: runner.SuiteRun(0, 0.0, [], {}, ""))
+    alone = Mutant("bridge", "", ("NT-3",), (), alone=True)
+    pooled = [Mutant("one", "", ("PR-1",), ()), Mutant("two", "", ("PR-2",), ())]
+    code = runner.run(reports=tmp_path, jobs=2, catalogue=[alone, *pooled], target="docker", progress=lambda _: None)
+    assert code == 0
+    starts = {name: i for i, (kind, name) in enumerate(events) if kind == "start"}
+    ends = {name: i for i, (kind, name) in enumerate(events) if kind == "end"}
+    assert starts["bridge"] > max(ends["one"], ends["two"]), events
+    report = json.loads((tmp_path / "mutants.json").read_text())
+    assert (report["target"], report["catalogue"], report["partial"]) == ("docker", "mutants/docker.toml", True)

@@ -129,6 +129,13 @@ CASES = [
     ("mutants --reports-dir {bad}/a-file", "a-file", "give a folder"),
     ("mutants --state-dir /proc/foo", "/proc/foo", "choose a folder"),
     ("mutants --reports-dir {state}/reports", "inside the state folder", "outside it"),
+    # mutants of a target: a name of the other target's catalogue, an image without docker, no catalogue
+    ("mutants --target docker --only no-such-mutant", "no such mutant in mutants/docker.toml", "give a name"),
+    ("mutants --target docker --only shared-volume", "'shared-volume'", "--target docker` runs them all"),
+    ("mutants --only host-pid", "no such mutant in mutants/catalogue.toml", "give a name"),
+    ("mutants --image pairproof/agent:nosuch", "--image", "--target docker"),
+    ("mutants --target nosuch", "'nosuch' has no mutant catalogue", "give one of reference, docker"),
+    ("mutants --target docker --image pairproof/agent:nosuch", "'pairproof/agent:nosuch'", "docker load"),
     # gate
     ("gate --results {reports} --mutants /nonexistent.json", "/nonexistent.json", "drop --mutants"),
     ("gate --results {reports} --mutants {bad}/broken.json", "broken.json", "not JSON"),

@@ -357,12 +357,14 @@ def test_allures_own_quality_gate_passes_a_folder_that_meets_it(tmp_path):
 # -- finding 20: the mutant report is tied to the catalogue and the source ---------------------------
 
 
-def _mutant_report(**changes) -> dict:
-    """The report a whole, honest ``pairproof mutants`` run on this source writes: every catalogued mutant
-    killed by the first case it names."""
-    catalogued = mutant_catalogue.load()
+def _mutant_report(target: str = "reference", **changes) -> dict:
+    """The report a whole, honest ``pairproof mutants [--target T]`` run on this source writes: every
+    catalogued mutant of the target's catalogue killed by the first case it names."""
+    path = mutant_catalogue.catalogue_path(target)
+    catalogued = mutant_catalogue.load(path)
     report = {
-        "schema": runner.SCHEMA, "status": "passed", "seconds": 1.0, "source": runner.source_digest(),
+        "schema": runner.SCHEMA, "status": "passed", "seconds": 1.0, "target": target,
+        "catalogue": mutant_catalogue.display(path), "image": None, "source": runner.source_digest(catalogue=path),
         "partial": False, "suite": None, "catalogued": [m.name for m in catalogued],
         "summary": f"{len(catalogued)}/{len(catalogued)} killed by an expected case",
         "control": {"exit": 0, "seconds": 1.0, "statuses": {c: "passed" for c in load()}, "tail": ""},
@@ -374,8 +376,8 @@ def _mutant_report(**changes) -> dict:
     return report
 
 
-def _with_mutants(tmp_path, report: dict):
-    folder = _write(tmp_path)
+def _with_mutants(tmp_path, report: dict, target: str = "reference"):
+    folder = _write(tmp_path, edit=lambda v: v.update(target=target))
     (folder / "mutants.json").write_text(json.dumps(report))
     return folder, folder / "mutants.json"
 
@@ -534,3 +536,58 @@ def test_a_refusal_whose_own_evidence_shows_a_scan_that_did_not_look_fails_the_g
         _case(v, "RS-1")["refusals"][0]["evidence"] = [evidence]
     code, out = _gate(monkeypatch, capsys, _write(tmp_path, edit=blind))
     assert code == 1 and "RS-1: broken" in out and "did not prove it looked" in out
+
+
+# -- a target's mutant report is judged against that target's catalogue (issue 15) --------------------
+
+
+def test_a_whole_docker_mutant_report_passes_beside_docker_results(tmp_path, monkeypatch, capsys):
+    folder, path = _with_mutants(tmp_path, _mutant_report("docker"), target="docker")
+    code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(path))
+    assert code == 0 and "mutants (docker, mutants/docker.toml)" in out, out
+
+
+def _docker_report_naming_the_reference_catalogue(report):
+    report["catalogue"] = "mutants/catalogue.toml"
+
+
+def _docker_report_of_reference_mutants(report):
+    reference = _mutant_report()
+    report.update({k: reference[k] for k in ("catalogue", "source", "catalogued", "mutants", "matrix")})
+
+
+def _docker_report_over_another_docker_catalogue(report):
+    report["source"] = dict(report["source"], mutant_catalogue=runner.source_digest()["mutant_catalogue"])
+
+
+def _unknown_target(report):
+    report["target"] = "nosuch"
+
+
+def _no_target(report):
+    del report["target"]
+
+
+MISMATCHED = [
+    (_docker_report_naming_the_reference_catalogue, "docker", "judged the catalogue 'mutants/catalogue.toml', but "
+                                                              "target docker's is mutants/docker.toml"),
+    (_docker_report_of_reference_mutants, "docker", "but target docker's is mutants/docker.toml"),
+    (_docker_report_over_another_docker_catalogue, "docker", "judged another mutant catalogue"),
+    (_unknown_target, "docker", "names target 'nosuch', which has no mutant catalogue"),
+    (_no_target, "reference", "names target None, which has no mutant catalogue"),
+    (lambda report: None, "reference", "judged target docker, the results target reference"),
+]
+
+
+@pytest.mark.parametrize("edit,results_target,reason", MISMATCHED,
+                         ids=["reference-catalogue", "reference-mutants", "catalogue-digest", "unknown-target",
+                              "no-target", "other-target"])
+def test_a_docker_mutant_report_is_judged_against_the_docker_catalogue(tmp_path, monkeypatch, capsys, edit,
+                                                                        results_target, reason):
+    """A docker report naming the reference catalogue, carrying its mutants, or hashing another catalogue, a
+    report naming no target or one without a catalogue, and a docker report beside reference results: refused."""
+    report = _mutant_report("docker")
+    edit(report)
+    folder, path = _with_mutants(tmp_path, report, target=results_target)
+    code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(path))
+    assert code == 1 and reason in out, out
