@@ -381,6 +381,37 @@ def expect(args: argparse.Namespace) -> int:
     return _compare(results, _expectation(args.expected))
 
 
+def findings(args: argparse.Namespace) -> int:
+    """The findings document from the runs' results (``reports/findings.py``), written to ``--out``."""
+    from reports import findings as findings_doc
+    from reports import reportset
+
+    from . import inputs
+
+    folders = [inputs.existing_folder(r, "--results", "a qualification of hermes or hermes-unguarded wrote")
+               for r in args.results]
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise SetupError(f"--out {out}: its folder {out.parent} does not exist; make it, or write elsewhere")
+    if out.is_dir():
+        raise SetupError(f"--out {out}: is a folder; give the document's file name")
+    command = "pairproof findings " + " ".join(f"--results {f}" for f in args.results) + f" --out {args.out}"
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        published = [stack.enter_context(reportset.reading(f)) or f for f in folders]
+        try:
+            document = findings_doc.generate(published, command, args.results)
+        except findings_doc.FindingsError as exc:
+            raise SetupError(str(exc)) from None
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(document.text)
+    os.replace(tmp, out)
+    print(f"findings: {out} written from {len(folders)} runs; reproduced on hermes-unguarded: "
+          + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in document.reproduced.items()))
+    return 0
+
+
 def check_driver(args: argparse.Namespace) -> int:
     """Build the driver, check the core and every facet it claims with one small real round trip each; print
     facet by facet what works, what is missing and what fails. 0 when the core and every claimed facet work."""
@@ -525,6 +556,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="the expectation, e.g. acceptance/expectations/hermes-unguarded.toml")
     e.add_argument("--results", default="reports", help="folder with verdict.json and allure-results/")
     e.set_defaults(func=expect)
+    fi = sub.add_parser("findings", help="write the design note's findings about hermes-agent from a hermes and a "
+                                         "hermes-unguarded run (their verdicts and evidence), never by hand")
+    fi.add_argument("--results", action="append", required=True, metavar="DIR",
+                    help="a results folder of a hermes or hermes-unguarded run (repeatable: one per target)")
+    fi.add_argument("--out", required=True, metavar="FILE", help="the document, e.g. docs/findings/hermes-agent-0.19.0.md")
+    fi.set_defaults(func=findings)
     d = sub.add_parser("check-driver", help="conformance run of a driver (seconds, not the suite): the core and each "
                                             "facet it claims, one real round trip each; says what works, is missing, fails")
     d.add_argument("target", help="a registered target name (e.g. reference) or module:factory")
