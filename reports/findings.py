@@ -47,7 +47,8 @@ FINDINGS: tuple[Finding, ...] = (
         "LF-4", "An interrupted run: `run_not_found` while the conversation survives",
         "hermes killed mid-run loses the run (its run API answers an unknown run `run_not_found`) but keeps the "
         "conversation in its session database on the volume.",
-        ("LF-4",), ("replay", "probe"), ("404", "not found", "crash marker", "admitted", "run_not_found"),
+        ("LF-4",), ("LF-4", "replay"), ("404", "not found", "crash marker", "conversation kept", "admitted",
+                                       "run_not_found", "status"),
         "The platform's recovery (`Controller.recover`): a new generation on the same volume, the crashed "
         "generation's capability fenced at the proxy; the driver reads the lost run as not found.",
         kind="behaviour"),
@@ -56,7 +57,7 @@ FINDINGS: tuple[Finding, ...] = (
         "hermes merges layers leaf by leaf: a user's `tools.tool_search.enabled` swaps the product's tools for a "
         "search/describe/call bridge, `platform_toolsets` adds its own tools, and an added `mcp_servers.*` "
         "brings more tools, whatever a managed layer says about its siblings.",
-        ("TS-1", "TS-2"), ("config.yaml",),
+        ("TS-1", "TS-2"), ("TS-1", "TS-2"),
         ("offered but not intended", "intended but not offered", "offered twice", "routes differ", "model ",
          "did not apply", "mcp__mirror__", "tool_search", "add-mcp-server", "enable-tool-search", "add-toolsets"),
         "The managed layer pins `platform_toolsets.api_server`, `tools.tool_search.enabled: false` and the "
@@ -67,7 +68,7 @@ FINDINGS: tuple[Finding, ...] = (
         "TS-3", "A malformed managed file is ignored with a warning, and hermes starts anyway",
         "hermes fails open on its managed layer: a file it cannot parse is logged and ignored, and the agent "
         "runs on the user's settings alone.",
-        ("TS-3",), ("managed file",), ("started", "ignoring", "managed scope", "failed to parse", "refused"),
+        ("TS-3",), ("managed file",), ("started", "ignoring", "failed to parse", "refused"),
         "The platform checks the managed file before every start (`runtime/managed.py`: strict YAML, the schema "
         "`hermes/managed.schema.json`, the SHA-256 pin in `hermes.toml`) and starts nothing on a refusal; the "
         "checked copy is bound read-only at `/etc/hermes/config.yaml`."),
