@@ -6,10 +6,11 @@ handling) is not judged by the gate, which wants the whole catalogue passed. Its
 behaviour), and the evidence a run must show for it (words found in what the failing refusals reported: their
 failure messages, their evidence records and their Allure attachments). A verdict is *as expected* when:
 
-- every case the expectation names **failed** (its refusal failed with its controls passing), and its evidence
-  shows every word listed; a case expected to fail that is **broken** is not an expected failure (the harness
-  could not judge it: it says nothing about the agent), nor one that passes, is not covered or was skipped
-  (the expected failure vanished: hermes changed, or the case no longer sees it);
+- every case the expectation names **failed** (a refusal failed: the verdict's own status, whatever its
+  controls say, which the line notes), and its evidence shows every word listed; a case expected to fail
+  that is **broken** is not an expected failure (the harness could not judge it: it says nothing about the
+  agent), nor one that passes, is not covered or was skipped (the expected failure vanished: hermes changed,
+  or the case no longer sees it);
 - every other case of the catalogue **passed** (a new failure, a broken case, a case not covered: not as
   expected);
 - the run itself has no problem beyond its cases' (pytest ended with 0 or 1, no narrowed collection).
@@ -187,17 +188,17 @@ def compare(verdict: dict, expectation: Expectation,
                     if c.get("status") != "passed"]
         unjudged += [f"refusal {r['test'].rsplit('::', 1)[-1]} {r['status']}" for r in case.get("refusals", [])
                      if r.get("status") not in ("passed", "failed")]
-        if status == "failed" and unjudged:
-            mismatch(f"{case_id}: expected to fail, failed with {', '.join(unjudged)}: the failure is not judged (a "
-                     "broken case is never an expected failure); the expected failure vanished")
-        elif status == "failed":
+        if status == "failed":
+            # A refusal that failed showed the leak itself: its controls (that the probe can see one, that the
+            # allowed path works) do not change that, but the line says when one did not pass.
+            note = f" (note: {', '.join(unjudged)})" if unjudged else ""
             text = case_text(case, texts).lower()
             missing = [word for word in expected.evidence if word.lower() not in text]
             if missing:
                 mismatch(f"{case_id}: failed, but its evidence does not show {', '.join(map(repr, missing))} "
-                         f"(expected: {expected.why})")
+                         f"(expected: {expected.why}){note}")
             else:
-                result.lines.append(f"{case_id}: failed, as expected: {expected.why}")
+                result.lines.append(f"{case_id}: failed, as expected: {expected.why}{note}")
         elif status == "broken":
             mismatch(f"{case_id}: expected to fail, is broken{said}: a broken case is never an expected failure "
                      "(the harness could not judge it); the expected failure vanished")
