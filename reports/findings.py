@@ -39,7 +39,9 @@ class Finding:
     attachments: tuple[str, ...]  # words in the names of the attachments that are its evidence
     lines: tuple[str, ...]  # words that pick the lines of evidence out of messages and attachments
     guard: str  # what closes it on the platform
-    kind: str = "failure"  # "failure": the unguarded agent fails the case; "behaviour": the platform relies on it
+    # "failure": the unguarded agent fails the case; "behaviour": the platform relies on it (holds on both);
+    # "question": the note asks; the runs' evidence answers (``answer``)
+    kind: str = "failure"
 
 
 FINDINGS: tuple[Finding, ...] = (
@@ -80,7 +82,7 @@ FINDINGS: tuple[Finding, ...] = (
         ("MD-3", "MD-4"), ("MD-3", "MD-4"),
         ("calls", "title", "memory_review", "unattributed", "turn", "did not make the calls", "spend_exhausted"),
         "The model proxy meters and caps every call per org and user whatever its purpose (`runtime/proxy.py`); "
-        "the broker declares a call's purpose when the agent does not (`runtime/broker.py`)."),
+        "the broker declares a call's purpose when the agent does not (`runtime/broker.py`).", kind="question"),
     Finding(
         "NT-5", "Egress at start-up and in an idle window, with hermes's defaults",
         "hermes with its defaults looks up external hosts as it starts (a tirith download, model metadata).",
@@ -95,11 +97,12 @@ FINDINGS: tuple[Finding, ...] = (
         "sandbox.",
         ("MD-1",), ("MD-1",), ("status", "user", "bytes scanned", "own canaries", "org1:alice", "200"),
         "The broker drops whatever credential the agent sends (a placeholder `x-api-key` or `Bearer`) and "
-        "presents the instance's short-lived capability; the proxy alone holds the provider key."),
+        "presents the instance's short-lived capability; the proxy alone holds the provider key.", kind="question"),
 )
 
-APPROVAL = re.compile(r"[^\n]*(/approval|approval_required|approval prompt|awaiting approval|needs approval)[^\n]*",
-                      re.IGNORECASE)
+# hermes's own approval words on its run API (gateway/platforms/api_server.py): its route, its event, its status.
+APPROVAL = re.compile(r"[^\n]*(/v1/runs/[^/\s]+/approval|approval\.request|approval\.responded|waiting_for_approval)"
+                      r"[^\n]*")
 
 
 @dataclass
@@ -195,21 +198,58 @@ def evidence(run: Run, case_id: str, finding: Finding) -> tuple[str, list[str]]:
         refusal = next(r for r in case["refusals"] if r["test"] == test)
         lines = _picked(refusal.get("reason", ""), finding.lines) or \
             [line for line in refusal.get("reason", "").splitlines()[:3] if line.strip()]
-        for record in refusal.get("evidence", []):
-            if record.get("kind") in ("probe", "platform probe") and record.get("command"):
-                lines.append(f"probe in {record.get('instance', '?')}: {record['command'][:120]!s} (rc {record.get('rc')})")
         for name, text in run.texts.get(test, []):
-            if name.startswith("failure"):
+            if name.startswith("failure") or not any(w.lower() in name.lower() for w in finding.attachments):
                 continue
-            if any(w.lower() in name.lower() for w in finding.attachments):
-                picked = _picked(text, finding.lines) or text.strip().splitlines()[:4]
-                lines += [f"[{name}] {line}" for line in picked]
+            picked = _picked(text, finding.lines) if len(text.splitlines()) > 1 else [text.strip()]
+            lines += [f"[{name}] {line}" for line in picked or text.strip().splitlines()[:4]]
+        probes = [f"probe in {r.get('instance', '?')}: {r['command'][:100]!s} (rc {r.get('rc')})"
+                  for r in refusal.get("evidence", []) if r.get("kind") in ("probe", "platform probe") and r.get("command")]
+        lines += probes[:3] + ([f"... and {len(probes) - 3} more probes, each confirmed"] if len(probes) > 3 else [])
         short = test.rsplit("::", 1)[-1]
         blocks.append(f"`{short}` {status}:\n```\n{_excerpt(lines) or '(nothing recorded)'}\n```")
     controls = [f"{role} {status}" for role, _, status in _tests(case) if role != "refusal"]
     if controls:
         blocks.append("controls: " + ", ".join(controls))
     return outcome, blocks
+
+
+def purposes(run: Run) -> dict[str, int] | None:
+    """Model calls the provider itself recorded per purpose over MD-4's users, from MD-4's attachment (None if
+    the run has none)."""
+    for texts in run.texts.values():
+        for name, text in texts:
+            if name == "MD-4 records compared":
+                try:
+                    table = json.loads(text).get("provider", {})
+                except (ValueError, AttributeError):
+                    return None
+                out: dict[str, int] = {}
+                for key, row in table.items():
+                    purpose = key.rsplit("/", 1)[-1]
+                    out[purpose] = out.get(purpose, 0) + int(row.get("calls", 0))
+                return out
+    return None
+
+
+def answer(run: Run, finding: Finding) -> str:
+    """What the run's evidence says to the note's question (a ``question`` finding)."""
+    if finding.key == "MD-3/MD-4":
+        counted = purposes(run)
+        if counted is None:
+            return "MD-4 attached no record of calls per purpose in this run"
+        shown = ", ".join(f"{p} {n}" for p, n in sorted(counted.items()))
+        title = counted.get("title", 0)
+        return (f"model calls the provider recorded per purpose (MD-4's users, whole run): {shown}; a title call on "
+                f"the API path: {'yes' if title else 'none seen'}; a memory review: "
+                f"{'yes' if counted.get('memory_review') else 'none seen'} (calls hermes declares no purpose for are "
+                "declared `turn` when they carry a run's input, else counted `unattributed`)")
+    if finding.key == "MD-1":
+        case = run.cases.get("MD-1") or {}
+        return (f"MD-1 {case.get('status', 'absent')}: hermes's own turns (its `Authorization: Bearer`) went through "
+                "the broker (control P), and the adapter-style call with a placeholder `x-api-key` sent through the "
+                "same broker reached the provider authorized by the platform, under the capability's user")
+    return ""
 
 
 def reproduced(run: Run | None, finding: Finding) -> str:
@@ -227,6 +267,8 @@ def reproduced(run: Run | None, finding: Finding) -> str:
         shown = any(w.lower() in text for w in finding.lines)
         missing = case["status"] == "failed" and not shown
         states[case_id] = f"{case['status']}{' (without its evidence words)' if missing else ''}"
+    if finding.kind == "question":
+        return "answered below: " + ", ".join(f"{c} {s}" for c, s in states.items())
     if finding.kind == "behaviour":
         ok = all(s == "passed" for s in states.values())
         return ("yes: " if ok else "not shown: ") + ", ".join(f"{c} {s}" for c, s in states.items())
@@ -276,13 +318,16 @@ def render(runs: Sequence[Run], command: str) -> Document:
                    + (f", started {run.started}" if run.started else "")
                    + f", verdict {run.verdict.get('status', '?')} ({counts}), results `{run.folder}`")
     if unguarded is not None:
-        path = Path(__file__).resolve().parents[1] / "acceptance" / "expectations" / f"{UNGUARDED}.toml"
+        root = Path(__file__).resolve().parents[1]
+        path = root / "acceptance" / "expectations" / f"{UNGUARDED}.toml"
         if path.exists():
             try:
-                compared = expectation.compare(unguarded.verdict, expectation.load(path), unguarded.texts)
-                out.append(f"- `{UNGUARDED}` against its expectation (`acceptance/expectations/{UNGUARDED}.toml`): "
-                           + ("as expected" if compared.as_expected else
-                              f"NOT as expected ({len(compared.mismatches)}): " + "; ".join(compared.mismatches)))
+                compared = expectation.compare(unguarded.verdict, expectation.load(path.relative_to(root))
+                                               if Path.cwd() == root else expectation.load(path), unguarded.texts)
+                out.append(f"- `{UNGUARDED}` against its expectation (`acceptance/expectations/{UNGUARDED}.toml`, "
+                           f"`pairproof expect`): " + ("as expected" if compared.as_expected else
+                                                      f"NOT as expected ({len(compared.mismatches)}):"))
+                out += [f"  - {m}" for m in compared.mismatches]
             except expectation.ExpectationError as exc:
                 out.append(f"- `{UNGUARDED}` against its expectation: not compared ({exc})")
     out += ["", "`hermes` runs hermes behind the platform's guards (the managed layer checked and pinned before every "
@@ -300,6 +345,9 @@ def render(runs: Sequence[Run], command: str) -> Document:
         out += ["", f"## {f.key}: {f.title}", "", f"**The note:** {f.note}", "",
                 f"**Reproduced on hermes-unguarded:** {reproduced(unguarded, f)}.  ",
                 f"**Closed on hermes:** {closed(guarded, f)}.", "", f"**Guard that closes it:** {f.guard}"]
+        if f.kind == "question":
+            out += [""] + [f"**The runs' answer on `{run.target}`:** {answer(run, f)}."
+                           for run in (unguarded, guarded) if run is not None]
         for case_id in f.cases:
             for run in (unguarded, guarded):
                 if run is None:

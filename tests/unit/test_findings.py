@@ -75,7 +75,7 @@ def test_the_document_says_what_the_runs_say(tmp_path, capsys, runs):
     row = next(line for line in text.splitlines() if line.startswith("| A malformed managed file"))
     assert "yes: TS-3 failed" in row and "yes: TS-3 passed" in row
     row = next(line for line in text.splitlines() if line.startswith("| Background model calls"))
-    assert "no: MD-3 passed, MD-4 passed" in row and "not yet: MD-3 failed" in row
+    assert "answered below: MD-3 passed, MD-4 passed" in row and "not yet: MD-3 failed" in row
     assert "**Not reproduced.**" in text
     assert "reproduced on hermes-unguarded: LF-4 yes, TS-1/TS-2 yes, TS-3 yes" in out
 
@@ -90,10 +90,10 @@ def test_regenerating_from_the_same_runs_gives_the_same_document(tmp_path, capsy
 
 
 def test_the_approval_prompt_is_reported_when_the_evidence_shows_it(tmp_path, capsys):
-    unguarded = _run(tmp_path, "hermes-unguarded", "u1", {}, {"TS-1": ("run events", "event: approval_required cmd=rm")})
+    unguarded = _run(tmp_path, "hermes-unguarded", "u1", {}, {"TS-1": ("run events", "event: approval.request cmd=rm")})
     out_file = tmp_path / "f.md"
     assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
-    assert "approval_required" in out_file.read_text() and "**Not reproduced.**" not in out_file.read_text()
+    assert "approval.request cmd=rm" in out_file.read_text() and "**Not reproduced.**" not in out_file.read_text()
 
 
 @pytest.mark.parametrize("problem", ["same-target", "other-target", "no-verdict", "no-folder", "out-folder-missing"])
@@ -109,6 +109,23 @@ def test_runs_it_cannot_use_are_bad_input(tmp_path, capsys, runs, problem):
     code, _, err = _findings(capsys, *argv, "--out", str(out))
     assert code == 2 and err.count("\n") == 1
     assert not out_file.exists()
+
+
+def test_the_product_s_own_approvals_are_not_hermes_s_prompt(tmp_path, capsys):
+    unguarded = _run(tmp_path, "hermes-unguarded", "u1", {}, {"TS-1": ("probe", "operator token on GET /api/approvals")})
+    out_file = tmp_path / "f.md"
+    assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
+    assert "**Not reproduced.**" in out_file.read_text()
+
+
+def test_background_calls_are_counted_from_md4_s_attachment(tmp_path, capsys):
+    table = {"provider": {"org1/alice/turn": {"calls": 2}, "org1/bob/turn": {"calls": 3},
+                          "org1/alice/memory_review": {"calls": 1}}}
+    unguarded = _run(tmp_path, "hermes-unguarded", "u1", {}, {"MD-4": ("MD-4 records compared", json.dumps(table))})
+    out_file = tmp_path / "f.md"
+    assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
+    text = out_file.read_text()
+    assert "memory_review 1, turn 5; a title call on the API path: none seen; a memory review: yes" in text
 
 
 def test_every_finding_names_catalogue_cases():
