@@ -252,6 +252,59 @@ def answer(run: Run, finding: Finding) -> str:
     return ""
 
 
+def _attachment(run: Run, name: str) -> object | None:
+    """The first attachment called ``name`` in the run, parsed as JSON (None if absent or not JSON)."""
+    for texts in run.texts.values():
+        for label, text in texts:
+            if label == name:
+                try:
+                    return json.loads(text)
+                except ValueError:
+                    return text
+    return None
+
+
+def _names(items: Sequence[str]) -> str:
+    """Tool names, those of one MCP server (``mcp__<server>__*``) counted together."""
+    groups: dict[str, list[str]] = {}
+    for item in items:
+        groups.setdefault(item.rsplit("__", 1)[0] + "__*" if item.startswith("mcp__") else item, []).append(item)
+    return ", ".join(f"{k} ({len(v)})" if len(v) > 1 else v[0] for k, v in groups.items())
+
+
+def settings_table(run: Run) -> list[str]:
+    """TS-2's problems per adversarial setting, as one line each: the tools offered beyond hermes's own surface in
+    TS-1 of the same run (what the setting added), the intended tools it took away, anything else it changed."""
+    import ast
+
+    problems = _attachment(run, "TS-2 problems per adversarial setting")
+    if not isinstance(problems, dict):
+        return [str(problems)] if problems else []
+    seen = _attachment(run, "TS-1 tools offered and intended")
+    baseline = set(seen.get("offered", [])) if isinstance(seen, dict) else set()
+    lines = []
+    for setting, found in sorted(problems.items()):
+        parts = []
+        for problem in found:
+            label, _, rest = problem.partition(": ")
+            try:
+                items = ast.literal_eval(rest)
+            except (ValueError, SyntaxError):
+                items = None
+            if label == "routes differ" and isinstance(items, list):
+                continue  # the same tools as above, by route
+            if label == "offered but not intended" and isinstance(items, list):
+                added = [i for i in items if i not in baseline]
+                parts.append(f"added {_names(added)}" if added else f"no tool beyond hermes's default surface "
+                                                                      f"({len(items)} unintended, as in TS-1)")
+            elif label == "intended but not offered" and isinstance(items, list):
+                parts.append(f"took away {_names(items)}")
+            else:
+                parts.append(problem)
+        lines.append(f"{setting}: " + "; ".join(parts))
+    return lines
+
+
 def reproduced(run: Run | None, finding: Finding) -> str:
     """Whether the unguarded run reproduces the finding, from its verdict and evidence."""
     if run is None:
@@ -345,6 +398,12 @@ def render(runs: Sequence[Run], command: str) -> Document:
         out += ["", f"## {f.key}: {f.title}", "", f"**The note:** {f.note}", "",
                 f"**Reproduced on hermes-unguarded:** {reproduced(unguarded, f)}.  ",
                 f"**Closed on hermes:** {closed(guarded, f)}.", "", f"**Guard that closes it:** {f.guard}"]
+        if f.key == "TS-1/TS-2":
+            for run in (unguarded, guarded):
+                if run is not None and (table := settings_table(run)):
+                    out += ["", f"**TS-2's adversarial settings on `{run.target}`** (each beside an allowed one; what "
+                            "it added is counted beyond the tools hermes offered in TS-1 of the same run):", "",
+                            "```", *table, "```"]
         if f.kind == "question":
             out += [""] + [f"**The runs' answer on `{run.target}`:** {answer(run, f)}."
                            for run in (unguarded, guarded) if run is not None]

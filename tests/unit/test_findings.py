@@ -128,6 +128,22 @@ def test_background_calls_are_counted_from_md4_s_attachment(tmp_path, capsys):
     assert "memory_review 1, turn 5; a title call on the API path: none seen; a memory review: yes" in text
 
 
+def test_ts2_settings_are_shown_beyond_hermes_s_own_surface(tmp_path, capsys):
+    problems = {"add-mcp-server": ["offered but not intended: ['terminal', 'mcp__mirror__a', 'mcp__mirror__b']",
+                                   "routes differ: [('terminal', 'builtin')]"],
+                "drop-product-tool": ["intended but not offered: ['mcp__product__notes_list']"],
+                "override-model": ["no model call of this turn reached the platform's provider: the model was changed"]}
+    unguarded = _run(tmp_path, "hermes-unguarded", "u1", {"TS-2": "assert {...} == {}"},
+                     {"TS-1": ("TS-1 tools offered and intended", json.dumps({"offered": ["terminal", "memory"]})),
+                      "TS-2": ("TS-2 problems per adversarial setting", json.dumps(problems))})
+    out_file = tmp_path / "f.md"
+    assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
+    text = out_file.read_text()
+    assert "add-mcp-server: added mcp__mirror__* (2)\n" in text
+    assert "drop-product-tool: took away mcp__product__notes_list\n" in text
+    assert "override-model: no model call of this turn reached the platform's provider" in text
+
+
 def test_every_finding_names_catalogue_cases():
     catalogue = load_catalogue()
     assert all(set(f.cases) <= set(catalogue) for f in findings.FINDINGS)
