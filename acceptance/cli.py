@@ -4,6 +4,8 @@
                       [-n N] [--case ID] [-- pytest args]
     pairproof mutants [--target reference|docker [--image IMAGE]] [--reports-dir reports[/docker]] [-j N] [--only NAME]
     pairproof gate [--results reports] [--mutants reports/mutants.json]      (the report of the results' target)
+    pairproof expect --expected FILE [--results reports]                     (exactly the expected cases failed)
+    pairproof findings --results DIR [--results DIR] --out FILE              (the findings document, from verdicts)
     pairproof report [--reports-dir reports]                                   (rebuild the two HTML pages)
     pairproof check-driver TARGET [--profile NAME|PATH] [--state-dir DIR] [--image IMAGE]
                                  (TARGET: a registered name or module:factory)
@@ -110,6 +112,10 @@ def qualify(args: argparse.Namespace) -> int:
     inputs.outside_state(reports, args.state_dir)
     inputs.environment()
     inputs.owned_pytest_args(args.pytest_args, [reports, Path(args.state_dir)])
+    expected = _expectation(args.expected) if args.expected else None
+    if expected is not None and expected.target != args.target:
+        raise SetupError(f"--expected {args.expected} describes target {expected.target!r}, not --target "
+                         f"{args.target}: give the expectation of the target qualified")
     import pytest
 
     from reports import reportset
@@ -169,6 +175,8 @@ def qualify(args: argparse.Namespace) -> int:
             inputs.unmake(reports, existed)
     print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}, "
           f"summary page {reports / 'summary.html'}")
+    if expected is not None:
+        return _compare(reports, expected)
     return int(code)
 
 
@@ -352,6 +360,74 @@ def gate(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
+def _expectation(value: str | None):
+    """The expectation ``--expected`` names, checked (bad input: SetupError, one line)."""
+    from reports import expectation
+
+    try:
+        return expectation.load(value)
+    except expectation.ExpectationError as exc:
+        raise SetupError(str(exc)) from None
+
+
+def _compare(results: Path, expected) -> int:
+    """Print the verdict in ``results`` against ``expected``, case by case: 0 exactly as expected, else 1."""
+    from reports import expectation, reportset
+
+    with reportset.reading(results) as published:
+        try:
+            result = expectation.judge(published or results, expected)
+        except expectation.ExpectationError as exc:
+            raise SetupError(str(exc)) from None
+    for line in result.lines:
+        print(line)
+    if result.as_expected:
+        print(f"expect: AS EXPECTED ({len(expected.fails)} expected failures, every other case passed; "
+              f"{expected.path})")
+        return 0
+    print(f"expect: NOT AS EXPECTED ({len(result.mismatches)}): " + "; ".join(result.mismatches)[:2000])
+    return EXIT_FAILED
+
+
+def expect(args: argparse.Namespace) -> int:
+    from . import inputs
+
+    results = inputs.existing_folder(args.results, "--results", "a qualification wrote (verdict.json, "
+                                     "allure-results/), e.g. reports/hermes-unguarded")
+    return _compare(results, _expectation(args.expected))
+
+
+def findings(args: argparse.Namespace) -> int:
+    """The findings document from the runs' results (``reports/findings.py``), written to ``--out``."""
+    from reports import findings as findings_doc
+    from reports import reportset
+
+    from . import inputs
+
+    folders = [inputs.existing_folder(r, "--results", "a qualification of hermes or hermes-unguarded wrote")
+               for r in args.results]
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise SetupError(f"--out {out}: its folder {out.parent} does not exist; make it, or write elsewhere")
+    if out.is_dir():
+        raise SetupError(f"--out {out}: is a folder; give the document's file name")
+    command = "pairproof findings " + " ".join(f"--results {f}" for f in args.results) + f" --out {args.out}"
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        published = [stack.enter_context(reportset.reading(f)) or f for f in folders]
+        try:
+            document = findings_doc.generate(published, command, args.results)
+        except findings_doc.FindingsError as exc:
+            raise SetupError(str(exc)) from None
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(document.text)
+    os.replace(tmp, out)
+    print(f"findings: {out} written from {len(folders)} runs; reproduced on hermes-unguarded: "
+          + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in document.reproduced.items()))
+    return 0
+
+
 def check_driver(args: argparse.Namespace) -> int:
     """Build the driver, check the core and every facet it claims with one small real round trip each; print
     facet by facet what works, what is missing and what fails. 0 when the core and every claimed facet work."""
@@ -466,6 +542,9 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("-n", type=int, default=0, help="run the suite on N processes (pytest-xdist)")
     q.add_argument("--case", action="append", default=[], metavar="ID",
                    help="run only this catalogue case, with its controls (repeatable)")
+    q.add_argument("--expected", default=None, metavar="FILE",
+                   help="judge the verdict against this expectation (as `pairproof expect`) instead of requiring "
+                        "every case to pass: exit 0 only if exactly the expected cases failed")
     q.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
     q.set_defaults(func=qualify)
     m = sub.add_parser("mutants", help="run the suite against every mutant of the runtime; write the kill matrix")
@@ -493,6 +572,18 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--mutants", help="also require this mutant report (reports/mutants.json): a whole run on this "
                                      "source, every catalogued mutant killed by one of its named cases")
     g.set_defaults(func=gate)
+    e = sub.add_parser("expect", help="compare a verdict with a checked-in expectation of the cases that must fail "
+                                      "(a target qualified to show its failures): 0 exactly as expected, 1 not")
+    e.add_argument("--expected", required=True, metavar="FILE",
+                   help="the expectation, e.g. acceptance/expectations/hermes-unguarded.toml")
+    e.add_argument("--results", default="reports", help="folder with verdict.json and allure-results/")
+    e.set_defaults(func=expect)
+    fi = sub.add_parser("findings", help="write the design note's findings about hermes-agent from a hermes and a "
+                                         "hermes-unguarded run (their verdicts and evidence), never by hand")
+    fi.add_argument("--results", action="append", required=True, metavar="DIR",
+                    help="a results folder of a hermes or hermes-unguarded run (repeatable: one per target)")
+    fi.add_argument("--out", required=True, metavar="FILE", help="the document, e.g. docs/findings/hermes-agent-0.19.0.md")
+    fi.set_defaults(func=findings)
     d = sub.add_parser("check-driver", help="conformance run of a driver (seconds, not the suite): the core and each "
                                             "facet it claims, one real round trip each; says what works, is missing, fails")
     d.add_argument("target", help="a registered target name (e.g. reference) or module:factory")

@@ -393,9 +393,12 @@ def test_lf4_crash_mid_run(hank, target, refused_by_proxy):
     stale = target.capabilities(hank)["model"]
     target.crash(hank)
     successor = target.recover(hank)
-    assert "the crash marker" in target.read_back(successor, "transcript")
-    status, _ = until(lambda: (a := target.runctl(successor, "GET", f"/v1/runs/{started['run_id']}"))[0] != 502 and a,
-                      "the successor's run-control API")
+    kept = "the crash marker" in target.read_back(successor, "transcript")
+    status, answer = until(lambda: (a := target.runctl(successor, "GET", f"/v1/runs/{started['run_id']}"))[0] != 502
+                           and a, "the successor's run-control API")
+    attach("LF-4 after recovery", {"conversation kept (the run's input in the transcript)": kept,
+                                   "the lost run asked of the successor": {"status": status, "answer": answer}})
+    assert kept
     assert status == 404
     assert not replay(refused_by_proxy, target, successor, stale, BODY, "the crashed generation's capability").admitted
 

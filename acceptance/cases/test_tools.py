@@ -34,6 +34,7 @@ import pytest
 from .. import observe
 from ..contract import Principal
 from ..errors import ProofError, TargetError
+from .evidence import attach
 
 # Eight adversarial user settings after the seed's eight, and one with look-alike keys. Each tries to add a
 # tool, open a bridge, reroute a loader, or change a pinned key; none may change what the model is offered.
@@ -119,6 +120,15 @@ def last_turn(target, principal: Principal) -> dict:
     return records[-1]
 
 
+def turn_of(target, principal: Principal, request_id: str) -> dict | None:
+    """The last model call of the turn sent with ``request_id`` that the provider answered, as it recorded it; None
+    if none reached it (the agent called another model, or none)."""
+    user = f"{principal.org}:{principal.user}"
+    records = [r for r in target.provider_records()
+               if r["user"] == user and r["purpose"] == "turn" and r.get("request_id") == request_id]
+    return records[-1] if records else None
+
+
 def provider_record(target) -> str:
     """The provider's own record of every request it got, one JSON line each: a platform probe's proof."""
     return "\n".join(json.dumps(r, sort_keys=True) for r in target.provider_records())
@@ -166,6 +176,8 @@ def test_ts1_offered_tools_are_the_intended_set(dedicated, target, probe_log, br
     nonce = probe_log.platform_probe(ref, "a turn, as the provider recorded it")
     target.turn(ref, "hello", request_id=nonce)
     offered = last_turn(target, ref.principal)["tools"]
+    attach("TS-1 tools offered and intended", {"offered": offered, "intended": intended,
+                                               "problems": surface_problems(offered, intended)})
     assert surface_problems(offered, intended) == []
     routes = observed_routes(offered, broker_call, ref)
     assert routes == intended
@@ -222,7 +234,12 @@ def test_ts2_adversarial_user_settings_change_no_pinned_key(agent_profile, dedic
         target.configure(ref, merged(settings, dialect.allowed(personality)))
         nonce = probe_log.platform_probe(ref, f"a turn under the settings {name}")
         target.turn(ref, "hello again", request_id=nonce)
-        record = last_turn(target, ref.principal)
+        record = turn_of(target, ref.principal, nonce)
+        if record is None:
+            # The turn's model call never reached the platform's provider: the settings took the model elsewhere
+            # (the probe has no platform record to confirm, and that is what is found).
+            problems[name] = ["no model call of this turn reached the platform's provider: the model was changed"]
+            continue
         found = surface_problems(record["tools"], intended)
         if record["model"] != pinned_model:
             found.append(f"model {record['model']!r} instead of the pinned {pinned_model!r}")
@@ -235,6 +252,7 @@ def test_ts2_adversarial_user_settings_change_no_pinned_key(agent_profile, dedic
         if found:
             problems[name] = found
         probe_log.confirm(nonce, provider_record(target))
+    attach("TS-2 problems per adversarial setting", problems or "none: every setting left the surface and model as pinned")
     assert problems == {}
 
 
@@ -328,6 +346,7 @@ def test_ts3_bad_managed_config_refuses_to_start(agent_profile, target, probe_lo
         elif target.running(mona):
             raise TargetError(f"the driver says an instance of M runs after {name}, the host shows no new sandbox")
         probe_log.confirm(nonce, target.platform_log())  # the platform's own record of this very attempt
+    attach("TS-3 outcome per bad managed file", problems or "none: every bad file was refused, naming the problem")
     assert problems == {}
     # The platform's own log holds each attempt's refusal (each attempt's proof is its line, above).
     refusals = [line for line in target.platform_log().splitlines() if "refused" in line and "org3/mona" in line]

@@ -142,6 +142,17 @@ CASES = [
     ("gate --results {reports} --mutants {bad}", "is a folder", "give the path"),
     ("gate --results {bad}/a-file", "a-file", "give the folder"),
     ("gate --results {bad}/no-such-folder", "no-such-folder", "give the folder"),
+    # expect
+    ("expect --results {reports} --expected {bad}/broken.toml", "broken.toml", "for the format"),
+    ("expect --results {reports} --expected {bad}/empty.toml", "empty.toml", "for the format"),
+    ("expect --results {reports} --expected {bad}/no-such.toml", "no-such.toml", "give an expectation"),
+    ("expect --results {reports} --expected {bad}", "is a folder", "give the expectation"),
+    ("expect --results {bad}/a-file --expected {bad}/empty.toml", "a-file", "give the folder"),
+    # findings
+    ("findings --results {bad}/damaged-reports --out {bad}/f.md", "damaged-reports", "rerun"),
+    ("findings --results {reports} --out {bad}/f.md", "not a verdict", "rerun"),
+    ("findings --results {bad}/no-such-folder --out {bad}/f.md", "no-such-folder", "give the folder"),
+    ("findings --results {bad}/damaged-reports --out {bad}/no-such-folder/f.md", "no-such-folder", "make it"),
     # report
     ("report --reports-dir {bad}/no-such-folder", "no-such-folder", "give the folder"),
     ("report --reports-dir {bad}", "no verdict", "pairproof qualify"),

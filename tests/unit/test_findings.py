@@ -1,0 +1,150 @@
+"""``pairproof findings`` on made-up runs: the document says what the verdicts and their attachments say (run
+ids, each case's outcome per target, the evidence lines), names the command that regenerates it, and refuses
+runs it cannot use with one line (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from acceptance import cli
+from acceptance.catalogue import load as load_catalogue
+from acceptance.pairing import Declared, Outcome, judge
+from reports import findings
+from reports import verdict as verdict_report
+
+CASES = ["LF-4", "TS-1", "TS-2", "TS-3", "MD-1", "MD-3", "MD-4", "NT-5"]
+
+
+def _run(tmp_path, target: str, run: str, failing: dict[str, str], attachments: dict[str, tuple[str, str]] = None):
+    """A results folder: every case of CASES with its refusal and controls, the refusals of ``failing`` failed
+    with that message; ``attachments`` gives a refusal's attachment (name, text)."""
+    catalogue = {k: c for k, c in load_catalogue().items() if k in CASES}
+    outcomes = []
+    for case_id, case in catalogue.items():
+        message = failing.get(case_id, "")
+        outcomes.append(Outcome(Declared(f"t.py::test_{case_id}", case_id, "refusal"),
+                                outcome="failed" if message else "passed", proofs=1, message=message))
+        outcomes += [Outcome(Declared(f"t.py::test_{case_id}_{role}", case_id, role), proofs=1) for role in case.controls]
+    v = judge(outcomes, catalogue)
+    v.update(run=run, target=target, pytest_exit=1 if failing else 0)
+    folder = tmp_path / target
+    verdict_report.write(folder / "verdict.json", v)
+    allure = folder / "allure-results"
+    allure.mkdir()
+    for i, (case_id, (name, text)) in enumerate((attachments or {}).items()):
+        (allure / f"{i}-attachment.txt").write_text(text)
+        (allure / f"{i}-result.json").write_text(json.dumps({
+            "start": 1796150000000, "labels": [{"name": "pairproof_nodeid", "value": f"t.py::test_{case_id}"}],
+            "attachments": [{"name": name, "source": f"{i}-attachment.txt", "type": "text/plain"}]}))
+    return folder
+
+
+@pytest.fixture
+def runs(tmp_path):
+    unguarded = _run(tmp_path, "hermes-unguarded", "u0000001",
+                     {"TS-2": "assert {'add-mcp-server': [\"offered but not intended: ['mcp__mirror__notes_get']\"]} == {}",
+                      "TS-3": "assert {'not-utf8': 'started'} == {}"},
+                     {"TS-3": ("hermes on its managed file (org3-mona-0)",
+                               "WARNING managed scope: failed to parse /data/managed/config.yaml: IGNORING this managed file")})
+    guarded = _run(tmp_path, "hermes", "g0000002", {"MD-3": "assert 0 in [1, 1, 1]: the cap stopped none"})
+    return unguarded, guarded
+
+
+def _findings(capsys, *argv) -> tuple[int, str, str]:
+    code = cli.main(["findings", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_document_says_what_the_runs_say(tmp_path, capsys, runs):
+    unguarded, guarded = runs
+    out_file = tmp_path / "findings.md"
+    code, out, _ = _findings(capsys, "--results", str(guarded), "--results", str(unguarded), "--out", str(out_file))
+    assert code == 0, out
+    text = out_file.read_text()
+    assert f"pairproof findings --results {guarded} --results {unguarded} --out {out_file}" in text
+    assert "run `u0000001`" in text and "run `g0000002`" in text and "2026-" in text
+    # each finding: its case's outcome on each target, from the verdict
+    assert "### TS-2 on `hermes-unguarded`: failed" in text and "### TS-2 on `hermes`: passed" in text
+    assert "### MD-3 on `hermes`: failed" in text
+    # the evidence: the failure message and hermes's own line, attached to the refusal
+    assert "mcp__mirror__notes_get" in text
+    assert "[hermes on its managed file (org3-mona-0)] WARNING managed scope: failed to parse" in text
+    row = next(line for line in text.splitlines() if line.startswith("| A malformed managed file"))
+    assert "yes: TS-3 failed" in row and "yes: TS-3 passed" in row
+    row = next(line for line in text.splitlines() if line.startswith("| Background model calls"))
+    assert "answered below: MD-3 passed, MD-4 passed" in row and "not yet: MD-3 failed" in row
+    assert "**Not reproduced.**" in text
+    assert "reproduced on hermes-unguarded: LF-4 yes, TS-1/TS-2 yes, TS-3 yes" in out
+
+
+def test_regenerating_from_the_same_runs_gives_the_same_document(tmp_path, capsys, runs):
+    out_file = tmp_path / "findings.md"
+    argv = ["--results", str(runs[0]), "--results", str(runs[1]), "--out", str(out_file)]
+    _findings(capsys, *argv)
+    first = out_file.read_text()
+    _findings(capsys, *argv)
+    assert out_file.read_text() == first
+
+
+def test_the_approval_prompt_is_reported_when_the_evidence_shows_it(tmp_path, capsys):
+    unguarded = _run(tmp_path, "hermes-unguarded", "u1", {}, {"TS-1": ("run events", "event: approval.request cmd=rm")})
+    out_file = tmp_path / "f.md"
+    assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
+    assert "approval.request cmd=rm" in out_file.read_text() and "**Not reproduced.**" not in out_file.read_text()
+
+
+@pytest.mark.parametrize("problem", ["same-target", "other-target", "no-verdict", "no-folder", "out-folder-missing"])
+def test_runs_it_cannot_use_are_bad_input(tmp_path, capsys, runs, problem):
+    unguarded, guarded = runs
+    out_file = tmp_path / "findings.md"
+    argv = {"same-target": ["--results", str(unguarded), "--results", str(unguarded)],
+            "other-target": ["--results", str(_run(tmp_path, "reference", "r1", {}))],
+            "no-verdict": ["--results", str(tmp_path)],
+            "no-folder": ["--results", str(tmp_path / "nope")],
+            "out-folder-missing": ["--results", str(unguarded)]}[problem]
+    out = tmp_path / "missing" / "f.md" if problem == "out-folder-missing" else out_file
+    code, _, err = _findings(capsys, *argv, "--out", str(out))
+    assert code == 2 and err.count("\n") == 1
+    assert not out_file.exists()
+
+
+def test_the_product_s_own_approvals_are_not_hermes_s_prompt(tmp_path, capsys):
+    unguarded = _run(tmp_path, "hermes-unguarded", "u1", {}, {"TS-1": ("probe", "operator token on GET /api/approvals")})
+    out_file = tmp_path / "f.md"
+    assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
+    assert "**Not reproduced.**" in out_file.read_text()
+
+
+def test_background_calls_are_counted_from_md4_s_attachment(tmp_path, capsys):
+    table = {"provider": {"org1/alice/turn": {"calls": 2}, "org1/bob/turn": {"calls": 3},
+                          "org1/alice/memory_review": {"calls": 1}}}
+    unguarded = _run(tmp_path, "hermes-unguarded", "u1", {}, {"MD-4": ("MD-4 records compared", json.dumps(table))})
+    out_file = tmp_path / "f.md"
+    assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
+    text = out_file.read_text()
+    assert "memory_review 1, turn 5; a title call on the API path: none seen; a memory review: yes" in text
+
+
+def test_ts2_settings_are_shown_beyond_hermes_s_own_surface(tmp_path, capsys):
+    problems = {"add-mcp-server": ["offered but not intended: ['terminal', 'mcp__mirror__a', 'mcp__mirror__b']",
+                                   "routes differ: [('terminal', 'builtin')]"],
+                "drop-product-tool": ["intended but not offered: ['mcp__product__notes_list']"],
+                "override-model": ["no model call of this turn reached the platform's provider: the model was changed"]}
+    unguarded = _run(tmp_path, "hermes-unguarded", "u1", {"TS-2": "assert {...} == {}"},
+                     {"TS-1": ("TS-1 tools offered and intended", json.dumps({"offered": ["terminal", "memory"]})),
+                      "TS-2": ("TS-2 problems per adversarial setting", json.dumps(problems))})
+    out_file = tmp_path / "f.md"
+    assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
+    text = out_file.read_text()
+    assert "add-mcp-server: added mcp__mirror__* (2)\n" in text
+    assert "drop-product-tool: took away mcp__product__notes_list\n" in text
+    assert "override-model: no model call of this turn reached the platform's provider" in text
+
+
+def test_every_finding_names_catalogue_cases():
+    catalogue = load_catalogue()
+    assert all(set(f.cases) <= set(catalogue) for f in findings.FINDINGS)
+    assert [f.key for f in findings.FINDINGS] == ["LF-4", "TS-1/TS-2", "TS-3", "MD-3/MD-4", "NT-5", "MD-1"]
