@@ -158,12 +158,12 @@ def planted(pairproof_target: Target, instances: dict[str, InstanceRef], pairpro
 
 @pytest.fixture
 def dedicated(target: Target) -> Iterator[Callable[..., InstanceRef]]:
-    """Provision instances for principals of their own (org3) that this test alone uses, destroyed after
-    it whatever happens: ``dedicated("T", "tess")``."""
+    """Provision instances for principals of their own (org3, unless ``org`` says) that this test alone uses,
+    destroyed after it whatever happens: ``dedicated("T", "tess")``."""
     made: list[InstanceRef] = []
 
-    def make(name: str, user: str, **options: object) -> InstanceRef:
-        ref = target.provision(Principal(name, "org3", user), **options)
+    def make(name: str, user: str, org: str = "org3", **options: object) -> InstanceRef:
+        ref = target.provision(Principal(name, org, user), **options)
         made.append(ref)
         return ref
 
