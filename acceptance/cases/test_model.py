@@ -221,20 +221,24 @@ def test_md3_cap_is_central_and_background_calls_count(agent_profile, target, re
     target.destroy(ref)
     again = dedicated("F", "frank")
     assert refused_by_proxy(again, target.capabilities(again)["model"], BODY) == (429, "spend_exhausted")
-    fay = dedicated("F", "fay")
-    target.set_spend_cap(fay.principal, 0.0005)
-    capability = target.capabilities(fay)["model"]
+    # A user of its own (no other case spends as flo): the cap is reached by its background calls alone.
+    flo = dedicated("F", "flo")
+    target.set_spend_cap(flo.principal, 0.0005)
+    capability = target.capabilities(flo)["model"]
     background = []
     for i in range(BACKGROUND_CALLS):
         status, _ = target.model_call(capability, {**BODY, "metadata": {"purpose": ("title", "memory_review")[i % 2]}})
         background.append(status)
         if status not in (200, 429):
-            raise ProofError(f"background call {i + 1} of {fay.key} answered {status}: the cap was not what stopped it")
+            raise ProofError(f"background call {i + 1} of {flo.key} answered {status}: the cap was not what stopped it")
         if status == 429:
             break
     attach("MD-3 background calls until refused", {"statuses": background})
     assert background[-1] == 429, f"{len(background)} background calls never reached the cap"
-    assert refused_by_proxy(fay, capability, BODY) == (429, "spend_exhausted")
+    if background[0] != 200:
+        raise ProofError(f"{flo.key}'s first background call was refused ({background[0]}): its user had spent the cap "
+                         "before, so no background call was counted towards it")
+    assert refused_by_proxy(flo, capability, BODY) == (429, "spend_exhausted")
 
 
 @pytest.mark.case("MD-3", "P", pair="A->proxy")
