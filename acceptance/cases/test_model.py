@@ -371,9 +371,7 @@ def test_md4_broken_unmetered_call_is_detected(target, dedicated):
     provider directly) shows as a difference between the same two tables."""
     ref = dedicated("M", "mia")
     users = {(ref.principal.org, ref.principal.user)}
-    # One metered call first (the instance's own capability, as its broker uses it), so the tables compared are
-    # not empty: a call, not an agent's turn, which would only add the agent's own seconds (hermes: ~8 s a first turn).
-    assert target.model_call(target.capabilities(ref)["model"], BODY)[0] == 200
+    target.turn(ref, "hello")
     before = metered_tables(target, users)
     with target.broken_unmetered_model_call(principal=ref.principal):
         pass
