@@ -210,30 +210,40 @@ def test_ts1_intended_tools_of_both_loaders_are_used(agent_profile, dedicated, t
 def test_ts2_adversarial_user_settings_change_no_pinned_key(agent_profile, dedicated, target, probe_log, broker_call):
     """Each adversarial settings file, written through the user's own path beside an allowed setting:
     the allowed setting reaches the model (so the file was read), while the tools offered, the route of
-    each and the model used stay what they were."""
+    each and the model used stay what they were. Each file is judged on an instance of its own user, started
+    with it (the platform's path for a user's settings, before the agent's first start: an agent that reads
+    them only as it starts, as hermes-agent does, is not started twice for each), two at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
     dialect = dialect_of(agent_profile)
     ref = dedicated("U", "uma")
     intended = dict(target.intended_tools())
     target.turn(ref, "hello")
     pinned_model = last_turn(target, ref.principal)["model"]
-    problems: dict[str, list[str]] = {}
-    for name, settings in dialect.adversarial.items():
+    nonces = {name: probe_log.platform_probe(Principal("U", "org3", f"uma{i}"), f"a turn under the settings {name}")
+              for i, name in enumerate(dialect.adversarial, 1)}
+
+    def judge(i: int, name: str, settings: dict) -> list[str]:
         personality = f"calm-{secrets.token_hex(4)}"
-        target.configure(ref, merged(settings, dialect.allowed(personality)))
-        nonce = probe_log.platform_probe(ref, f"a turn under the settings {name}")
-        target.turn(ref, "hello again", request_id=nonce)
-        record = last_turn(target, ref.principal)
+        one = dedicated("U", f"uma{i}", settings=merged(settings, dialect.allowed(personality)))
+        target.turn(one, "hello again", request_id=nonces[name])
+        record = last_turn(target, one.principal)
         found = surface_problems(record["tools"], intended)
         if record["model"] != pinned_model:
             found.append(f"model {record['model']!r} instead of the pinned {pinned_model!r}")
-        if (routes := observed_routes(record["tools"], broker_call, ref)) != intended:
+        if (routes := observed_routes(record["tools"], broker_call, one)) != intended:
             found.append(f"routes differ: {sorted(set(routes.items()) ^ set(intended.items()))}")
         else:
-            driver_agrees(target, ref, routes)
+            driver_agrees(target, one, routes)
         if personality not in record["system"]:
             found.append("the allowed setting beside it did not apply: was the file read at all?")
-        if found:
-            problems[name] = found
+        return found
+
+    with ThreadPoolExecutor(2) as pool:
+        judged = {name: pool.submit(judge, i, name, settings)
+                  for i, (name, settings) in enumerate(dialect.adversarial.items(), 1)}
+        problems = {name: found for name, future in judged.items() if (found := future.result())}
+    for nonce in nonces.values():
         probe_log.confirm(nonce, provider_record(target))
     assert problems == {}
 
