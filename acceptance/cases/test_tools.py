@@ -252,9 +252,8 @@ def test_ts2_adversarial_user_settings_change_no_pinned_key(agent_profile, dedic
 def test_ts2_allowed_user_setting_applies(agent_profile, dedicated, target):
     """The settings a user may change (the reference agent's personality and language, hermes-agent's
     instructions appended to its API's prompt) reach the model's system prompt."""
-    ref = dedicated("U", "uma")
     settings, shows = dialect_of(agent_profile).control(f"cheerful-{secrets.token_hex(4)}")
-    target.configure(ref, settings)
+    ref = dedicated("U", "uma", settings=settings)  # as the refusal's instances: started with them
     target.turn(ref, "bonjour")
     system = last_turn(target, ref.principal)["system"]
     assert [text for text in shows if text not in system] == []
