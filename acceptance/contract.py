@@ -100,7 +100,10 @@ class Target(Protocol):
     def provision(self, principal: Principal, *, memory_limit_mb: int | None = None, request_id: str = ""
                   ) -> InstanceRef:
         """Create the instance for the principal's (org, user) pair and wake it, ready for turns.
-        ``memory_limit_mb``: the sandbox's memory limit instead of the platform's default (RS-1 sets it)."""
+        ``memory_limit_mb``: the sandbox's memory limit instead of the platform's default (RS-1 sets it).
+        A target with the ``tools`` facet also takes ``settings=``: the user's own settings, through the same
+        path as ``configure``, in place before the agent's first start (TS-2, and MD-3/MD-4 for an agent whose
+        profile's ``[background]`` names settings, start their instances so)."""
 
     def destroy(self, ref: InstanceRef) -> None: ...
 

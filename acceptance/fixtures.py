@@ -145,25 +145,32 @@ def instances(pairproof_target: Target) -> dict[str, InstanceRef]:
 @pytest.fixture(scope="session")
 def planted(pairproof_target: Target, instances: dict[str, InstanceRef], pairproof_run: Run,
             platform_secrets: dict[str, str]) -> Planted:
-    """A canary per principal and location, planted through the product's paths (agent turns)."""
-    tokens: dict[str, dict[str, str]] = {}
-    for name, ref in instances.items():
-        tokens[name] = {}
+    """A canary per principal and location, planted through the product's paths (agent turns). The principals'
+    plants go side by side, one thread per instance (each instance's own turns in order): the instances share
+    nothing, and an agent's turn is mostly waiting (hermes-agent takes seconds a turn)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tokens = {name: {location: pairproof_run.mint.mint(name.lower(), LOCATION_CODES[location]).token
+                     for location in LOCATIONS} for name in instances}
+
+    def plant(name: str) -> None:
         for location in LOCATIONS:
-            token = pairproof_run.mint.mint(name.lower(), LOCATION_CODES[location]).token
-            pairproof_target.plant(ref, location, token)
-            tokens[name][location] = token
+            pairproof_target.plant(instances[name], location, tokens[name][location])
+
+    with ThreadPoolExecutor(len(instances)) as pool:
+        for done in [pool.submit(plant, name) for name in instances]:
+            done.result()  # the first failure, as the plant that failed raised it
     return Planted(tokens=tokens, platform=platform_secrets)
 
 
 @pytest.fixture
 def dedicated(target: Target) -> Iterator[Callable[..., InstanceRef]]:
-    """Provision instances for principals of their own (org3) that this test alone uses, destroyed after
-    it whatever happens: ``dedicated("T", "tess")``."""
+    """Provision instances for principals of their own (org3, unless ``org`` says) that this test alone uses,
+    destroyed after it whatever happens: ``dedicated("T", "tess")``."""
     made: list[InstanceRef] = []
 
-    def make(name: str, user: str, **options: object) -> InstanceRef:
-        ref = target.provision(Principal(name, "org3", user), **options)
+    def make(name: str, user: str, org: str = "org3", **options: object) -> InstanceRef:
+        ref = target.provision(Principal(name, org, user), **options)
         made.append(ref)
         return ref
 

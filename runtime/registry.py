@@ -59,6 +59,7 @@ class Registry:
         # Simultaneous wakes use one connection from several threads: one statement at a time, each read
         # whole before the next.
         self._lock = threading.Lock()
+        self._adding = threading.Lock()  # the next slot read and its row inserted as one step (``add``)
 
     def _rows(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:
@@ -70,20 +71,22 @@ class Registry:
     def add(self, org: str, user: str, uid_for_slot: Callable[[int], int], memory_bytes: int,
             pids_max: int) -> InstanceRecord:
         """Register a new instance; its id is ``<org>-<user>-<slot>`` so a re-provisioned pair gets a new id."""
-        # One controller owns a registry, so reading the next slot and inserting need no lock between
-        # them; the UNIQUE constraints still refuse a second live row for the pair.
-        [(slot,)] = self._rows("SELECT COALESCE(MAX(slot) + 1, 0) FROM instances")
-        id = f"{org}-{user}-{slot}"
-        try:
-            self._rows(
-                "INSERT INTO instances VALUES (?, ?, ?, ?, ?, 1, 'provisioned', ?, ?, ?)",
-                (id, org, user, slot, uid_for_slot(slot), memory_bytes, pids_max, time.time()),
-            )
-        except sqlite3.IntegrityError as exc:
-            raise InstanceError(
-                f"an instance for org {org!r}, user {user!r} already exists: one instance per (org, user) pair; "
-                "destroy it first or use the existing one"
-            ) from exc
+        # One controller owns a registry, but it may provision from several threads at once: the next slot is
+        # read and its row inserted under one lock, or two provisions would take the same slot (and uid) and the
+        # second be refused as if its pair existed. The UNIQUE constraints still refuse a second live row for the pair.
+        with self._adding:
+            [(slot,)] = self._rows("SELECT COALESCE(MAX(slot) + 1, 0) FROM instances")
+            id = f"{org}-{user}-{slot}"
+            try:
+                self._rows(
+                    "INSERT INTO instances VALUES (?, ?, ?, ?, ?, 1, 'provisioned', ?, ?, ?)",
+                    (id, org, user, slot, uid_for_slot(slot), memory_bytes, pids_max, time.time()),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise InstanceError(
+                    f"an instance for org {org!r}, user {user!r} already exists: one instance per (org, user) pair; "
+                    "destroy it first or use the existing one"
+                ) from exc
         return self.get(id)
 
     def get(self, id: str) -> InstanceRecord:

@@ -636,17 +636,25 @@ def test_lf8_frozen_broker_refuses_all(fay, target, refused_by_proxy):
 @pytest.mark.case("LF-8", "P", pair="platform->F")
 def test_lf8_thawed_broker_answers_again(fay, target):
     """Frozen, rotated while frozen (as the refusal does) and thawed: the same four run-control requests are
-    answered by the agent (the run is started, read, its events listed, stopped), and the broker's
+    answered by the agent (the run is started, read, stopped while it runs, its events listed), and the broker's
     capability buys a model call."""
     woke = target.wake(fay)
     kept = frozen_for_real(target, woke)
     target.rotate(woke)
     woke = target.wake(woke)
     thawed_the_same(target, woke, kept)
-    target.script_model(woke.principal, [{"reply": "after the thaw"}])
+    # The run is held in flight by a slow model answer so that the stop is a stop of a live run (an agent may
+    # answer a stop of a finished run as not found: hermes does), sent once its model call is made (so the
+    # scripted answer is used up, not left for a later turn); its events are read after, to the end of the run.
+    step = {"reply": "after the thaw", "delay": 3.0}
+    target.script_model(woke.principal, [step])
+    user = f"{woke.principal.org}:{woke.principal.user}"
     status, started = target.runctl(woke, "POST", "/v1/runs", {"input": FROZEN_MARKER})
     assert status == 202
-    for method, path, body in _runctl_requests(started["run_id"])[1:]:
+    until(lambda: [r for r in target.provider_records() if r["user"] == user and r["step"] == step],
+          "the run's model call")
+    get, events, stop = _runctl_requests(started["run_id"])[1:]
+    for method, path, body in (get, stop, events):
         assert target.runctl(woke, method, path, body)[0] == 200, f"{method} {path}"
     before = calls_of(target, woke.principal)
     assert target.model_call(target.capabilities(woke)["model"], BODY)[0] == 200

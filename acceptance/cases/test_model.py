@@ -140,31 +140,92 @@ def test_md2_current_token_works(instances, target):
 # More than the cap lets turns make (12 turns of a few calls each reach it), so a cap that counts every
 # purpose is reached by background calls alone well before.
 BACKGROUND_CALLS = 60
+CAPPED_TURNS = 12
+BACKGROUND_DEADLINE = 30.0  # from a turn's reply to its background calls metered (hermes: a thread after the reply)
+
+
+def background_purposes(agent_profile) -> tuple[str, ...]:
+    """The purposes the agent's background calls are metered under (its profile's ``[background]``). A profile
+    that says none: broken, never passed (a case that saw no background call proved nothing about them)."""
+    purposes = tuple(agent_profile.background.get("purposes", ()))
+    if not purposes:
+        raise ProofError(f"profile {agent_profile.name} does not say how its agent makes background calls "
+                         "([background]): nothing to count")
+    return purposes
+
+
+def background_instance(dedicated, agent_profile, name: str, user: str, org: str = "org3"):
+    """A dedicated instance started with the settings under which its agent makes a background call after every
+    turn (the profile's ``[background].settings``; none for an agent that always does)."""
+    settings = agent_profile.background.get("settings")
+    return dedicated(name, user, org=org, **({"settings": settings} if settings else {}))
+
+
+def metered(target, principal, purposes) -> dict[str, int]:
+    """The calls the proxy's ledger holds for ``principal`` under each of ``purposes``."""
+    return {p: v["calls"] for (o, u, p), v in target.ledger_usage().items()
+            if (o, u) == (principal.org, principal.user) and p in purposes}
+
+
+def answered(target, principal, purposes) -> dict[str, int]:
+    """The calls the provider answered for ``principal`` under each of ``purposes`` (the purpose it saw)."""
+    user = f"{principal.org}:{principal.user}"
+    counts = dict.fromkeys(purposes, 0)
+    for r in target.provider_records():
+        if r["user"] == user and r["status"] == 200 and r["purpose"] in counts:
+            counts[r["purpose"]] += 1
+    return counts
+
+
+def await_background(target, principal, purposes, label: str) -> dict[str, int]:
+    """The background calls the provider answered for ``principal``, once every purpose of ``purposes`` has one:
+    what the agent did, whatever the meter made of it (the ledger is what the cases then check). ProofError
+    (broken) if that does not happen within BACKGROUND_DEADLINE: nothing to count."""
+    end = time.monotonic() + BACKGROUND_DEADLINE
+    while True:
+        seen = answered(target, principal, purposes)
+        if all(seen.values()):
+            return seen
+        if time.monotonic() > end:
+            raise ProofError(f"{label}: the agent made no background call ({seen} at the provider) within "
+                             f"{BACKGROUND_DEADLINE}s of its turn: nothing to count")
+        time.sleep(0.1)
 
 
 @pytest.mark.case("MD-3", "refusal", pair="F->proxy")
-def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy, dedicated):
-    """With a cap of a few calls, turns stop at the cap; the title and memory-review calls are metered
-    against it too, and once it is reached every purpose is refused. Then the other way round: a second
-    user's background calls alone (titles, memory reviews) reach the same cap, and then a main turn is refused.
+def test_md3_cap_is_central_and_background_calls_count(agent_profile, target, refused_by_proxy, dedicated):
+    """A turn makes the agent's background calls (the purposes its profile names: the reference agent's title
+    and memory review; hermes's memory review) and they are metered; then, with a cap of a few calls, turns
+    stop at the cap and every purpose is refused. Then the other way round: a second user's background calls
+    alone (titles, memory reviews) reach the same cap, and then a main turn is refused. A run in which the agent
+    made no background call is broken, not passed.
 
     Ways it could fail that the probe looks for: no cap; background calls unmetered; background calls
     metered but left out of the sum the cap is checked against (turns alone reach the cap, which hides it
     from the first half); a cap per purpose or per instance rather than per user (a new instance of the
     same user would start afresh)."""
-    ref = dedicated("F", "frank")
+    purposes = background_purposes(agent_profile)
+    ref = background_instance(dedicated, agent_profile, "F", "frank")
+    before = calls_of(target, ref.principal)
+    target.turn(ref, "message 0")
+    background = await_background(target, ref.principal, purposes, "frank's first turn")
+    first = calls_of(target, ref.principal) - before
     target.set_spend_cap(ref.principal, 0.0005)
     # A turn the cap stops reaches the provider with no call at all, whatever the agent then says (its reply
     # text is the agent's own; the reason is checked at the proxy below).
     reached = []
-    for i in range(12):
+    for i in range(1, CAPPED_TURNS + 1):
         before = calls_of(target, ref.principal)
         target.turn(ref, f"message {i}")
         reached.append(calls_of(target, ref.principal) - before)
-    attach("MD-3 provider calls per turn", {"calls": reached})
-    assert 0 in reached, f"every one of 12 turns reached the provider ({reached}): the cap stopped none"
-    ledger = {p: v["calls"] for (o, u, p), v in target.ledger_usage().items() if (o, u) == ("org3", "frank")}
-    assert ledger.get("title", 0) >= 1 and ledger.get("memory_review", 0) >= 1
+        if reached[-1] == 0:
+            break
+    attach("MD-3 provider calls per turn", {"first turn, under the default cap": first,
+                                            "its background calls, at the provider": background,
+                                            "in the ledger": metered(target, ref.principal, purposes),
+                                            "capped turns": reached})
+    assert 0 in reached, f"every one of {len(reached)} capped turns reached the provider ({reached}): the cap stopped none"
+    assert all(metered(target, ref.principal, purposes).get(p, 0) >= 1 for p in purposes)
     status, reason = refused_by_proxy(ref, target.capabilities(ref)["model"],
                                       {**BODY, "metadata": {"purpose": "memory_review"}})
     assert (status, reason) == (429, "spend_exhausted")
@@ -172,20 +233,24 @@ def test_md3_cap_is_central_and_background_calls_count(target, refused_by_proxy,
     target.destroy(ref)
     again = dedicated("F", "frank")
     assert refused_by_proxy(again, target.capabilities(again)["model"], BODY) == (429, "spend_exhausted")
-    fay = dedicated("F", "fay")
-    target.set_spend_cap(fay.principal, 0.0005)
-    capability = target.capabilities(fay)["model"]
+    # A user of its own (no other case spends as flo): the cap is reached by its background calls alone.
+    flo = dedicated("F", "flo")
+    target.set_spend_cap(flo.principal, 0.0005)
+    capability = target.capabilities(flo)["model"]
     background = []
     for i in range(BACKGROUND_CALLS):
         status, _ = target.model_call(capability, {**BODY, "metadata": {"purpose": ("title", "memory_review")[i % 2]}})
         background.append(status)
         if status not in (200, 429):
-            raise ProofError(f"background call {i + 1} of {fay.key} answered {status}: the cap was not what stopped it")
+            raise ProofError(f"background call {i + 1} of {flo.key} answered {status}: the cap was not what stopped it")
         if status == 429:
             break
     attach("MD-3 background calls until refused", {"statuses": background})
     assert background[-1] == 429, f"{len(background)} background calls never reached the cap"
-    assert refused_by_proxy(fay, capability, BODY) == (429, "spend_exhausted")
+    if background[0] != 200:
+        raise ProofError(f"{flo.key}'s first background call was refused ({background[0]}): its user had spent the cap "
+                         "before, so no background call was counted towards it")
+    assert refused_by_proxy(flo, capability, BODY) == (429, "spend_exhausted")
 
 
 @pytest.mark.case("MD-3", "P", pair="A->proxy")
@@ -241,21 +306,29 @@ def _show(table: dict) -> dict:
     return {"/".join(k): dict(zip(FIELDS, v)) for k, v in sorted(table.items())}
 
 
-@pytest.mark.case("MD-4", "refusal", pair="A,B,C->proxy")
-def test_md4_ledger_equals_provider_count_per_org_user_purpose(agent_profile, instances, principals, target, probe_log):
-    """After a turn with a tool call by each of A, B and C, the proxy's ledger and the provider's own record
-    agree exactly per org, user and purpose, in calls and in input and output tokens, in total and in what
-    the turns added; and what they added is
-    what a turn with a tool call makes: at least two main-turn calls (the tool round and the answer) and a
-    memory review for each, so the equality is between non-empty counts. The agent streams its main-turn
-    calls: each turn's calls at the provider (found by the turn's request id) must include a streamed one, so
-    the equality covers calls metered from a stream's final usage chunk (a run with streaming off is broken,
-    not a pass).
+# Three users of their own (two organizations), each with one instance started as the agent makes background
+# calls (the profile's [background]): what MD-4 meters is theirs alone.
+METERED = (("N", "nina", "org1"), ("O", "omar", "org1"), ("Q", "quinn", "org2"))
+
+
+@pytest.mark.case("MD-4", "refusal", pair="N,O,Q->proxy")
+def test_md4_ledger_equals_provider_count_per_org_user_purpose(agent_profile, target, dedicated, probe_log):
+    """After a turn with a tool call by each of N, O (one organization) and Q (another), the proxy's ledger and
+    the provider's own record agree exactly per org, user and purpose, in calls and in input and output tokens,
+    in total and in what the turns added; and what they added is what a turn with a tool call makes: at least
+    two main-turn calls (the tool round and the answer) and the agent's background calls (the purposes its
+    profile names, each at least once: without one the case is broken, not passed), so the equality is between
+    non-empty counts. The agent streams its main-turn calls: each turn's calls at the provider (found by the
+    turn's request id) must include a streamed one, so the equality covers calls metered from a stream's final
+    usage chunk (a run with streaming off is broken, not a pass).
 
     Ways it could fail that the probe looks for: background calls (title, memory review) unmetered; tool
     rounds unmetered; a call metered at other tokens than the provider billed (a streamed call metered at
     zero, or from an estimate although the provider reported its usage); calls metered under another
     purpose, user or organization; a call metered that the provider never answered."""
+    purposes = background_purposes(agent_profile)
+    instances = {name: background_instance(dedicated, agent_profile, name, user, org) for name, user, org in METERED}
+    principals = {name: ref.principal for name, ref in instances.items()}
     users = {(p.org, p.user) for p in principals.values()}
     ledger_before, provider_before = metered_tables(target, users)
     nonces = {}
@@ -263,6 +336,7 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(agent_profile, in
         nonces[name] = probe_log.platform_probe(ref, "a turn with a tool call, metered and recorded by the provider")
         target.script_model(principals[name], [{"tool": agent_profile.tool("notes_list"), "arguments": {}}, {"reply": "done"}])
         target.turn(ref, "list my notes", request_id=nonces[name])
+    background = {name: await_background(target, p, purposes, f"{name}'s turn") for name, p in principals.items()}
     ledger, provider = metered_tables(target, users)
     added_ledger, added_provider = _delta(ledger, ledger_before), _delta(provider, provider_before)
     records = target.provider_records()
@@ -271,12 +345,13 @@ def test_md4_ledger_equals_provider_count_per_org_user_purpose(agent_profile, in
     attach("MD-4 records compared", {"ledger": _show(ledger), "provider": _show(provider),
                                      "added by this case (provider)": _show(added_provider),
                                      "added by this case (ledger)": _show(added_ledger),
+                                     "background calls at the provider, per user": background,
                                      "calls compared": sum(v[0] for v in provider.values()),
                                      "streamed calls among them, per turn": streamed})
     for p in principals.values():
-        made = {purpose: added_provider.get((p.org, p.user, purpose), (0, 0, 0))[0] for purpose in ("turn", "memory_review")}
+        made = {purpose: added_provider.get((p.org, p.user, purpose), (0, 0, 0))[0] for purpose in ("turn", *purposes)}
         tokens = sum(v[1] + v[2] for k, v in added_provider.items() if k[:2] == (p.org, p.user))
-        if made["turn"] < 2 or made["memory_review"] < 1 or tokens <= 0:
+        if made["turn"] < 2 or not all(made[purpose] for purpose in purposes) or tokens <= 0:
             raise ProofError(f"{p.name}'s turn did not make the calls it should at the provider ({made}, {tokens} tokens): "
                              "nothing was there to compare")
     for name, count in streamed.items():

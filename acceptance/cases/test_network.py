@@ -27,7 +27,7 @@ from .netprobes import A_RESOLVER_ANSWERED, NO_RESOLVER_ANSWERED, NO_ROUTE, REFU
 pytestmark = pytest.mark.usefixtures("planted")
 DNS_TARGETS = ("dns", "dns6")
 CATALOG_HOST = "models.catalog.example"  # what the reference agent's catalog refresh looks up
-AGENT_START_DEADLINE = 15.0
+AGENT_START_DEADLINE = 30.0  # hermes takes 3-9 s to its first lookup on a loaded machine
 TCP_TARGETS = tuple(f"{name}{v}" for name in ("internet", "metadata", "product", "proxy", "provider") for v in ("", "6"))
 
 
@@ -279,25 +279,36 @@ def test_nt5_idle_window_has_no_egress(request, instances, target, dedicated, sa
 
 
 @pytest.mark.case("NT-5", "X", pair="B->outside")
-def test_nt5_broken_catalog_refresh_is_seen(request, principals, target, lab, tmp_path):
-    """An agent with its catalog refresh on, observed by the same code over the same window. Its period is
-    half the window, so the window holds a refresh whatever its phase (the window scales with
-    --idle-seconds, the period with it): the capture sees its lookups, the counters move, and the lab's
-    resolver records the catalog host's name inside the window."""
+def test_nt5_broken_own_lookups_are_seen(request, principals, target, lab, tmp_path):
+    """An agent with its own lookups on and egress open into the run's lab only (the reference agent with its
+    catalog refresh every half window; hermes with its defaults, no managed layer: a tirith download and model
+    metadata at start), observed by the same code over the same window as the refusal: the lab's resolver
+    records its lookups, and the refusal's checks fail on it. Its namespace's counters over its life count the
+    datagrams (a lookup at start shows there), and every lookup the resolver saw inside the window is in the
+    window's capture and moves the counters over the window (the refresh puts one there, whatever its phase:
+    its period is half the window, which scales with --idle-seconds)."""
     seconds = request.config.getoption("pairproof_idle_seconds")
     started = time.time()
     with target.broken_open_egress(principal=principals["B"], lab=lab, catalog_refresh=seconds / 2) as leaky:
         # The window opens once the agent runs (its first lookup has arrived): a loaded machine is slow to
         # start it, and a window that closed before the agent started would show nothing of a refresh.
         end = time.monotonic() + AGENT_START_DEADLINE
-        while CATALOG_HOST not in {r.get("name") for r in lab.records(started)}:
+        while not [r for r in lab.records(started) if r["kind"] == "dns"]:
             if time.monotonic() > end:
-                raise TargetError(f"the refreshing agent made no lookup within {AGENT_START_DEADLINE}s of its start")
+                raise TargetError(f"the agent made no lookup within {AGENT_START_DEADLINE}s of its start")
             time.sleep(0.05)
         observed = _idle_observation({"refreshing": target.identity(leaky).host_pid}, seconds, tmp_path)
-    _attach_observation("refreshing agent", seconds, observed["refreshing"])
+    _attach_observation("agent with its lookups on", seconds, observed["refreshing"])
     cap, before, after = observed["refreshing"]
-    in_window = {r.get("name") for r in lab.records(cap.started_at) if r["at"] <= cap.stopped_at}
-    assert [s for s in cap.seen if s["kind"] == "udp" and s["dport"] == 53] != []
-    assert _moved(before, after).get("Udp.OutDatagrams", 0) + _moved(before, after).get("Udp6OutDatagrams", 0) > 0
-    assert CATALOG_HOST in in_window, in_window
+    lookups = [r for r in lab.records(started) if r["kind"] == "dns"]
+    in_window = [r for r in lookups if cap.started_at <= r["at"] <= cap.stopped_at]
+    netprobes.attach("the lab's resolver: the agent's lookups", {"names": sorted({r.get("name") for r in lookups}),
+                                                                "inside the window": len(in_window)})
+    sent = lambda counters: counters.get("Udp.OutDatagrams", 0) + counters.get("Udp6OutDatagrams", 0)  # noqa: E731
+    assert lookups
+    assert sent(after) > 0, after  # the refusal's check of a fresh instance's whole life fails on it
+    if in_window:
+        assert [s for s in cap.seen if s["kind"] == "udp" and s["dport"] == 53] != []
+        assert sent(_moved(before, after)) > 0
+    if CATALOG_HOST in {r.get("name") for r in lookups}:  # the reference agent's refresh: periodic
+        assert CATALOG_HOST in {r.get("name") for r in in_window}, in_window

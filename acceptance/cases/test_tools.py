@@ -222,36 +222,46 @@ def test_ts1_intended_tools_of_both_loaders_are_used(agent_profile, dedicated, t
 def test_ts2_adversarial_user_settings_change_no_pinned_key(agent_profile, dedicated, target, probe_log, broker_call):
     """Each adversarial settings file, written through the user's own path beside an allowed setting:
     the allowed setting reaches the model (so the file was read), while the tools offered, the route of
-    each and the model used stay what they were."""
+    each and the model used stay what they were. Each file is judged on an instance of its own user, started
+    with it (the platform's path for a user's settings, before the agent's first start: an agent that reads
+    them only as it starts, as hermes-agent does, is not started twice for each), two at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
     dialect = dialect_of(agent_profile)
     ref = dedicated("U", "uma")
     intended = dict(target.intended_tools())
     target.turn(ref, "hello")
     pinned_model = last_turn(target, ref.principal)["model"]
-    problems: dict[str, list[str]] = {}
-    for name, settings in dialect.adversarial.items():
+    users = {name: Principal("U", "org3", f"uma{i}") for i, name in enumerate(dialect.adversarial, 1)}
+    nonces = {name: probe_log.platform_probe(users[name], f"a turn under the settings {name}") for name in users}
+
+    def judge(i: int, name: str, settings: dict) -> list[str]:
         personality = f"calm-{secrets.token_hex(4)}"
-        target.configure(ref, merged(settings, dialect.allowed(personality)))
-        nonce = probe_log.platform_probe(ref, f"a turn under the settings {name}")
-        target.turn(ref, "hello again", request_id=nonce)
-        record = turn_of(target, ref.principal, nonce)
+        one = dedicated("U", f"uma{i}", settings=merged(settings, dialect.allowed(personality)))
+        target.turn(one, "hello again", request_id=nonces[name])
+        record = turn_of(target, one.principal, nonces[name])
         if record is None:
             # The turn's model call never reached the platform's provider: the settings took the model elsewhere
             # (the probe has no platform record to confirm, and that is what is found).
-            problems[name] = ["no model call of this turn reached the platform's provider: the model was changed"]
-            continue
+            return ["no model call of this turn reached the platform's provider: the model was changed"]
         found = surface_problems(record["tools"], intended)
         if record["model"] != pinned_model:
             found.append(f"model {record['model']!r} instead of the pinned {pinned_model!r}")
-        if (routes := observed_routes(record["tools"], broker_call, ref)) != intended:
+        if (routes := observed_routes(record["tools"], broker_call, one)) != intended:
             found.append(f"routes differ: {sorted(set(routes.items()) ^ set(intended.items()))}")
         else:
-            driver_agrees(target, ref, routes)
+            driver_agrees(target, one, routes)
         if personality not in record["system"]:
             found.append("the allowed setting beside it did not apply: was the file read at all?")
-        if found:
-            problems[name] = found
-        probe_log.confirm(nonce, provider_record(target))
+        return found
+
+    with ThreadPoolExecutor(2) as pool:
+        judged = {name: pool.submit(judge, i, name, settings)
+                  for i, (name, settings) in enumerate(dialect.adversarial.items(), 1)}
+        problems = {name: found for name, future in judged.items() if (found := future.result())}
+    for name, nonce in nonces.items():
+        if turn_of(target, users[name], nonce) is not None:  # a turn whose model call went elsewhere has no record
+            probe_log.confirm(nonce, provider_record(target))
     attach("TS-2 problems per adversarial setting", problems or "none: every setting left the surface and model as pinned")
     assert problems == {}
 
@@ -260,9 +270,8 @@ def test_ts2_adversarial_user_settings_change_no_pinned_key(agent_profile, dedic
 def test_ts2_allowed_user_setting_applies(agent_profile, dedicated, target):
     """The settings a user may change (the reference agent's personality and language, hermes-agent's
     instructions appended to its API's prompt) reach the model's system prompt."""
-    ref = dedicated("U", "uma")
     settings, shows = dialect_of(agent_profile).control(f"cheerful-{secrets.token_hex(4)}")
-    target.configure(ref, settings)
+    ref = dedicated("U", "uma", settings=settings)  # as the refusal's instances: started with them
     target.turn(ref, "bonjour")
     system = last_turn(target, ref.principal)["system"]
     assert [text for text in shows if text not in system] == []

@@ -47,6 +47,12 @@ fields (``reference.toml`` is the worked example):
     where the agent reads its user's settings (``path``, under /data; ``syntax``, ``json`` or ``yaml``) and
     the platform's allowlist of them (``allow``: dotted path -> kind, ``text``, ``bool`` or ``int``): nothing
     else of a user's settings reaches the agent.
+``[background]`` (optional) how the agent makes its background calls (model calls no user's message asks
+    for: a title, a memory review): ``purposes``, the purposes the platform's meter files them under (the
+    agent's own declaration, or what the model proxy recognises them as; ``unattributed`` if neither), and
+    ``settings`` (optional table: a user's settings, through ``[settings]``'s allowlist, under which the agent
+    makes one after every turn; the cases that count background calls start their instances with them).
+    Without it the agent is taken to make none, and MD-3 and MD-4 are broken on it, never passed.
 """
 
 from __future__ import annotations
@@ -101,6 +107,8 @@ class AgentProfile:
     managed: Mapping[str, object] = field(default_factory=dict)
     # [settings]: path (inside), syntax, allow (dotted path -> kind); empty: the agent applies them itself
     settings: Mapping[str, object] = field(default_factory=dict)
+    # [background]: purposes (tuple), settings (a user's settings tree); empty: the agent makes no background call
+    background: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.process:
@@ -189,7 +197,7 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
         return value
 
     unknown = set(raw) - {"name", "start", "ready", "turn", "surface", "state", "plant", "tools", "arguments",
-                          "dialect", "managed", "settings"}
+                          "dialect", "managed", "settings", "background"}
     if unknown:
         raise bad("top level", f"unknown keys {sorted(unknown)}")
     name = text(raw, "top level", "name")
@@ -342,7 +350,20 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
             if kind not in SETTING_KINDS:
                 raise bad(f"[settings].allow.{key!r}", f"{kind!r} is not one of {', '.join(SETTING_KINDS)}")
         settings["allow"] = dict(allow)
+
+    background: dict[str, object] = {}
+    if "background" in raw:
+        section = table("background")
+        if set(section) - {"purposes", "settings"}:
+            raise bad("[background]", f"unknown keys {sorted(set(section) - {'purposes', 'settings'})}")
+        background["purposes"] = strings(section, "[background]", "purposes")
+        wanted = section.get("settings", {})
+        if not isinstance(wanted, dict):
+            raise bad("[background].settings", "a table of a user's settings is required")
+        if wanted and not settings:
+            raise bad("[background].settings", "the agent takes a user's settings only through [settings]: give it")
+        background["settings"] = wanted
     return AgentProfile(name=name, path=path, command=command, files=tuple(files), env=dict(env), ready=ready_out,
                         turn=turn_out, state=dict(state), plant=dict(plant), tools=dict(tools), surface=surface,
                         binds=binds, process=process, arguments=arguments, dialect=dialect, managed=managed,
-                        settings=settings)
+                        settings=settings, background=background)

@@ -20,12 +20,16 @@ into ``$HERMES_HOME/config.yaml``, and hermes is restarted to read them.
 from __future__ import annotations
 
 import json
+import os
+import secrets
 
 from ...errors import SetupError, TargetError
 from ...profiles import load as load_profile
 from .. import TargetOptions
+from ..reference.breakers import lab_addresses
 from ..reference.driver import ReferenceTarget, clean
 from ..reference.driver import preflight as reference_preflight
+from ..reference.helpers import before_command
 
 __all__ = ["DEFAULT_PROFILE", "HermesTarget", "clean", "create", "preflight"]
 
@@ -35,6 +39,12 @@ HERMES_TOOLS = ("memory", "todo", "read_file", "write_file", "patch", "search_fi
 MCP_PREFIX = "mcp__product__"  # hermes names an MCP tool mcp__<server>__<tool>; the product's server is "product"
 PRODUCT_TOOLS = ("notes_create", "notes_get", "notes_list", "issues_list", "issue_get", "issue_comment", "task_create",
                  "crm_note", "message_send", "invite", "conversation_post", "conversation_add_participant")
+
+
+# hermes as its user would run it, with no managed layer: its own defaults, so its start-up lookups are on (a
+# tirith download, model metadata), and a user's config naming a model it knows nothing of. Its API server is
+# on (a gateway with no platform at all exits), with a key of the arrangement's own, never the platform's.
+DEFAULTS_CONFIG = "model:\n  provider: custom\n  base_url: http://127.0.0.1:8765/v1\n  default: pairproof-model\n"
 
 
 def _plant_call(location: str, message: str) -> dict:
@@ -149,6 +159,43 @@ class HermesTarget(ReferenceTarget):
         except OSError as exc:
             raise TargetError(f"the broker of {ref.key} did not answer {method} {path}: {exc}") from exc
         return status, _answer(raw)
+
+    def _open_egress(self, principal, lab, catalog_refresh: float = 0.0):
+        """As the reference driver's (a default route and a resolver into the lab only: the sandbox reaches
+        nothing outside the run's lab); with ``catalog_refresh`` the sandbox runs hermes with its own defaults
+        instead of the reference agent's catalog refresh: no managed layer (the reviewed file is not bound), so
+        its start-up lookups are on. They happen at start, not every ``catalog_refresh`` seconds."""
+        if not catalog_refresh:
+            return super()._open_egress(principal, lab)
+        uid = self._free_uid()
+        name = f"egress-{next(self._counter)}"
+        home = self.controller.scratch(name)
+        self._scratch.append(name)
+        resolv = home / "resolv.conf"
+        resolv.write_text(f"nameserver {lab_addresses()['resolver']}\noptions timeout:1 attempts:1\n")
+        os.chmod(home, 0o755)
+        os.chmod(resolv, 0o644)
+        managed = str(self.profile.managed["path"])
+        env = {"HERMES_HOME": "/data/hermes", "API_SERVER_ENABLED": "true", "API_SERVER_HOST": "127.0.0.1",
+               "API_SERVER_PORT": str(self.profile.turn["port"]), "API_SERVER_KEY": secrets.token_hex(16),
+               "HERMES_MANAGED_DIR": os.path.dirname(managed)}
+        extra = ["--ro-bind", str(resolv), "/etc/resolv.conf"]
+        for inside, host in self.profile.binds.items():
+            extra += ["--ro-bind", str(host), inside]
+        for key, value in env.items():
+            extra += ["--setenv", key, value]
+
+        def edit(argv: list[str]) -> list[str]:
+            # the reviewed managed file is not bound: its folder stays, empty (hermes runs on its defaults)
+            at = argv.index(managed)
+            return before_command(argv[:at - 2] + argv[at + 1:], extra)
+
+        seed = DEFAULTS_CONFIG.replace("\n", "\\n")
+        command = ("/bin/sh", "-c", f"mkdir -p /data/hermes && printf '{seed}' > /data/hermes/config.yaml && "
+                   f": > /run/agent/ready && exec {self.profile.process}")
+        ref = self._start_broken(principal, uid=uid, volume=None, command=command, edit=edit)
+        lab.connect(self._broken[ref.key].host_pid)
+        return ref
 
     def pin_tool(self, ref, name: str) -> None:
         """Pin a product tool, named as the product or as hermes names it (``mcp__product__<name>``)."""

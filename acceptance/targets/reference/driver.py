@@ -174,25 +174,33 @@ class PlatformTarget:
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def provision(self, principal: Principal, *, memory_limit_mb: int | None = None,
-                  managed_config: bytes | None = None, request_id: str = "") -> InstanceRef:
+                  managed_config: bytes | None = None, settings: object = None, request_id: str = "") -> InstanceRef:
+        """As the contract says; ``settings``: the user's own settings, taken as ``configure`` takes them, in place
+        before the agent's first start when the platform writes them (``[settings]``), so no restart is needed."""
         with requestid.bound(request_id):
-            return self._provision(principal, memory_limit_mb, managed_config)
+            return self._provision(principal, memory_limit_mb, managed_config, settings)
 
-    def _provision(self, principal: Principal, memory_limit_mb: int | None, managed_config: bytes | None
-                   ) -> InstanceRef:
+    def _provision(self, principal: Principal, memory_limit_mb: int | None, managed_config: bytes | None,
+                   settings: object = None) -> InstanceRef:
         limits = None
         if memory_limit_mb is not None:
             limits = Limits(memory_limit_mb << 20, self.controller.limits.pids_max)
         with contract_errors():
             record = self.controller.provision(principal.org, principal.user, limits=limits,
                                                managed_config=managed_config)
+        written = settings is not None and self.controller.launch.settings is not None
         try:
             with contract_errors():
+                if written:
+                    self.controller.configure(record.id, settings)  # what the allowlist refuses is logged, as ever
                 record = self.controller.wake(record.id)
         except TargetError:
             self.controller.destroy(record.id)  # a provision whose first wake fails leaves nothing behind
             raise
-        return InstanceRef(principal, record.id, record.generation)
+        ref = InstanceRef(principal, record.id, record.generation)
+        if settings is not None and not written:
+            self.configure(ref, settings)  # an agent that applies its user's settings itself: told, as its user would
+        return ref
 
     def wake(self, ref: InstanceRef, *, request_id: str = "") -> InstanceRef:
         with requestid.bound(request_id):
