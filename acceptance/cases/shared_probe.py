@@ -10,8 +10,8 @@ made with a key derived from the marker). A place that could not be written is k
 argv: ``write MARKER`` | ``look MARKER PATH...`` | ``clean MARKER PATH...``. Prints one JSON object:
 - write: ``{"places": {path: {"wrote": bool, "id": "dev:ino", "fstype", "error"}}, "sysv": {kind:
   "ok" or "errno N"}, "ipc_ns": link, "key": int}``;
-- look (``PATH``s besides the looker's own places): ``{"seen": [path], "sysv_seen": [kind], "places":
-  {path: "dev:ino"}, "ipc_ns": link}``;
+- look (``PATH``s besides the looker's own places, every mount point and the folders under each, read-only
+  ones included): ``{"seen": [path], "sysv_seen": [kind], "places": {path: "dev:ino"}, "ipc_ns": link}``;
 - clean: removes the marker file from each ``PATH`` and the marker's IPC objects: ``{"left": [...]}``.
 """
 
@@ -62,9 +62,8 @@ def _identity(path):
     return f"{st.st_dev}:{st.st_ino}"
 
 
-def _writable_under(top):
-    """Folders under ``top`` (same mount, bounded walk) this uid may write: where a writable mount whose own
-    root is closed to it still takes a file."""
+def _folders_under(top):
+    """Folders under ``top`` on the same mount (bounded walk, /proc and /sys left out)."""
     try:
         dev = os.stat(top).st_dev
     except OSError:
@@ -80,13 +79,18 @@ def _writable_under(top):
                 continue
             if stat.S_ISDIR(st.st_mode) and st.st_dev == dev and not _skipped(path):
                 keep.append(d)
-                if os.access(path, os.W_OK | os.X_OK):
-                    found.append(path)
+                found.append(path)
         dirs[:] = keep
         walked += 1
         if walked > WALK_DIRS:
             break
     return found
+
+
+def _writable_under(top):
+    """Folders under ``top`` this uid may write: where a writable mount whose own root is closed to it still
+    takes a file."""
+    return [path for path in _folders_under(top) if os.access(path, os.W_OK | os.X_OK)]
 
 
 def places():
@@ -192,8 +196,12 @@ def write(marker):
 
 def look(marker, paths):
     name, own = f".pairproof-shared-{marker}", places()
-    everywhere = sorted(set(paths) | set(own) | {mp for mp, _, _ in mounts() if not _skipped(mp)})
-    seen = [p for p in everywhere if os.path.lexists(os.path.join(p, name))]
+    tops = {mp for mp, _, _ in mounts() if not _skipped(mp)}
+    everywhere = sorted(set(paths) | set(own) | tops)
+    # The marker may sit deeper than a mount point on this side: the writer wrote in a folder under a mount
+    # whose root it could not write, and this side has that mount elsewhere, or read-only (not a place of its own).
+    below = sorted({sub for top in tops if os.path.isdir(top) for sub in _folders_under(top)} - set(everywhere))
+    seen = [p for p in everywhere + below if os.path.lexists(os.path.join(p, name))]
     ids = {}
     for p in everywhere:
         try:
