@@ -4,8 +4,10 @@ Fed to the sandbox's python on stdin (standard library only). The places are rea
 sandbox's own mount table (``/proc/self/mountinfo``): every mount mounted read-write that is a folder (its
 root, or, when its root is not writable by this uid, the writable folders under it on the same mount, as
 /var/tmp on a writable root), plus /tmp, the home (/data and $HOME) and /dev/shm whether or not they are
-mounts of their own; and System V IPC (a shared memory segment, a message queue and a semaphore set, each
-made with a key derived from the marker). A place that could not be written is kept with its errno.
+mounts of their own; a file mounted read-write that this uid may write (a shared log) is opened for
+writing, never written, and reported ``"opened"`` with its identity; and System V IPC (a shared memory
+segment, a message queue and a semaphore set, each made with a key derived from the marker). A place that could not be
+written is kept with its errno.
 
 argv: ``write MARKER`` | ``look MARKER PATH...`` | ``clean MARKER PATH...``. Prints one JSON object:
 - write: ``{"places": {path: {"wrote": bool, "id": "dev:ino", "fstype", "error"}}, "sysv": {kind:
@@ -25,6 +27,7 @@ HOME = "/data"
 ALWAYS = ("/tmp", HOME, "/dev/shm")
 SKIP = ("/proc", "/sys")
 WALK_DIRS = 2000
+FILE = "a file mount"
 IPC_CREAT, IPC_EXCL, IPC_RMID = 0o1000, 0o2000, 0
 SYSV = ("shm", "msg", "sem")
 
@@ -97,6 +100,9 @@ def places():
     """{path: fstype} of every place to try, in a stable order."""
     out = {}
     for mp, fstype, writable in mounts():
+        if writable and not _skipped(mp) and os.path.isfile(mp) and os.access(mp, os.W_OK):
+            out[mp] = FILE  # a file bound in read-write (a shared log): opened for writing, left as it is
+            continue
         if not writable or _skipped(mp) or not os.path.isdir(mp):
             continue
         out[mp] = fstype
@@ -181,6 +187,11 @@ def write(marker):
         entry = {"fstype": fstype}
         try:
             entry["id"] = _identity(path)
+            if fstype == FILE:
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND))  # writable by this uid: its identity is compared
+                entry["opened"] = True
+                report[path] = entry
+                continue
             if fstype == "mqueue":
                 _mq_make(name)  # a POSIX message queue: the mqueue filesystem lists it, open(2) cannot make it
             else:
@@ -217,7 +228,7 @@ def clean(marker, paths):
     for p in paths:
         try:
             os.unlink(os.path.join(p, f".pairproof-shared-{marker}"))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # nothing made there (a file mount is never written)
             pass
         except OSError as e:
             left.append(f"{p}: errno {e.errno}")

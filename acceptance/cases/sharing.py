@@ -8,8 +8,8 @@ intruder looks too, so a folder writable on one side and only readable on the ot
 - ``required_problems``: the places tried must include /tmp and the home, written: a write-then-look that
   did not write there proved nothing (the case is broken, not passed);
 - ``shared_findings``: every marker the owner saw, every IPC object of the intruder's in the owner's
-  /proc/sysvipc, every folder the intruder wrote that has the same identity (``dev:ino``) as one of the
-  owner's, and one IPC namespace for both.
+  /proc/sysvipc, every folder the intruder wrote (or file mount it could open for writing) that has the
+  same identity (``dev:ino``) as one of the owner's, and one IPC namespace for both.
 """
 
 from __future__ import annotations
@@ -96,8 +96,9 @@ def shared_findings(ex: Exchange) -> list[str]:
     for path, ident in ex.looked["places"].items():
         theirs.setdefault(ident, []).append(path)
     for path, entry in ex.wrote["places"].items():
-        if entry.get("wrote") and entry.get("id") in theirs:
-            findings.append(f"{ex.writer}'s {path} is the same folder ({entry['id']}) as {ex.looker}'s "
+        if (entry.get("wrote") or entry.get("opened")) and entry.get("id") in theirs:
+            what = "file" if entry.get("opened") else "folder"
+            findings.append(f"{ex.writer}'s {path} is the same {what} ({entry['id']}) as {ex.looker}'s "
                             + ", ".join(sorted(theirs[entry["id"]])))
     if ex.wrote["ipc_ns"] == ex.looked["ipc_ns"]:
         findings.append(f"{ex.writer} and {ex.looker} share one IPC namespace ({ex.wrote['ipc_ns']})")

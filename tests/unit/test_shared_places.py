@@ -104,3 +104,18 @@ def test_each_way_must_have_written_its_tmp_and_home():
                                 "key": 1}, _looked())
     with pytest.raises(ProofError, match="A did not try /tmp"):
         findings_both_ways([Exchange("B", "A", _wrote(), _looked()), blind])
+
+
+def test_a_file_mount_the_writer_could_open_is_compared_by_identity():
+    """A log file bound read-write into both: nothing is written in it, but the same file on both sides is a
+    finding; one only the looker has is not."""
+    shared = Exchange("B", "A", _wrote(_var_log_agent={"opened": True, "id": "65024:9", "fstype": "a file mount"}),
+                      _looked(places={"/tmp": "41:1", "/data": "65024:8", "/var/log/agent": "65024:9"}))
+    assert shared_findings(shared) == ["B's /var/log/agent is the same file (65024:9) as A's /var/log/agent"]
+    own = Exchange("B", "A", _wrote(_var_log_agent={"opened": True, "id": "65024:9"}), _looked())
+    assert shared_findings(own) == []
+
+
+def test_an_opened_file_is_not_required_to_be_seen_by_its_owner():
+    wrote = _wrote(_var_log_agent={"opened": True, "id": "65024:9"})
+    assert unseen_own(Exchange("A", "A", wrote, _looked(seen=["/tmp", "/data"], sysv=["shm", "msg", "sem"]))) == []
