@@ -34,17 +34,39 @@ def mount_identities(host) -> dict[str, str]:
     return found
 
 
+def supplementary_groups(host_pid: int) -> set[int]:
+    """The host gids of a process's supplementary groups (``Groups:`` of the host's /proc/<pid>/status: host
+    gids whatever its user namespace, as file access on the host goes by them); empty when unreadable (the
+    privilege check names that)."""
+    try:
+        status = Path(f"/proc/{host_pid}/status").read_text()
+    except OSError:
+        return set()
+    for line in status.splitlines():
+        if line.startswith("Groups:"):
+            return {int(g) for g in line.split(":", 1)[1].split()}
+    return set()
+
+
+def groups_of(ident: Identity) -> set[int]:
+    """Every host group the instance's process acts with: its gid and its supplementary groups."""
+    return {ident.gid} | supplementary_groups(ident.host_pid)
+
+
 def shared_identities(identities: Mapping[str, Identity]) -> list[tuple[str, str]]:
-    """Pairs of instances that run under the same host uid or the same host gid (a group shared by instances
-    makes every group-accessible file of one reachable by an escape from another: not strangers)."""
+    """Pairs of instances that run under the same host uid or share a host group, primary or supplementary (a
+    group shared by instances makes every group-accessible file of one reachable by an escape from another:
+    not strangers)."""
     names = sorted(identities)
+    groups = {name: groups_of(identities[name]) for name in names}
     return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
-            if identities[a].uid == identities[b].uid or identities[a].gid == identities[b].gid]
+            if identities[a].uid == identities[b].uid or groups[a] & groups[b]]
 
 
 def identity_problems(name: str, ident: Identity) -> list[str]:
-    """What is wrong with one instance's identity: root, an existing host account or group, a user namespace that
-    maps more than its own uid, or, in the host's user namespace, a capability it holds or could gain."""
+    """What is wrong with one instance's identity: root, an existing host account or group (its gid or a
+    supplementary one), a user namespace that maps more than its own uid, or, in the host's user namespace, a
+    capability it holds or could gain."""
     problems = []
     if ident.uid == 0 or ident.gid == 0:
         problems.append(f"{name} runs as host root (uid {ident.uid}, gid {ident.gid})")
@@ -58,6 +80,12 @@ def identity_problems(name: str, ident: Identity) -> list[str]:
         problems.append(f"{name} runs in host group {group!r} (gid {ident.gid})")
     except KeyError:
         pass
+    for gid in sorted(supplementary_groups(ident.host_pid) - {ident.gid}):
+        try:
+            problems.append(f"{name} holds host group {grp.getgrgid(gid).gr_name!r} (gid {gid}) as a supplementary group")
+        except KeyError:
+            if gid == 0:
+                problems.append(f"{name} holds gid 0 as a supplementary group")
     lines = [line.split() for line in ident.uid_map.splitlines()]
     if lines == [[str(ident.uid), str(ident.uid), "1"]]:
         return problems  # a user namespace that holds its uid only: no other host identity can be taken in it

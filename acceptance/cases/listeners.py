@@ -7,8 +7,10 @@ What is enumerated, from inside the sandbox:
   there too);
 - unix sockets of its network namespace (``/proc/net/unix``): path-named and abstract (``@name``) ones;
 - socket files anywhere in its visible filesystem (``/proc``, ``/sys`` and the host's read-only ``/usr``
-  aside): a socket bound in another network namespace and mounted in (a shared runtime folder) is not in
-  ``/proc/net/unix`` but is reachable by its path.
+  aside), /dev included, and every mount of its own mount table under /usr, or that is itself a socket (a
+  host service's socket bound in as a file, as ``-v /dev/log:/dev/log``): a socket bound in another network
+  namespace and mounted in (a shared runtime folder) is not in ``/proc/net/unix`` but is reachable by its
+  path.
 A wildcard listener (0.0.0.0, ::) is knocked on at the loopback address of its family. Knocks go to local
 addresses only: nothing here routes a packet anywhere.
 """
@@ -18,8 +20,9 @@ import socket
 import stat
 import threading
 
-WALK_SKIP = ("/proc", "/sys", "/usr", "/dev")
+WALK_SKIP = ("/proc", "/sys", "/usr")
 WALK_LIMIT = 100000
+MOUNTS_WALKED_UNDER = ("/usr",)  # skipped for its size (the host's /usr in a bubblewrap sandbox), not its mounts
 
 
 def _hex_ip(text, family):
@@ -72,23 +75,57 @@ def _unix_table():
     return found
 
 
+def _mount_points():
+    """The mount points of the sandbox's own mount table (``/proc/self/mountinfo``, octal escapes undone)."""
+    points = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return points
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4:
+            text, out, i = fields[4], "", 0
+            while i < len(text):
+                if text[i] == "\\" and text[i + 1:i + 4].isdigit():
+                    out, i = out + chr(int(text[i + 1:i + 4], 8)), i + 4
+                else:
+                    out, i = out + text[i], i + 1
+            points.append(out)
+    return points
+
+
+def _socket_entries(path):
+    return [{"proto": "unix-file", "kind": kind, "path": path,
+             "where": f"unix-file {path} ({'stream' if kind == socket.SOCK_STREAM else 'dgram'})"}
+            for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM)]
+
+
 def _socket_files():
     found, walked = [], 0
-    for root, dirs, files in os.walk("/", onerror=lambda e: None):
-        dirs[:] = [d for d in dirs if os.path.join(root, d) not in WALK_SKIP]
-        for name in files:
-            walked += 1
-            path = os.path.join(root, name)
-            try:
-                if stat.S_ISSOCK(os.lstat(path).st_mode):
-                    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
-                        found.append({"proto": "unix-file", "kind": kind, "path": path,
-                                      "where": f"unix-file {path} ({'stream' if kind == socket.SOCK_STREAM else 'dgram'})"})
-            except OSError:
-                pass
-        if walked > WALK_LIMIT:
-            found.append({"proto": "truncated", "where": f"walk stopped after {WALK_LIMIT} entries"})
-            break
+    points = _mount_points()
+    tops = [mp for mp in points if any(mp.startswith(s + "/") for s in MOUNTS_WALKED_UNDER)] + ["/"]
+    for mp in points:  # a socket bound in as a file is a mount point of its own, wherever it is
+        try:
+            if stat.S_ISSOCK(os.lstat(mp).st_mode):
+                found += _socket_entries(mp)
+        except OSError:
+            pass
+    for top in tops:
+        for root, dirs, files in os.walk(top, onerror=lambda e: None):
+            dirs[:] = [d for d in dirs if os.path.join(root, d) not in WALK_SKIP]
+            for name in files:
+                walked += 1
+                path = os.path.join(root, name)
+                try:
+                    if stat.S_ISSOCK(os.lstat(path).st_mode):
+                        found += _socket_entries(path)
+                except OSError:
+                    pass
+            if walked > WALK_LIMIT:
+                found.append({"proto": "truncated", "where": f"walk stopped after {WALK_LIMIT} entries"})
+                return found
     return found
 
 

@@ -4,14 +4,16 @@ Fed to the sandbox's python on stdin (standard library only). The places are rea
 sandbox's own mount table (``/proc/self/mountinfo``): every mount mounted read-write that is a folder (its
 root, or, when its root is not writable by this uid, the writable folders under it on the same mount, as
 /var/tmp on a writable root), plus /tmp, the home (/data and $HOME) and /dev/shm whether or not they are
-mounts of their own; and System V IPC (a shared memory segment, a message queue and a semaphore set, each
-made with a key derived from the marker). A place that could not be written is kept with its errno.
+mounts of their own; a file mounted read-write that this uid may write (a shared log) is opened for
+writing, never written, and reported ``"opened"`` with its identity; and System V IPC (a shared memory
+segment, a message queue and a semaphore set, each made with a key derived from the marker). A place that could not be
+written is kept with its errno.
 
 argv: ``write MARKER`` | ``look MARKER PATH...`` | ``clean MARKER PATH...``. Prints one JSON object:
 - write: ``{"places": {path: {"wrote": bool, "id": "dev:ino", "fstype", "error"}}, "sysv": {kind:
   "ok" or "errno N"}, "ipc_ns": link, "key": int}``;
-- look (``PATH``s besides the looker's own places): ``{"seen": [path], "sysv_seen": [kind], "places":
-  {path: "dev:ino"}, "ipc_ns": link}``;
+- look (``PATH``s besides the looker's own places, every mount point and the folders under each, read-only
+  ones included): ``{"seen": [path], "sysv_seen": [kind], "places": {path: "dev:ino"}, "ipc_ns": link}``;
 - clean: removes the marker file from each ``PATH`` and the marker's IPC objects: ``{"left": [...]}``.
 """
 
@@ -25,6 +27,7 @@ HOME = "/data"
 ALWAYS = ("/tmp", HOME, "/dev/shm")
 SKIP = ("/proc", "/sys")
 WALK_DIRS = 2000
+FILE = "a file mount"
 IPC_CREAT, IPC_EXCL, IPC_RMID = 0o1000, 0o2000, 0
 SYSV = ("shm", "msg", "sem")
 
@@ -62,9 +65,8 @@ def _identity(path):
     return f"{st.st_dev}:{st.st_ino}"
 
 
-def _writable_under(top):
-    """Folders under ``top`` (same mount, bounded walk) this uid may write: where a writable mount whose own
-    root is closed to it still takes a file."""
+def _folders_under(top):
+    """Folders under ``top`` on the same mount (bounded walk, /proc and /sys left out)."""
     try:
         dev = os.stat(top).st_dev
     except OSError:
@@ -80,8 +82,7 @@ def _writable_under(top):
                 continue
             if stat.S_ISDIR(st.st_mode) and st.st_dev == dev and not _skipped(path):
                 keep.append(d)
-                if os.access(path, os.W_OK | os.X_OK):
-                    found.append(path)
+                found.append(path)
         dirs[:] = keep
         walked += 1
         if walked > WALK_DIRS:
@@ -89,10 +90,19 @@ def _writable_under(top):
     return found
 
 
+def _writable_under(top):
+    """Folders under ``top`` this uid may write: where a writable mount whose own root is closed to it still
+    takes a file."""
+    return [path for path in _folders_under(top) if os.access(path, os.W_OK | os.X_OK)]
+
+
 def places():
     """{path: fstype} of every place to try, in a stable order."""
     out = {}
     for mp, fstype, writable in mounts():
+        if writable and not _skipped(mp) and os.path.isfile(mp) and os.access(mp, os.W_OK):
+            out[mp] = FILE  # a file bound in read-write (a shared log): opened for writing, left as it is
+            continue
         if not writable or _skipped(mp) or not os.path.isdir(mp):
             continue
         out[mp] = fstype
@@ -177,6 +187,11 @@ def write(marker):
         entry = {"fstype": fstype}
         try:
             entry["id"] = _identity(path)
+            if fstype == FILE:
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND))  # writable by this uid: its identity is compared
+                entry["opened"] = True
+                report[path] = entry
+                continue
             if fstype == "mqueue":
                 _mq_make(name)  # a POSIX message queue: the mqueue filesystem lists it, open(2) cannot make it
             else:
@@ -192,8 +207,12 @@ def write(marker):
 
 def look(marker, paths):
     name, own = f".pairproof-shared-{marker}", places()
-    everywhere = sorted(set(paths) | set(own) | {mp for mp, _, _ in mounts() if not _skipped(mp)})
-    seen = [p for p in everywhere if os.path.lexists(os.path.join(p, name))]
+    tops = {mp for mp, _, _ in mounts() if not _skipped(mp)}
+    everywhere = sorted(set(paths) | set(own) | tops)
+    # The marker may sit deeper than a mount point on this side: the writer wrote in a folder under a mount
+    # whose root it could not write, and this side has that mount elsewhere, or read-only (not a place of its own).
+    below = sorted({sub for top in tops if os.path.isdir(top) for sub in _folders_under(top)} - set(everywhere))
+    seen = [p for p in everywhere + below if os.path.lexists(os.path.join(p, name))]
     ids = {}
     for p in everywhere:
         try:
@@ -209,7 +228,7 @@ def clean(marker, paths):
     for p in paths:
         try:
             os.unlink(os.path.join(p, f".pairproof-shared-{marker}"))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # nothing made there (a file mount is never written)
             pass
         except OSError as e:
             left.append(f"{p}: errno {e.errno}")

@@ -3,19 +3,20 @@ by the refusal and its controls.
 
 The intruder writes a fresh marker in every place its own mount table says it can write (and makes System V
 IPC objects keyed by it); the owner looks for that marker in the same paths and in every place of its own; the
-intruder then removes what it made. What is judged:
+intruder then removes what it made. The refusal runs it both ways (``both_ways``): the owner writes and the
+intruder looks too, so a folder writable on one side and only readable on the other is seen. What is judged:
 - ``required_problems``: the places tried must include /tmp and the home, written: a write-then-look that
   did not write there proved nothing (the case is broken, not passed);
 - ``shared_findings``: every marker the owner saw, every IPC object of the intruder's in the owner's
-  /proc/sysvipc, every folder the intruder wrote that has the same identity (``dev:ino``) as one of the
-  owner's, and one IPC namespace for both.
+  /proc/sysvipc, every folder the intruder wrote (or file mount it could open for writing) that has the
+  same identity (``dev:ino``) as one of the owner's, and one IPC namespace for both.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,11 +96,34 @@ def shared_findings(ex: Exchange) -> list[str]:
     for path, ident in ex.looked["places"].items():
         theirs.setdefault(ident, []).append(path)
     for path, entry in ex.wrote["places"].items():
-        if entry.get("wrote") and entry.get("id") in theirs:
-            findings.append(f"{ex.writer}'s {path} is the same folder ({entry['id']}) as {ex.looker}'s "
+        if (entry.get("wrote") or entry.get("opened")) and entry.get("id") in theirs:
+            what = "file" if entry.get("opened") else "folder"
+            findings.append(f"{ex.writer}'s {path} is the same {what} ({entry['id']}) as {ex.looker}'s "
                             + ", ".join(sorted(theirs[entry["id"]])))
     if ex.wrote["ipc_ns"] == ex.looked["ipc_ns"]:
         findings.append(f"{ex.writer} and {ex.looker} share one IPC namespace ({ex.wrote['ipc_ns']})")
+    return findings
+
+
+def both_ways(writer_host, looker_host, writer: str, looker: str) -> tuple[Exchange, Exchange]:
+    """The write-then-look in both directions: the intruder writes and the owner looks, then the owner writes
+    and the intruder looks. One direction alone misses a place one side may write and the other only read (a
+    folder read-write in A and read-only in B: B reads what A keeps there; read-only in A: A reads what B
+    plants), since a side writes only where its own mount table says it can."""
+    return (exchange(writer_host, looker_host, writer, looker),
+            exchange(looker_host, writer_host, looker, writer))
+
+
+def findings_both_ways(exchanges: Sequence[Exchange]) -> list[str]:
+    """``shared_findings`` of a pair's exchanges, each first ``require``d; the exchanges must run both ways
+    between the same two sandboxes, or a one-way share could go unseen."""
+    pairs = {(ex.writer, ex.looker) for ex in exchanges}
+    if not pairs or any((b, a) not in pairs or a == b for a, b in pairs):
+        raise ProofError(f"the write-then-look did not run both ways between two sandboxes: {sorted(pairs)}")
+    findings: list[str] = []
+    for ex in exchanges:
+        require(ex)
+        findings += [f for f in shared_findings(ex) if f not in findings]
     return findings
 
 

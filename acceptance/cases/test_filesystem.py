@@ -131,13 +131,15 @@ def test_fs2_no_shared_writable_place(intruder, instances, sandbox_host):
     keyed by it; A sees none of them, in those paths or any place of its own; no folder the intruder wrote
     is one of A's (same dev:inode), and the two do not share an IPC namespace. Ways this breaks that the
     check sees: a common bind for tmp or home, the host's /dev/shm bound in, the host's (or one shared) IPC
-    namespace, a shared runtime folder, one host folder behind two mounts. The places tried are evidence,
-    and must include /tmp and the home, written, or the case proves nothing."""
-    ex = sharing.exchange(sandbox_host(instances[intruder]), sandbox_host(instances["A"]), intruder, "A")
-    attach(f"FS-2 places {intruder} wrote, and what A saw", ex.evidence())
-    sharing.require(ex)
-    findings = sharing.shared_findings(ex)
-    assert not findings, f"{len(findings)} shared with A: " + "; ".join(findings)
+    namespace, a shared runtime folder, one host folder behind two mounts. Then the same the other way (A
+    writes, the intruder looks): a folder read-write in A and read-only in the intruder (or the reverse)
+    is written by one side only. The places tried are evidence, and must include /tmp and the home,
+    written, or the case proves nothing."""
+    exchanges = sharing.both_ways(sandbox_host(instances[intruder]), sandbox_host(instances["A"]), intruder, "A")
+    for ex in exchanges:
+        attach(f"FS-2 places {ex.writer} wrote, and what {ex.looker} saw", ex.evidence())
+    findings = sharing.findings_both_ways(exchanges)
+    assert not findings, f"{len(findings)} shared between {intruder} and A: " + "; ".join(findings)
 
 
 @pytest.mark.case("FS-2", "P", pair="A->A")

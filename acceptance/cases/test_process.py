@@ -154,7 +154,8 @@ def test_pr1_broken_shared_pid_ns_is_detected(instances, principals, target, san
 
 @pytest.mark.case("PR-2", "refusal", pair="A,B,C")
 def test_pr2_each_instance_has_its_own_unprivileged_uid(instances, target, sandbox_host):
-    """A, B and C run as three distinct host uids and gids, none root or an existing account or group, and none
+    """A, B and C run as three distinct host uids and gids, with no supplementary group that is a host group or
+    is shared between them, none root or an existing account or group, and none
     able to take another host identity: each user namespace maps exactly that one uid to itself, or, with no
     user namespace of its own (a container engine without remapping), the process holds no capability in any
     set, the bounding set included, and runs under no_new_privs. The probe inside runs as it (see its proof)."""

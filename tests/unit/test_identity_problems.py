@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from acceptance.cases.detectors import identity_problems
+from acceptance.cases.detectors import identity_problems, shared_identities
 from acceptance.contract import Identity
 
 UID = 61_999_117  # no host account has it (checked below)
 
 
 def _started(*setpriv: str) -> subprocess.Popen:
-    return subprocess.Popen(["setpriv", *setpriv, f"--reuid={UID}", f"--regid={UID}", "--clear-groups",
-                             "sleep", "60"])
+    groups = [] if any(a.startswith("--groups") for a in setpriv) else ["--clear-groups"]
+    return subprocess.Popen(["setpriv", *setpriv, f"--reuid={UID}", f"--regid={UID}", *groups, "sleep", "60"])
 
 
 def _identity(proc: subprocess.Popen) -> Identity:
@@ -77,3 +77,26 @@ def test_no_new_privs_missing_is_a_problem(started):
 def test_a_wide_user_namespace_map_is_a_problem():
     ident = Identity(host_pid=os.getpid(), uid=UID, gid=UID, uid_map="0 100000 65536", namespaces={})
     assert identity_problems("A", ident) == ["A's uid_map maps more than its own uid: '0 100000 65536'"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a process under another uid needs root")
+def test_a_host_group_held_as_a_supplementary_group_is_a_problem(started):
+    """Docker's ``group_add``: the gid is the instance's own, but a supplementary host group (adm, gid 4)
+    reaches that group's host files."""
+    import grp
+    ident = started("--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--groups=4")
+    assert identity_problems("A", ident) == [
+        f"A holds host group {grp.getgrgid(4).gr_name!r} (gid 4) as a supplementary group"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a process under another uid needs root")
+def test_instances_sharing_a_supplementary_group_are_not_strangers(started):
+    """Two instances with their own uids and gids (here one uid, told apart below), one extra group shared."""
+    shared = 61_999_200
+    a = started("--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", f"--groups={shared}")
+    b = started("--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", f"--groups={shared}")
+    c = started("--no-new-privs", "--bounding-set=-all", "--inh-caps=-all")
+    ids = {"A": a, "B": Identity(b.host_pid, b.uid + 1, b.gid + 1, b.uid_map, {}),
+           "C": Identity(c.host_pid, c.uid + 2, c.gid + 2, c.uid_map, {})}
+    assert shared_identities(ids) == [("A", "B")]
+    assert identity_problems("A", a) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from acceptance.cases.sharing import Exchange, require, required_problems, shared_findings, unseen_own
+from acceptance.cases.sharing import Exchange, findings_both_ways, require, required_problems, shared_findings, unseen_own
 from acceptance.errors import ProofError
 
 OK = {"shm": "ok", "msg": "ok", "sem": "ok"}
@@ -75,3 +75,47 @@ def test_the_owner_must_find_everything_it_made():
     blind = Exchange("A", "A", dict(wrote, sysv={"shm": "ok", "msg": "errno 38", "sem": "ok"}),
                      _looked(seen=["/tmp", "/data"], sysv=["shm", "sem"]))
     assert unseen_own(blind) == ["/dev/shm (written, not seen)", "System V msg (errno 38)"]
+
+
+def test_a_folder_only_the_owner_can_write_is_seen_the_other_way():
+    """A folder read-write in A and read-only in B: B writes nothing there, so B->A finds nothing; A->B, the
+    marker A wrote is in B's view. Both ways are judged together."""
+    b_to_a = Exchange("B", "A", _wrote(), _looked())
+    a_to_b = Exchange("A", "B", _wrote(_run_shared={"wrote": True, "id": "65024:5"}),
+                      _looked(seen=["/run/shared"], places={"/tmp": "41:1", "/data": "65024:8", "/run/shared": "65024:5"}))
+    assert shared_findings(b_to_a) == []
+    assert findings_both_ways([b_to_a, a_to_b]) == [
+        "a file A wrote in its /run/shared is visible to B at /run/shared",
+        "A's /run/shared is the same folder (65024:5) as B's /run/shared"]
+
+
+def test_one_ipc_namespace_is_named_once_per_direction_and_nothing_when_private():
+    assert findings_both_ways([Exchange("B", "A", _wrote(), _looked()), Exchange("A", "B", _wrote(), _looked())]) == []
+
+
+@pytest.mark.parametrize("pairs", [[("B", "A")], [("A", "B")], [("A", "A")], [("B", "A"), ("B", "A")], []])
+def test_the_refusal_must_look_both_ways(pairs):
+    with pytest.raises(ProofError, match="both ways"):
+        findings_both_ways([Exchange(w, lk, _wrote(), _looked()) for w, lk in pairs])
+
+
+def test_each_way_must_have_written_its_tmp_and_home():
+    blind = Exchange("A", "B", {"places": {"/data": {"wrote": True, "id": "1:1"}}, "sysv": OK, "ipc_ns": "ipc:[1]",
+                                "key": 1}, _looked())
+    with pytest.raises(ProofError, match="A did not try /tmp"):
+        findings_both_ways([Exchange("B", "A", _wrote(), _looked()), blind])
+
+
+def test_a_file_mount_the_writer_could_open_is_compared_by_identity():
+    """A log file bound read-write into both: nothing is written in it, but the same file on both sides is a
+    finding; one only the looker has is not."""
+    shared = Exchange("B", "A", _wrote(_var_log_agent={"opened": True, "id": "65024:9", "fstype": "a file mount"}),
+                      _looked(places={"/tmp": "41:1", "/data": "65024:8", "/var/log/agent": "65024:9"}))
+    assert shared_findings(shared) == ["B's /var/log/agent is the same file (65024:9) as A's /var/log/agent"]
+    own = Exchange("B", "A", _wrote(_var_log_agent={"opened": True, "id": "65024:9"}), _looked())
+    assert shared_findings(own) == []
+
+
+def test_an_opened_file_is_not_required_to_be_seen_by_its_owner():
+    wrote = _wrote(_var_log_agent={"opened": True, "id": "65024:9"})
+    assert unseen_own(Exchange("A", "A", wrote, _looked(seen=["/tmp", "/data"], sysv=["shm", "msg", "sem"]))) == []
