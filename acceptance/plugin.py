@@ -10,6 +10,7 @@ reports arrive (the xdist controller, or the single process).
 
 from __future__ import annotations
 
+import re
 import secrets
 
 import pytest
@@ -62,7 +63,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.dist = "loadfile"
     workerinput = getattr(config, "workerinput", None)
 
-    run = (workerinput or {}).get("pairproof_run") or config.getoption("pairproof_run") or secrets.token_hex(4)
+    given = config.getoption("pairproof_run")
+    if given is not None and not re.fullmatch(r"[0-9a-f]{8}", given):
+        # Every canary and label of the run is made from it: a malformed one would fail each test at setup.
+        raise pytest.UsageError(f"--pairproof-run {given!r}: a run id is 8 lowercase hex characters (e.g. 1a2b3c4d); "
+                                "give one of that form, or drop the option to have one minted")
+    run = (workerinput or {}).get("pairproof_run") or given or secrets.token_hex(4)
     session = PairproofSession(config, run=run, is_worker=workerinput is not None)
     config.stash[SESSION] = session
     for part, name in ((fixtures, "pairproof-fixtures"), (session, "pairproof-session")):

@@ -114,6 +114,7 @@ CASES = [
     ("qualify -- --basetemp={reports}", "--basetemp", "elsewhere"),
     ("qualify -- --basetemp {root}", "--basetemp", "elsewhere"),
     ("qualify -- --junitxml={reports}/junit.xml", "--junitxml", "elsewhere"),
+    ("qualify -- --pairproof-run XYZ", "--pairproof-run 'XYZ'", "8 lowercase hex"),
     ("qualify --reports-dir {bad}/dangling", "does not exist", "create that folder"),
     ("qualify --reports-dir {state}/runs/reports", "inside the state folder", "outside it"),
     ("qualify --reports-dir {state}", "inside the state folder", "outside it"),
