@@ -76,6 +76,7 @@ def test_allure_report_is_one_file_or_says_why_not(tmp_path, monkeypatch):
         assert message.startswith("Allure HTML report:"), message
         assert (tmp_path / "allure-report.html").stat().st_size > 10_000
     monkeypatch.setenv("PAIRPROOF_ALLURE", "/nonexistent")
+    monkeypatch.setenv("PAIRPROOF_TOOLS", str(tmp_path / "no-tools"))
     monkeypatch.setattr(allure_html, "LOCAL", tmp_path / "none")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(allure_html.shutil, "which", lambda _: None)
