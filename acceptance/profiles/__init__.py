@@ -156,6 +156,25 @@ def resolve(name_or_path: str | Path | None) -> Path:
     return path
 
 
+def _not_allowed(tree: dict, allow: Mapping[str, object], prefix: str = "") -> list[str]:
+    """The leaves of ``tree`` an allowlist (dotted path -> kind) would not keep, as the platform's allowlist
+    judges them (``runtime/settings.py``): a path not listed, or a value not of its kind."""
+    out = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if path in allow:
+            kind = allow[path]
+            fits = (isinstance(value, str) if kind == "text" else isinstance(value, bool) if kind == "bool"
+                    else isinstance(value, int) and not isinstance(value, bool))
+            if not fits:
+                out.append(f"{path} (not {kind})")
+        elif isinstance(value, dict) and value:
+            out += _not_allowed(value, allow, path + ".")
+        else:
+            out.append(path)
+    return sorted(out)
+
+
 def load(name_or_path: str | Path | None = None) -> AgentProfile:
     """The profile, checked; ProfileError naming the file and the field on bad input."""
     path = resolve(name_or_path)
@@ -364,11 +383,7 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
             raise bad("[background].settings", "a table of a user's settings is required")
         if wanted and settings:
             # The platform writes them through its allowlist: every leaf must be kept, or the agent never sees it.
-            from runtime import settings as user_settings
-
-            spec = user_settings.UserSettings(path=str(settings["path"]), syntax=str(settings["syntax"]),
-                                              allow=tuple(dict(settings["allow"]).items()))
-            _, refused = user_settings.allowed(wanted, spec)
+            refused = _not_allowed(wanted, dict(settings["allow"]))
             if refused:
                 raise bad("[background].settings", f"{', '.join(refused)} not kept by [settings].allow: allow them "
                           "(or drop them), else the agent never makes the background call")
