@@ -16,7 +16,10 @@ LOCAL = Path(__file__).resolve().parent.parent / ".tools" / "allure" / "node_mod
 
 def find() -> str | None:
     here = Path.cwd() / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
-    for candidate in (os.environ.get("PAIRPROOF_ALLURE"), str(LOCAL), str(here), shutil.which("allure")):
+    # PAIRPROOF_TOOLS: the machine's tools folder when it is not the checkout's .tools (a git worktree's runs)
+    tools = os.environ.get("PAIRPROOF_TOOLS")
+    shared = str(Path(tools) / "allure" / "node_modules" / ".bin" / "allure") if tools else None
+    for candidate in (os.environ.get("PAIRPROOF_ALLURE"), str(LOCAL), str(here), shared, shutil.which("allure")):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None

@@ -232,6 +232,18 @@ def purposes(run: Run) -> dict[str, int] | None:
     return None
 
 
+def background_calls(run: Run) -> dict[str, int]:
+    """The background calls MD-4 waited for at the provider after its users' turns, per purpose, summed over its
+    users (its attachment; empty if the run has none)."""
+    table = _attachment(run, "MD-4 records compared")
+    per_user = table.get("background calls at the provider, per user") if isinstance(table, dict) else None
+    out: dict[str, int] = {}
+    for counts in (per_user or {}).values():
+        for purpose, n in (counts or {}).items():
+            out[purpose] = out.get(purpose, 0) + int(n)
+    return {p: n for p, n in out.items() if n}
+
+
 def answer(run: Run, finding: Finding) -> str:
     """What the run's evidence says to the note's question (a ``question`` finding)."""
     if finding.key == "MD-3/MD-4":
@@ -240,10 +252,18 @@ def answer(run: Run, finding: Finding) -> str:
             return "MD-4 attached no record of calls per purpose in this run"
         shown = ", ".join(f"{p} {n}" for p, n in sorted(counted.items()))
         title = counted.get("title", 0)
+        background = background_calls(run)
+        if counted.get("memory_review"):
+            review = "yes (declared `memory_review`)"
+        elif background:
+            review = (f"yes, as MD-4's background calls: {', '.join(f'{p} {n}' for p, n in sorted(background.items()))} "
+                      "at the provider after its users' turns (the purposes the target's profile `[background]` names: "
+                      "hermes declares none for its memory review)")
+        else:
+            review = "none seen"
         return (f"model calls the provider recorded per purpose (MD-4's users, whole run): {shown}; a title call on "
-                f"the API path: {'yes' if title else 'none seen'}; a memory review: "
-                f"{'yes' if counted.get('memory_review') else 'none seen'} (calls hermes declares no purpose for are "
-                "declared `turn` when they carry a run's input, else counted `unattributed`)")
+                f"the API path: {'yes' if title else 'none seen'}; a memory review: {review} (calls hermes declares "
+                "no purpose for are declared `turn` when they carry a run's input, else counted `unattributed`)")
     if finding.key == "MD-1":
         case = run.cases.get("MD-1") or {}
         return (f"MD-1 {case.get('status', 'absent')}: hermes's own turns (its `Authorization: Bearer`) went through "

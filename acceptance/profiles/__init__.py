@@ -50,8 +50,10 @@ fields (``reference.toml`` is the worked example):
 ``[background]`` (optional) how the agent makes its background calls (model calls no user's message asks
     for: a title, a memory review): ``purposes``, the purposes the platform's meter files them under (the
     agent's own declaration, or what the model proxy recognises them as; ``unattributed`` if neither), and
-    ``settings`` (optional table: a user's settings, through ``[settings]``'s allowlist, under which the agent
-    makes one after every turn; the cases that count background calls start their instances with them).
+    ``settings`` (optional table: a user's settings under which the agent makes one after every turn; the cases
+    that count background calls start their instances with them). They reach the agent as any user's settings
+    do: through ``[settings]``'s allowlist when the profile has one (then every leaf must be on it, or loading
+    fails), else through the target's ``configure``, the agent applying them itself.
     Without it the agent is taken to make none, and MD-3 and MD-4 are broken on it, never passed.
 """
 
@@ -152,6 +154,25 @@ def resolve(name_or_path: str | Path | None) -> Path:
         known = sorted(p.stem for p in HERE.glob("*.toml"))
         raise ProfileError(f"unknown profile {text!r}: choose one of {', '.join(known)} or give a .toml file's path")
     return path
+
+
+def _not_allowed(tree: dict, allow: Mapping[str, object], prefix: str = "") -> list[str]:
+    """The leaves of ``tree`` an allowlist (dotted path -> kind) would not keep, as the platform's allowlist
+    judges them (``runtime/settings.py``): a path not listed, or a value not of its kind."""
+    out = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if path in allow:
+            kind = allow[path]
+            fits = (isinstance(value, str) if kind == "text" else isinstance(value, bool) if kind == "bool"
+                    else isinstance(value, int) and not isinstance(value, bool))
+            if not fits:
+                out.append(f"{path} (not {kind})")
+        elif isinstance(value, dict) and value:
+            out += _not_allowed(value, allow, path + ".")
+        else:
+            out.append(path)
+    return sorted(out)
 
 
 def load(name_or_path: str | Path | None = None) -> AgentProfile:
@@ -360,8 +381,14 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
         wanted = section.get("settings", {})
         if not isinstance(wanted, dict):
             raise bad("[background].settings", "a table of a user's settings is required")
-        if wanted and not settings:
-            raise bad("[background].settings", "the agent takes a user's settings only through [settings]: give it")
+        if wanted and settings:
+            # The platform writes them through its allowlist: every leaf must be kept, or the agent never sees it.
+            refused = _not_allowed(wanted, dict(settings["allow"]))
+            if refused:
+                raise bad("[background].settings", f"{', '.join(refused)} not kept by [settings].allow: allow them "
+                          "(or drop them), else the agent never makes the background call")
+        # Without [settings] the agent applies its user's settings itself: the target's ``configure`` hands them over
+        # as its user would (the reference agent's settings message, hermes-unguarded's driver's config.yaml).
         background["settings"] = wanted
     return AgentProfile(name=name, path=path, command=command, files=tuple(files), env=dict(env), ready=ready_out,
                         turn=turn_out, state=dict(state), plant=dict(plant), tools=dict(tools), surface=surface,

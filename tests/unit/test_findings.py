@@ -148,3 +148,19 @@ def test_every_finding_names_catalogue_cases():
     catalogue = load_catalogue()
     assert all(set(f.cases) <= set(catalogue) for f in findings.FINDINGS)
     assert [f.key for f in findings.FINDINGS] == ["LF-4", "TS-1/TS-2", "TS-3", "MD-3/MD-4", "NT-5", "MD-1"]
+
+
+def test_a_memory_review_metered_unattributed_is_answered_from_md4_s_background_calls(tmp_path, capsys):
+    """hermes declares no purpose for its memory review: the proxy meters it unattributed, and MD-4 attaches the
+    background calls it waited for (its profile's purposes); the answer says a review was seen, and how many."""
+    table = {"provider": {"org3/ann/turn": {"calls": 2}, "org3/ann/unattributed": {"calls": 1},
+                          "org4/cid/turn": {"calls": 2}, "org4/cid/unattributed": {"calls": 1}},
+             "background calls at the provider, per user": {"ann": {"unattributed": 1}, "cid": {"unattributed": 1}}}
+    unguarded = _run(tmp_path, "hermes-unguarded", "u1", {}, {"MD-4": ("MD-4 records compared", json.dumps(table))})
+    out_file = tmp_path / "f.md"
+    assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
+    assert "a memory review: yes, as MD-4's background calls: unattributed 2 at the provider" in out_file.read_text()
+    table.pop("background calls at the provider, per user")
+    again = _run(tmp_path / "again", "hermes-unguarded", "u2", {}, {"MD-4": ("MD-4 records compared", json.dumps(table))})
+    assert _findings(capsys, "--results", str(again), "--out", str(out_file))[0] == 0
+    assert "a memory review: none seen" in out_file.read_text()

@@ -76,6 +76,7 @@ def test_allure_report_is_one_file_or_says_why_not(tmp_path, monkeypatch):
         assert message.startswith("Allure HTML report:"), message
         assert (tmp_path / "allure-report.html").stat().st_size > 10_000
     monkeypatch.setenv("PAIRPROOF_ALLURE", "/nonexistent")
+    monkeypatch.setenv("PAIRPROOF_TOOLS", str(tmp_path / "no-tools"))
     monkeypatch.setattr(allure_html, "LOCAL", tmp_path / "none")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(allure_html.shutil, "which", lambda _: None)
@@ -110,3 +111,19 @@ def test_every_case_is_in_the_matrix_in_its_row_with_its_status(tmp_path):
     assert ("filesystem", "FS-1", "passed") in page.entries and ("filesystem", "FS-1", "failed") in page.entries
     assert {("lifecycle", "LF-1", "passed"), ("capacity", "CP-1", "passed"), ("tool surface", "TS-1", "broken"),
             ("operator", "OP-1", "not covered"), ("recovery", "LF-4", "not covered")} <= set(page.entries)
+
+
+def test_allure_is_found_in_the_machines_tools_folder(tmp_path, monkeypatch):
+    """A git worktree has no .tools of its own: Allure is found under PAIRPROOF_TOOLS, as the agents' venvs are."""
+    tool = tmp_path / "tools" / "allure" / "node_modules" / ".bin" / "allure"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.delenv("PAIRPROOF_ALLURE", raising=False)
+    monkeypatch.setenv("PAIRPROOF_TOOLS", str(tmp_path / "tools"))
+    monkeypatch.setattr(allure_html, "LOCAL", tmp_path / "none")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(allure_html.shutil, "which", lambda _: None)
+    assert allure_html.find() == str(tool)
+    monkeypatch.delenv("PAIRPROOF_TOOLS")
+    assert allure_html.find() is None

@@ -176,6 +176,34 @@ def test_a_bad_managed_or_settings_section_names_the_file_and_the_field(tmp_path
         profiles.load(str(path))
 
 
+PURPOSES = 'purposes = ["title", "memory_review"]'
+
+
+def test_background_settings_without_a_settings_section_go_to_the_agent_itself(tmp_path):
+    """No [settings]: the agent applies its user's settings itself (the target's configure hands them over, as
+    hermes-unguarded's driver does), so [background].settings load as given."""
+    path = _edited(tmp_path, PURPOSES, PURPOSES + "\nsettings = { memory = { nudge_interval = 1 } }")
+    assert profiles.load(str(path)).background["settings"] == {"memory": {"nudge_interval": 1}}
+    assert profiles.load("hermes-unguarded").background == {"purposes": ("unattributed",),
+                                                            "settings": {"memory": {"nudge_interval": 1}}}
+
+
+@pytest.mark.parametrize("wanted,named", [
+    ('{ memory = { nudge_interval = 1 } }', "memory.nudge_interval"),   # not on the allowlist: dropped
+    ('{ display = { personality = 3 } }', r"display\.personality \(not text\)"),  # not of its kind: dropped
+])
+def test_background_settings_the_allowlist_would_drop_are_refused(tmp_path, wanted, named):
+    """With [settings] the platform writes a user's settings through its allowlist: a background setting it would
+    drop never reaches the agent, so the profile is refused, naming it."""
+    text = REFERENCE.read_text().replace('files = ["../../runtime/agent.py"]', 'files = ["agent.py"]')
+    text = text.replace("[ready]", SETTINGS + "\n[ready]").replace(PURPOSES, PURPOSES + f"\nsettings = {wanted}")
+    path = _write(tmp_path, text)
+    with pytest.raises(ProfileError, match=rf"profile {path}: \[background\]\.settings: {named}"):
+        profiles.load(str(path))
+    kept = text.replace(f"settings = {wanted}", 'settings = { display = { personality = "terse" } }')
+    assert profiles.load(str(_write(tmp_path, kept))).background["settings"] == {"display": {"personality": "terse"}}
+
+
 def test_an_agents_own_tools_take_arguments_in_its_shape():
     """The suite's shapes without [arguments]; the profile's templates with it (a command as one quoted line)."""
     assert profiles.load().tool_arguments("shell", argv=["/usr/bin/touch", "/data/x"]) == {"argv": ["/usr/bin/touch", "/data/x"]}

@@ -175,10 +175,13 @@ class HermesTarget(ReferenceTarget):
         resolv.write_text(f"nameserver {lab_addresses()['resolver']}\noptions timeout:1 attempts:1\n")
         os.chmod(home, 0o755)
         os.chmod(resolv, 0o644)
-        managed = str(self.profile.managed["path"])
+        # The guarded profile binds its reviewed managed file (its [managed].path); a profile without one
+        # (hermes-unguarded) binds none of hermes's, and hermes looks where the profile's environment says.
+        managed = str(self.profile.managed.get("path", ""))
+        folder = os.path.dirname(managed) if managed else self.profile.env.get("HERMES_MANAGED_DIR", "/etc/hermes")
         env = {"HERMES_HOME": "/data/hermes", "API_SERVER_ENABLED": "true", "API_SERVER_HOST": "127.0.0.1",
                "API_SERVER_PORT": str(self.profile.turn["port"]), "API_SERVER_KEY": secrets.token_hex(16),
-               "HERMES_MANAGED_DIR": os.path.dirname(managed)}
+               "HERMES_MANAGED_DIR": folder}
         extra = ["--ro-bind", str(resolv), "/etc/resolv.conf"]
         for inside, host in self.profile.binds.items():
             extra += ["--ro-bind", str(host), inside]
@@ -187,8 +190,10 @@ class HermesTarget(ReferenceTarget):
 
         def edit(argv: list[str]) -> list[str]:
             # the reviewed managed file is not bound: its folder stays, empty (hermes runs on its defaults)
-            at = argv.index(managed)
-            return before_command(argv[:at - 2] + argv[at + 1:], extra)
+            if managed:
+                at = argv.index(managed)
+                argv = argv[:at - 2] + argv[at + 1:]
+            return before_command(argv, extra)
 
         seed = DEFAULTS_CONFIG.replace("\n", "\\n")
         command = ("/bin/sh", "-c", f"mkdir -p /data/hermes && printf '{seed}' > /data/hermes/config.yaml && "

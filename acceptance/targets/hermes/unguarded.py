@@ -101,11 +101,13 @@ class HermesUnguardedTarget(HermesTarget):
         checked it (``_provision``)."""
         return self.provision(principal, managed_config=config, request_id=request_id)
 
-    def _provision(self, principal: Principal, memory_limit_mb: int | None, managed_config: bytes | None
-                   ) -> InstanceRef:
+    def _provision(self, principal: Principal, memory_limit_mb: int | None, managed_config: bytes | None,
+                   settings: object = None) -> InstanceRef:
         """As the reference driver's, but a managed file given is hermes's, handed over unchecked: the platform
         registers the instance under its own default (which hermes never reads), the bytes go root-owned and
-        read-only to the agent into ``/data/managed/config.yaml`` on the fresh volume, and hermes starts."""
+        read-only to the agent into ``/data/managed/config.yaml`` on the fresh volume, and hermes starts.
+        ``settings`` (TS-2's, MD-3's and MD-4's users): written by ``configure`` once hermes has seeded its
+        config.yaml on its first start, hermes's way (unfiltered), then hermes restarted to read them."""
         limits = None
         if memory_limit_mb is not None:
             limits = self.controller.limits.__class__(memory_limit_mb << 20, self.controller.limits.pids_max)
@@ -124,10 +126,12 @@ class HermesUnguardedTarget(HermesTarget):
         except BaseException:
             self.controller.destroy(record.id)  # a provision whose first wake fails leaves nothing behind
             raise
-        if managed_config is None:
-            return InstanceRef(principal, record.id, record.generation)
         ref = InstanceRef(principal, record.id, record.generation)
-        self._attach_managed_log(ref)
+        if managed_config is not None:
+            self._attach_managed_log(ref)
+        if settings is not None:
+            self.configure(ref, settings)
+            ref = InstanceRef(principal, record.id, self.controller.get(record.id).generation)
         return ref
 
     def _attach_managed_log(self, ref: InstanceRef) -> None:
