@@ -473,7 +473,12 @@ def test_lf5_one_effect_per_operation_whatever_the_kill_point(agent_profile, poi
     else:
         with getattr(target, fault)(ref=hank):
             target.turn(hank, "make the note")
-    [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
+    ops = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
+    if len(ops) != 1:
+        # No operation to kill around (the agent never called the tool, or called it twice): nothing is judged.
+        raise ProofError(f"kill point {point}: the journal holds {len(ops)} operations of the scripted notes_create "
+                         f"call (marker {marker!r}), not one; the agent's turn did not set up the kill point")
+    [op] = ops
     target.crash(hank)
     nonce = probe_log.platform_probe(hank, f"recovery after a kill {point}")
     successor = target.recover(hank, request_id=nonce)
