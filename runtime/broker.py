@@ -162,7 +162,15 @@ class Broker:
                                       {"Content-Type": "application/json", "Authorization": f"Bearer {grant}"})
         if status == 202:
             return 202, None
-        answer = json.loads(body or b"{}")
+        answer = _json_object(body)
+        if "id" in request:
+            # A request gets its JSON-RPC answer over HTTP 200, as MCP clients expect: an HTTP error leaves
+            # some (hermes's among them) waiting out their own timeout. When the product gave none
+            # (unreachable, the answer lost, the grant refused), the answer is an error naming the reason;
+            # the journal has recorded what is known of the effect either way.
+            if answer.get("jsonrpc") != "2.0" or answer.get("id") != request["id"]:
+                return 200, _upstream_error(request["id"], status, answer)
+            status = 200
         if decision.request and decision.request.get("method") == "tools/list" and "result" in answer:
             answer["result"] = self.filter.filter_tools_list(answer["result"])
         return status, answer
@@ -380,6 +388,22 @@ def declared_turn(raw: bytes, run_inputs) -> bytes:
         return raw
     body["metadata"] = {**metadata, "purpose": "turn"}
     return json.dumps(body).encode()
+
+
+def _json_object(body: bytes) -> dict:
+    try:
+        answer = json.loads(body or b"{}")
+    except ValueError:
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
+def _upstream_error(request_id: object, status: int, answer: dict) -> dict:
+    """The JSON-RPC error the agent gets for a tool request the product did not answer in JSON-RPC."""
+    error = answer.get("error") if isinstance(answer.get("error"), dict) else {}
+    reason = str(error.get("reason") or error.get("code") or f"upstream_status_{status}")
+    return {"jsonrpc": "2.0", "id": request_id,
+            "error": {"code": -32000, "message": reason, "data": {"status": status, "reason": reason}}}
 
 
 def dispatch_effect(product_url: str, journal: Journal, op: str, request: dict, grant: str) -> tuple[int, bytes]:

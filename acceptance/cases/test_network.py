@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -252,6 +253,14 @@ def _attach_observation(name: str, seconds: float, observed: tuple[Capture, dict
     netprobes.attach_pcap(cap.pcap, f"{name} for {seconds}s.pcap")
 
 
+def _to_endpoint(frames: list[dict], endpoint: str) -> list[dict]:
+    """The frames among ``frames`` that open a TCP connection to ``endpoint`` (a URL: its host and port) on
+    loopback, where an instance's broker listens for it."""
+    where = urlsplit(endpoint)
+    return [f for f in frames if f.get("iface") == "lo" and f.get("kind") == "tcp" and f.get("dst") == where.hostname
+            and f.get("dport") == where.port]
+
+
 def _moved(before: dict, after: dict) -> dict:
     return {k: after[k] - before[k] for k in after if after[k] != before[k]}
 
@@ -264,16 +273,24 @@ def test_nt5_idle_window_has_no_egress(request, instances, target, dedicated, sa
     window shows there) and the kernel's counters do not move; the fresh instance's counters, over its whole
     life since its wake, count no datagram sent and no attempt to an address without a route (egress at
     start, or with a period longer than the window, shows there; A's lifetime counts hold the suite's own
-    probes). TCP to its own broker is the one thing an instance does, and no SYN of it is seen while idle."""
+    probes). A connection to its own broker (the endpoint the platform gives it) is the one way out, and is
+    not egress outside the broker: hermes, idle, pings its tool server through it (an MCP keepalive every
+    180 s); those SYNs are attached, and every other frame fails the case."""
     seconds = request.config.getoption("pairproof_idle_seconds")
     fresh = dedicated("D", "dana")
-    for ref in (instances["A"], fresh):
+    refs = {"A": instances["A"], "fresh": fresh}
+    for ref in refs.values():
         sandbox_host(ref).run("true")  # proof: the instance answers, and it is this one we watch
-    observed = _idle_observation({"A": target.identity(instances["A"]).host_pid,
-                                  "fresh": target.identity(fresh).host_pid}, seconds, tmp_path)
+    observed = _idle_observation({name: target.identity(ref).host_pid for name, ref in refs.items()}, seconds,
+                                 tmp_path)
+    outside = {}
     for name, what in observed.items():
         _attach_observation(name, seconds, what)
-    assert {name: cap.seen for name, (cap, _, _) in observed.items()} == {"A": [], "fresh": []}
+        broker = _to_endpoint(what[0].seen, target.broker_endpoint(refs[name]))
+        netprobes.attach(f"{name}: SYNs to its own broker ({target.broker_endpoint(refs[name])}) in the window",
+                         broker)
+        outside[name] = [frame for frame in what[0].seen if frame not in broker]
+    assert outside == {"A": [], "fresh": []}
     assert {name: _moved(before, after) for name, (_, before, after) in observed.items()} == {"A": {}, "fresh": {}}
     assert {k: v for k, v in observed["fresh"][2].items() if v} == {}
 
