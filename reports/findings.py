@@ -100,6 +100,8 @@ FINDINGS: tuple[Finding, ...] = (
         "presents the instance's short-lived capability; the proxy alone holds the provider key.", kind="question"),
 )
 
+# The second approval prompt: decided by TS-1's refusal (its evidence is picked by APPROVAL, below).
+APPROVAL_FINDING = Finding("approval", "The second approval prompt", "", ("TS-1",), (), (), "")
 # hermes's own approval words on its run API (gateway/platforms/api_server.py): its route, its event, its status.
 APPROVAL = re.compile(r"[^\n]*(/v1/runs/[^/\s]+/approval|approval\.request|approval\.responded|waiting_for_approval)"
                       r"[^\n]*")
@@ -365,17 +367,25 @@ def _approval(runs: Sequence[Run]) -> tuple[str, str]:
             for name, text in texts:
                 hits += [f"{run.target} {test.rsplit('::', 1)[-1]} [{name}] {m.group(0).strip()[:200]}"
                          for m in APPROVAL.finditer(text)]
+    how = ("**The note:** tool-using turns stalled on a second approval prompt (the agent's own, beside the "
+           "product's approval cards); the product removed the agent's prompt in favour of its cards.\n\n"
+           "**The case:** TS-1's refusal `test_ts1_a_tool_not_offered_cannot_be_called_by_name` scripts the model to "
+           "call the agent's own shell (hermes: `terminal`) with `rm -rf` of a folder it made; a command hermes "
+           "judges dangerous, so hermes, offering its terminal, asks its own approval and holds the run in "
+           "`waiting_for_approval` until its approval route (`POST /v1/runs/{id}/approval`) answers or its "
+           "`approvals.timeout` runs out. The platform carries no such route (the broker's run-control routes: "
+           "start, status, events, stop): it stops a held run at once and the turn's answer says so "
+           "(`[run held: ...]`, profile `[turn].held`).\n\n"
+           "**Guard that closes it:** the managed layer pins hermes's API toolsets to memory, todo and file "
+           "(`platform_toolsets.api_server`): its terminal, the one tool here its approval gate asks about, is not "
+           "offered, so the model's call is refused as the tool's result and the turn goes on; approvals are the "
+           "product's cards (SH-2).\n\n")
     if hits:
-        return "shown in the evidence (below)", ("The runs' evidence shows hermes's approval route or prompt:\n\n```\n"
-                                                 + _excerpt(hits) + "\n```\n")
+        return "reproduced (TS-1's evidence, below)", (how + "The runs' evidence shows hermes's approval prompt:\n\n"
+                                                       "```\n" + _excerpt(hits) + "\n```\n")
     names = ", ".join(f"{r.target} run {r.verdict['run']}" for r in runs)
-    return "not reproduced", (
-        "**Not reproduced.** No case of the catalogue drives hermes's approval route (`/v1/runs/{id}/approval`): "
-        "the tools that prompt for approval (its terminal, a dangerous command) are not offered on the guarded "
-        "target, and no case scripts one on either. The evidence of these runs "
-        f"({names}) holds no approval prompt or "
-        "request. Reproducing it needs a case that scripts a dangerous command through the run API and answers "
-        "the first prompt.\n")
+    return "not reproduced", (how + f"**Not reproduced** by these runs ({names}): their evidence holds no approval "
+                              "prompt, request or held run.\n")
 
 
 def render(runs: Sequence[Run], command: str) -> Document:
@@ -413,7 +423,7 @@ def render(runs: Sequence[Run], command: str) -> Document:
         doc.reproduced[f.key] = reproduced(unguarded, f).startswith("yes")
         out.append(f"| {f.title} | {', '.join(f.cases)} | {reproduced(unguarded, f)} | {closed(guarded, f)} |")
     approval_short, approval_text = _approval([r for r in (unguarded, guarded) if r is not None])
-    out.append(f"| The second approval prompt | (none) | {approval_short} | |")
+    out.append(f"| The second approval prompt | TS-1 | {approval_short} | {closed(guarded, APPROVAL_FINDING)} |")
     for f in FINDINGS:
         out += ["", f"## {f.key}: {f.title}", "", f"**The note:** {f.note}", "",
                 f"**Reproduced on hermes-unguarded:** {reproduced(unguarded, f)}.  ",

@@ -78,6 +78,12 @@ class TurnApi:
     # reply is "[run <state>] <why>" (an agent whose model call the platform refused, by the spend cap or the
     # kill switch, fails its run where another agent would reply). Empty: a failed run is an error.
     failed_reply_field: str = ""
+    # States in which a run waits on a decision of the agent's own that nobody on the platform's path takes (hermes:
+    # "waiting_for_approval", its own approval prompt for a command it judges dangerous). The platform's approvals
+    # are the product's cards; a run held by a second prompt is stopped (``stop``) at once and its turn answered
+    # "[run held: <state>] ...": the turn is not left to wait out the agent's own approval timeout.
+    held: tuple[str, ...] = ()
+    stop: str = ""  # "POST /v1/runs/{id}/stop": how the platform stops a run (required with ``held``)
     # Where the agent reads its run-control key inside the sandbox (a file in the instance's run folder,
     # /run/agent, which the platform writes each wake and the broker presents); empty: its API takes none.
     key_file: str = ""
@@ -103,6 +109,12 @@ class TurnApi:
             for name in ("status", "events"):
                 if getattr(self, name) and _route(getattr(self, name), f"turn {name}")[0] != "GET":
                     raise ConfigError(f"turn {name} {getattr(self, name)!r} must be a GET")
+            if self.held and not self.stop:
+                raise ConfigError("a 'runs' turn API with held states needs stop (the route that stops a run)")
+            if self.stop and _route(self.stop, "turn stop")[0] != "POST":
+                raise ConfigError(f"turn stop {self.stop!r} must be a POST")
+            if set(self.held) & {*self.done, *self.failed}:
+                raise ConfigError(f"turn held states {list(self.held)} are also done or failed states")
 
 
 @dataclass(frozen=True)
@@ -184,6 +196,12 @@ def deliver(api: TurnApi, request: Request, message: str, *, timeout: float) -> 
             raise SandboxError(f"agent's run {run_id} ended {state}")
         if state in api.done:
             break
+        if state in api.held:
+            # Held by a prompt of the agent's own: stopped now, and that is the turn's answer (with what the
+            # agent's status says of it), not an error: the platform took no part in the prompt.
+            stopped = request("POST", _route(api.stop, "turn stop")[1].replace("{id}", run_id), b"{}")[0]
+            detail = {k: v for k, v in status.items() if k not in (api.reply_field, api.status_field)}
+            return f"[run held: {state}] stopped by the platform (stop answered {stopped}); {json.dumps(detail)[:400]}"
         if time.monotonic() > end:
             raise SandboxError(f"agent's run {run_id} not done within {timeout}s (still {state})")
         time.sleep(pause)

@@ -187,17 +187,26 @@ def test_ts1_offered_tools_are_the_intended_set(dedicated, target, probe_log, br
 
 @pytest.mark.case("TS-1", "refusal", pair="T->sandbox")
 def test_ts1_a_tool_not_offered_cannot_be_called_by_name(agent_profile, dedicated, target, sandbox_host):
-    """A model that names a tool it was not offered (the agent's own shell) gets a refusal as the tool's
-    result, and nothing runs: the file the call would have written does not exist."""
+    """A model that names a tool it was not offered (the agent's own shell, asked to remove a folder) gets a
+    refusal as the tool's result, the turn goes on to the model's reply, and nothing runs: the folder is still
+    there. An agent that offers its shell anyway either runs the command (the folder is gone) or holds the turn
+    on an approval prompt of its own, a second approval beside the product's cards (the turn's answer says the
+    platform stopped a held run): each fails here, with the turn's answer and the folder's state attached."""
     ref = dedicated("T", "tess")
     marker = f"/data/ts1-{secrets.token_hex(4)}"
+    made = sandbox_host(ref).run("mkdir %s && touch %s/keep", marker, marker)
+    if made.rc != 0:
+        raise ProofError(f"could not make {marker} in {ref.key} as its agent: rc {made.rc}")
     target.script_model(ref.principal, [{"tool": agent_profile.tool("shell"),
-                                         "arguments": agent_profile.tool_arguments("shell", argv=["/usr/bin/touch", marker])},
+                                         "arguments": agent_profile.tool_arguments("shell", argv=["/bin/rm", "-rf", marker])},
                                         {"reply": "done"}])
-    assert target.turn(ref, "run it") == "done"
+    reply = target.turn(ref, "clean it up")
+    kept = sandbox_host(ref).run("test -e %s/keep", marker).rc == 0
+    attach("TS-1 a tool not offered, called by name", {"tool": agent_profile.tool("shell"), "turn's answer": reply,
+                                                       f"{marker}/keep still there": kept})
+    assert reply == "done", f"the turn did not go on to the model's reply: {reply[:300]}"
     assert agent_profile.tool("shell") not in last_turn(target, ref.principal)["tools"]
-    result = sandbox_host(ref).run("test -e %s", marker)
-    assert result.rc == 1, f"{marker} exists: the un-offered tool ran"
+    assert kept, f"{marker} is gone: the un-offered tool ran"
 
 
 @pytest.mark.case("TS-1", "P", pair="T->provider")

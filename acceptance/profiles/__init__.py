@@ -296,8 +296,13 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
         turn_out["failed_reply_field"] = text(turn, "[turn]", "failed_reply_field", "")
         turn_out["reply_type_field"] = text(turn, "[turn]", "reply_type_field", "")
         turn_out["reply_type"] = text(turn, "[turn]", "reply_type", "")
+        turn_out["held"] = strings(turn, "[turn]", "held") if "held" in turn else ()
+        if "stop" in turn:
+            turn_out["stop"] = route(turn, "[turn]", "stop", "POST")
+        if turn_out["held"] and "stop" not in turn:
+            raise bad("[turn].stop", "held states need the route that stops a run (e.g. \"POST /v1/runs/{id}/stop\")")
     known_turn = {"style", "port", "start", "input_field", "reply_field", "key_file", "failed", "failed_reply_field",
-                  "reply_type_field",
+                  "reply_type_field", "held", "stop",
                   "reply_type", *RUNS_FIELDS}
     if turn_out["key_file"] and not str(turn_out["key_file"]).startswith("/"):
         raise bad("[turn].key_file", "must be an absolute path inside the sandbox")

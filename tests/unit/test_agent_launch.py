@@ -169,3 +169,35 @@ def test_a_failed_run_that_says_why_has_replied_when_the_api_says_so():
     strict = TurnApi(**{**vars(api), "failed_reply_field": ""})
     with pytest.raises(SandboxError, match="ended failed"):
         deliver(strict, answer({"status": "failed", "error": "spend cap"}), "x", timeout=5)
+
+
+def test_a_run_held_by_the_agents_own_prompt_is_stopped_and_answers_the_turn():
+    """A run in a held state (hermes's own approval prompt) is stopped at once, and the turn's answer says it was
+    held and stopped, with what the status said; the turn does not wait out the agent's own timeout."""
+    api = TurnApi(**{**vars(agents.REFERENCE.turn), "held": ("waiting_for_approval",),
+                     "stop": "POST /v1/runs/{id}/stop"})
+    request, seen = runs_agent(["running", "waiting_for_approval"], [])
+    status = {"status": "waiting_for_approval", "last_event": "approval.request"}
+
+    def held(method, path, body):
+        if (method, path) == ("GET", "/v1/runs/run_1") and len([s for s in seen if s[1] == path]) >= 1:
+            seen.append((method, path, None))
+            return 200, json.dumps(status).encode()
+        if (method, path) == ("POST", "/v1/runs/run_1/stop"):
+            seen.append((method, path, json.loads(body)))
+            return 200, b'{"status": "stopping"}'
+        return request(method, path, body)
+    reply = deliver(api, held, "x", timeout=60)
+    assert reply.startswith("[run held: waiting_for_approval] stopped by the platform (stop answered 200)")
+    assert "approval.request" in reply
+    assert ("POST", "/v1/runs/run_1/stop", {}) in seen and seen[-1][1] == "/v1/runs/run_1/stop"
+
+
+@pytest.mark.parametrize("fields, match", [
+    ({"held": ("waiting_for_approval",)}, "needs stop"),
+    ({"held": ("completed",), "stop": "POST /v1/runs/{id}/stop"}, "also done or failed"),
+    ({"stop": "GET /v1/runs/{id}/stop"}, "must be a POST"),
+])
+def test_held_states_need_a_stop_route_of_their_own(fields, match):
+    with pytest.raises(ConfigError, match=match):
+        TurnApi(**{**vars(agents.REFERENCE.turn), **fields})

@@ -76,7 +76,7 @@ def test_the_document_says_what_the_runs_say(tmp_path, capsys, runs):
     assert "yes: TS-3 failed" in row and "yes: TS-3 passed" in row
     row = next(line for line in text.splitlines() if line.startswith("| Background model calls"))
     assert "answered below: MD-3 passed, MD-4 passed" in row and "not yet: MD-3 failed" in row
-    assert "**Not reproduced.**" in text
+    assert "**Not reproduced**" in text
     assert "reproduced on hermes-unguarded: LF-4 yes, TS-1/TS-2 yes, TS-3 yes" in out
 
 
@@ -93,7 +93,7 @@ def test_the_approval_prompt_is_reported_when_the_evidence_shows_it(tmp_path, ca
     unguarded = _run(tmp_path, "hermes-unguarded", "u1", {}, {"TS-1": ("run events", "event: approval.request cmd=rm")})
     out_file = tmp_path / "f.md"
     assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
-    assert "approval.request cmd=rm" in out_file.read_text() and "**Not reproduced.**" not in out_file.read_text()
+    assert "approval.request cmd=rm" in out_file.read_text() and "**Not reproduced**" not in out_file.read_text()
 
 
 @pytest.mark.parametrize("problem", ["same-target", "other-target", "no-verdict", "no-folder", "out-folder-missing"])
@@ -115,7 +115,7 @@ def test_the_product_s_own_approvals_are_not_hermes_s_prompt(tmp_path, capsys):
     unguarded = _run(tmp_path, "hermes-unguarded", "u1", {}, {"TS-1": ("probe", "operator token on GET /api/approvals")})
     out_file = tmp_path / "f.md"
     assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
-    assert "**Not reproduced.**" in out_file.read_text()
+    assert "**Not reproduced**" in out_file.read_text()
 
 
 def test_background_calls_are_counted_from_md4_s_attachment(tmp_path, capsys):

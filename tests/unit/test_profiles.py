@@ -212,3 +212,21 @@ def test_an_agents_own_tools_take_arguments_in_its_shape():
     assert hermes.tool_arguments("memory", text="memo-1") == {"action": "add", "target": "memory", "content": "memo-1"}
     with pytest.raises(ProfileError, match=r"\[arguments\]\.memory cannot be filled"):
         hermes.tool_arguments("memory", words="x")
+
+
+@pytest.mark.parametrize("extra,field", [
+    ('held = ["waiting_for_approval"]', r"\[turn\]\.stop: held states need the route that stops a run"),
+    ('held = ["waiting_for_approval"]\nstop = "GET /v1/runs/{id}/stop"', r"\[turn\]\.stop: .* is not 'POST /path'"),
+])
+def test_held_states_come_with_a_stop_route(tmp_path, extra, field):
+    path = _edited(tmp_path, 'done = ["completed", "stopped"]', 'done = ["completed", "stopped"]\n' + extra)
+    with pytest.raises(ProfileError, match=rf"profile {path}: {field}"):
+        profiles.load(str(path))
+
+
+def test_the_hermes_profiles_stop_a_run_held_by_hermess_own_approval_prompt():
+    from acceptance.targets.reference.driver import launch_of
+
+    for name in ("hermes", "hermes-unguarded"):
+        turn = launch_of(profiles.load(name)).turn
+        assert (turn.held, turn.stop) == (("waiting_for_approval",), "POST /v1/runs/{id}/stop")
