@@ -18,7 +18,7 @@ from runtime.sandbox import SandboxSpec
 
 from ...contract import InstanceRef, Principal
 from ...errors import TargetError
-from ..reference.breakers import BROKEN_COMMAND, READY_DEADLINE, Breakers, lab_addresses
+from ..reference.breakers import BROKEN_COMMAND, READY_DEADLINE, Breakers
 
 
 def _owned_dir(path: Path, uid: int, mode: int = 0o700) -> None:
@@ -101,13 +101,7 @@ class DockerBreakers(Breakers):
         resolver (a container joined to a network, but one that leads into the lab only). With
         ``catalog_refresh`` it runs the image's agent with its model-catalog refresh on."""
         uid = self._free_uid()
-        name = f"egress-{next(self._counter)}"
-        home = self.controller.scratch(name)
-        self._scratch.append(name)
-        resolv = home / "resolv.conf"
-        resolv.write_text(f"nameserver {lab_addresses()['resolver']}\noptions timeout:1 attempts:1\n")
-        os.chmod(home, 0o755)
-        os.chmod(resolv, 0o644)
+        resolv = self._lab_resolver()
         command = BROKEN_COMMAND
         env: dict[str, str] = {}
         if catalog_refresh:

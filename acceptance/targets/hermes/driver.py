@@ -26,7 +26,6 @@ import secrets
 from ...errors import SetupError, TargetError
 from ...profiles import load as load_profile
 from .. import TargetOptions
-from ..reference.breakers import lab_addresses
 from ..reference.driver import ReferenceTarget, clean
 from ..reference.driver import preflight as reference_preflight
 from ..reference.helpers import before_command
@@ -168,13 +167,7 @@ class HermesTarget(ReferenceTarget):
         if not catalog_refresh:
             return super()._open_egress(principal, lab)
         uid = self._free_uid()
-        name = f"egress-{next(self._counter)}"
-        home = self.controller.scratch(name)
-        self._scratch.append(name)
-        resolv = home / "resolv.conf"
-        resolv.write_text(f"nameserver {lab_addresses()['resolver']}\noptions timeout:1 attempts:1\n")
-        os.chmod(home, 0o755)
-        os.chmod(resolv, 0o644)
+        resolv = self._lab_resolver()
         # The guarded profile binds its reviewed managed file (its [managed].path); a profile without one
         # (hermes-unguarded) binds none of hermes's, and hermes looks where the profile's environment says.
         managed = str(self.profile.managed.get("path", ""))

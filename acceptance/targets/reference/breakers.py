@@ -182,11 +182,9 @@ class Breakers:
 
         return self._start_broken(intruder, uid=pwd.getpwnam(account).pw_uid, volume=None)
 
-    def _open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> InstanceRef:
-        """A sandbox linked to the lab with a default route and the lab's resolver: open egress, as a
-        sandbox on a bridged network would have, but into the lab only. With ``catalog_refresh`` it runs
-        the agent with its model-catalog refresh on."""
-        uid = self._free_uid()
+    def _lab_resolver(self) -> Path:
+        """A resolv.conf naming the lab's resolver (one try, one second), in a scratch folder of its own that
+        the arrangement removes: what an open-egress sandbox of any driver is given as /etc/resolv.conf."""
         name = f"egress-{next(self._counter)}"
         home = self.controller.scratch(name)
         self._scratch.append(name)
@@ -194,6 +192,14 @@ class Breakers:
         resolv.write_text(f"nameserver {lab_addresses()['resolver']}\noptions timeout:1 attempts:1\n")
         os.chmod(home, 0o755)
         os.chmod(resolv, 0o644)
+        return resolv
+
+    def _open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> InstanceRef:
+        """A sandbox linked to the lab with a default route and the lab's resolver: open egress, as a
+        sandbox on a bridged network would have, but into the lab only. With ``catalog_refresh`` it runs
+        the agent with its model-catalog refresh on."""
+        uid = self._free_uid()
+        resolv = self._lab_resolver()
         extra = ["--ro-bind", str(resolv), "/etc/resolv.conf"]
         command = BROKEN_COMMAND
         if catalog_refresh:
