@@ -214,15 +214,21 @@ def compare(verdict: dict, expectation: Expectation,
     return result
 
 
-def judge(results: Path, expectation: Expectation) -> Comparison:
-    """The verdict in ``results`` (and its Allure texts) against ``expectation``."""
+def read_verdict(results: Path, error: type[ValueError] = ValueError) -> dict:
+    """The verdict of the results folder ``results`` (its ``verdict.json``, a run id and a list of cases), or
+    ``error`` with one line naming the folder and the fix (``--results`` is how every command takes it)."""
     path = results / "verdict.json"
     try:
         verdict = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ExpectationError(f"--results {results}: no verdict.json: run `pairproof qualify` first") from None
+        raise error(f"--results {results}: no verdict.json: run `pairproof qualify` into it first") from None
     except (OSError, ValueError) as exc:
-        raise ExpectationError(f"--results {results}: verdict.json cannot be read ({exc}); rerun `pairproof qualify`") from None
-    if not isinstance(verdict, dict) or not isinstance(verdict.get("cases"), list):
-        raise ExpectationError(f"--results {results}: verdict.json is not a verdict (no cases); rerun `pairproof qualify`")
-    return compare(verdict, expectation, allure_texts(results / "allure-results"))
+        raise error(f"--results {results}: verdict.json cannot be read ({exc}); rerun `pairproof qualify`") from None
+    if not isinstance(verdict, dict) or not isinstance(verdict.get("cases"), list) or not verdict.get("run"):
+        raise error(f"--results {results}: verdict.json is not a verdict (no run or cases); rerun `pairproof qualify`")
+    return verdict
+
+
+def judge(results: Path, expectation: Expectation) -> Comparison:
+    """The verdict in ``results`` (and its Allure texts) against ``expectation``."""
+    return compare(read_verdict(results, ExpectationError), expectation, allure_texts(results / "allure-results"))

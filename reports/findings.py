@@ -134,15 +134,7 @@ class FindingsError(ValueError):
 
 
 def load_run(folder: Path) -> Run:
-    path = folder / "verdict.json"
-    try:
-        verdict = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FindingsError(f"--results {folder}: no verdict.json: run `pairproof qualify` into it first") from None
-    except (OSError, ValueError) as exc:
-        raise FindingsError(f"--results {folder}: verdict.json cannot be read ({exc}); rerun `pairproof qualify`") from None
-    if not isinstance(verdict, dict) or not isinstance(verdict.get("cases"), list) or not verdict.get("run"):
-        raise FindingsError(f"--results {folder}: verdict.json is not a verdict (no run or cases); rerun `pairproof qualify`")
+    verdict = expectation.read_verdict(folder, FindingsError)
     allure = folder / "allure-results"
     starts = []
     for result in allure.glob("*-result.json") if allure.is_dir() else ():
