@@ -358,6 +358,7 @@ class Checker:
             "broken_shared_tmp": {"owner": OWNER, "intruder": OTHER},
             "broken_secret_in_env": {"principal": OTHER},
             "broken_shared_pid_ns": {"intruder": OTHER},
+            "broken_nested_userns": {"intruder": OTHER},
             "broken_same_uid": {"owner": ref, "intruder": OTHER},
             "broken_host_account_uid": {"intruder": OTHER},
             "broken_open_egress": {"principal": OTHER},

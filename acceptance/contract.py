@@ -376,6 +376,12 @@ class BrokenSharedPidNs(Protocol):
 
 
 @runtime_checkable
+class BrokenNestedUserns(Protocol):
+    def broken_nested_userns(self, intruder: Principal) -> AbstractContextManager[InstanceRef]:
+        """The intruder's sandbox lets its processes create a user namespace (and, in it, any other)."""
+
+
+@runtime_checkable
 class BrokenSameUid(Protocol):
     def broken_same_uid(self, owner: InstanceRef, intruder: Principal) -> AbstractContextManager[InstanceRef]:
         """The intruder's sandbox runs under the owner's host uid (its own volume)."""
@@ -481,7 +487,7 @@ FACETS: dict[str, Facet] = {f.name: f for f in (
     Facet("platform_log", PlatformLog, "the platform's own record of its decisions, naming request ids (proof for "
                                        "platform-side probes)"),
     *(Facet(members(p)[0], p, "broken arrangement: " + _first_line(p)) for p in (
-        BrokenSharedVolume, BrokenSharedTmp, BrokenSecretInEnv, BrokenSharedPidNs, BrokenSameUid,
+        BrokenSharedVolume, BrokenSharedTmp, BrokenSecretInEnv, BrokenSharedPidNs, BrokenNestedUserns, BrokenSameUid,
         BrokenHostAccountUid, BrokenUnauditedOperatorRoute, BrokenDebugLogging, BrokenOpenEgress,
         BrokenUnencryptedSnapshot, BrokenUnmeteredModelCall, BrokenCapacityWithoutBrokers, BrokenLossyProductLink,
         BrokenUnreachableProduct)),

@@ -12,7 +12,8 @@ every container is created with all of them (``container_config``):
   /etc/passwd and /etc/group and the managed configuration read-only; a private tmpfs /tmp.
 - memory (swap included) and pids limits, in a cgroup under ``pairproof/<run>/`` (cgroupfs driver), so
   the run's cgroup sweep covers containers too.
-- ``cap_drop=ALL``, ``no-new-privileges``, Docker's default seccomp profile, private IPC and /dev/shm.
+- ``cap_drop=ALL``, ``no-new-privileges``, Docker's default seccomp profile (which refuses the agent a user
+  namespace: PR-3), private IPC and /dev/shm.
 - every object labelled ``pairproof.run=<run>`` (and the instance), so ``remove_run_containers`` finds
   what a killed run left.
 

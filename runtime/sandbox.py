@@ -7,9 +7,14 @@ Built with the tools made for it rather than raw syscalls:
   own (host ``/proc/<pid>/uid_map`` reads ``U U 1``).
 - ``bwrap`` unshares user, mount, pid, ipc, uts, network and cgroup namespaces and builds the root from a
   tmpfs: the system folders bound read-only, a synthetic ``/etc/passwd``, a private ``/tmp``, the private
-  volume at ``/data`` and the instance's run folder at ``/run/agent``. No ``--dev``: a devpts mount
-  would make bwrap nest a second user namespace, which ``nsenter`` could not enter; the few device nodes
-  an agent needs are bound one by one.
+  volume at ``/data`` and the instance's run folder at ``/run/agent``. No ``--dev`` (a devpts mount the
+  agent does not need); the few device nodes an agent needs are bound one by one.
+- ``--disable-userns``: nothing in the sandbox can create a user namespace (nor, without one, any other
+  namespace): a nested user namespace would hand the agent every capability inside it, and with them the
+  kernel's namespace, mount and netfilter code. bwrap sets the sandbox namespace's
+  ``user.max_user_namespaces`` to 1 and uses that one itself: the sandbox's processes live in a second
+  user namespace nested in the first (which owns the other namespaces), and ``unshare(CLONE_NEWUSER)``
+  from anywhere inside answers ``ENOSPC``.
 - the process is placed in its cgroup *before* it runs anything: ``spawn_gated`` starts a shell that waits
   on a pipe, the controller writes its pid into the cgroup, then releases it to ``exec`` the real command.
 - ``nsenter`` runs a command inside a running sandbox (the same namespaces, root, uid, cgroup), as the
@@ -88,7 +93,7 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> li
     argv = [
         "setpriv", f"--reuid={spec.uid}", f"--regid={spec.gid}", "--clear-groups", "--no-new-privs",
         "bwrap",
-        "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+        "--unshare-user", "--disable-userns", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
         "--unshare-cgroup",
         "--die-with-parent", "--new-session", "--info-fd", str(info_fd),
         "--hostname", spec.hostname,
@@ -267,20 +272,23 @@ def launch(spec: SandboxSpec, cgroup: Cgroup, make_argv: Callable[[int], list[st
 def enter_argv(host_pid: int, uid: int, gid: int, argv: Sequence[str]) -> list[str]:
     """A command that runs ``argv`` inside the sandbox whose pid 1 is ``host_pid``, as its uid.
 
-    ``setpriv`` drops to the instance uid first; as the owner of the sandbox's user namespace that uid
-    may enter it (and, from inside, the other namespaces), so the probe gets no privilege the agent
-    does not have. ``--preserve-credentials`` keeps that uid instead of switching to 0.
+    The sandbox's processes live in a user namespace nested in the one that owns its other namespaces
+    (``--disable-userns``), so an unprivileged uid that entered the inner one first could enter nothing
+    else. ``nsenter`` runs as root from the host (``setpriv`` clears its supplementary groups and sets
+    ``no_new_privs`` first), enters the sandbox's mount, pid, net, ipc, uts and cgroup namespaces, then its
+    user namespace, then drops to the instance's uid and gid (``-S``/``-G``; every capability goes with
+    uid 0) before it executes anything: the probe gets no privilege the agent does not have.
     """
     # Enter each namespace the sandbox has of its own; one it shares with the host (only a deliberately
-    # broken arrangement does) cannot be entered by an unprivileged uid, and needs no entering.
-    flags = ["--user", "--preserve-credentials"]
-    for ns, flag in (("mnt", "--mount"), ("pid", "--pid"), ("net", "--net"), ("ipc", "--ipc"), ("uts", "--uts"),
-                     ("cgroup", "--cgroup")):
+    # broken arrangement does) needs no entering.
+    flags = []
+    for ns, flag in (("user", "--user"), ("mnt", "--mount"), ("pid", "--pid"), ("net", "--net"), ("ipc", "--ipc"),
+                     ("uts", "--uts"), ("cgroup", "--cgroup")):
         if os.readlink(f"/proc/{host_pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"):
             flags.append(flag)
     return [
-        "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
-        "nsenter", "-t", str(host_pid), *flags, "--root", "--wd",
+        "setpriv", "--clear-groups", "--no-new-privs",
+        "nsenter", "-t", str(host_pid), *flags, "-S", str(uid), "-G", str(gid), "--root", "--wd",
         "--", "/usr/bin/env", "-i", f"PATH={SANDBOX_PATH}", "HOME=/data", "LANG=C.UTF-8", *argv,
     ]
 

@@ -1,4 +1,4 @@
-"""PR-1, PR-2: processes and host identities are per instance."""
+"""PR-1, PR-2, PR-3: processes, host identities and namespaces are per instance, and the agent makes none."""
 
 from __future__ import annotations
 
@@ -193,3 +193,57 @@ def test_pr2_broken_same_uid_is_detected(instances, principals, target, sandbox_
         problems = identity_problems("B'", ident)
     attach("PR-2 X", {"identity of the service-account sandbox": vars(ident), "problems": problems})
     assert [p for p in problems if "host account" in p] != []
+
+
+USERNS_PROBE = Path(__file__).with_name("userns_probe.py")
+# Every kind of namespace the probe tries, alone and (but user) together with a new user namespace.
+NAMESPACE_KINDS = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time")
+ATTEMPTS = (*NAMESPACE_KINDS, *(f"user+{k}" for k in NAMESPACE_KINDS if k != "user"))
+
+
+def probe_namespaces(target, host, ref) -> dict:
+    """Run the namespace probe inside ``ref``'s sandbox, as its agent's commands run; its report. A report
+    that did not try every kind, left one unanswered, or came from another user namespace than the one the
+    host sees the sandbox in is a harness failure (broken), never a pass."""
+    out = host.backend.run_with_stdin("/usr/bin/python3 -I -S -", stdin=USERNS_PROBE.read_bytes())
+    try:
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise ProofError(f"the namespace probe gave no report (rc {out.rc}): {out.stderr[-300:]!r}") from None
+    unanswered = [a for a in ATTEMPTS if report["tried"].get(a, {}).get("result", "no answer") == "no answer"]
+    if unanswered:
+        raise ProofError(f"the namespace probe did not try, or got no answer for: {unanswered}")
+    seen = target.identity(ref).namespaces.get("user")
+    if report["own"]["user"] != seen:
+        raise ProofError(f"the namespace probe ran in {report['own']['user']}, not in {ref.key}'s user namespace {seen}")
+    return report
+
+
+def created(report: dict) -> dict[str, dict]:
+    """The attempts that succeeded: a namespace the sandbox's process made."""
+    return {a: r for a, r in report["tried"].items() if r["result"] == "ok"}
+
+
+@pytest.mark.case("PR-3", "refusal", pair="A")
+def test_pr3_agent_cannot_create_a_user_namespace(instances, target, sandbox_host):
+    """From inside A's sandbox, as its agent, ``unshare`` of every kind of namespace (user, mount, pid, net,
+    ipc, uts, cgroup, time), alone and together with a new user namespace, is refused: a user namespace
+    of its own would give the agent every capability in it, and with them the kernel's namespace, mount
+    and netfilter code, where most container escapes start. Each errno is attached."""
+    ref = instances["A"]
+    report = probe_namespaces(target, sandbox_host(ref), ref)
+    attach("PR-3 A", {"answers": {a: r["result"] for a, r in report["tried"].items()}, "report": report})
+    assert created(report) == {}
+
+
+@pytest.mark.case("PR-3", "X", pair="B")
+def test_pr3_broken_sandbox_lets_its_agent_create_one(principals, target, sandbox_host):
+    """A sandbox that lets its processes make a user namespace: the same probe creates one (its
+    ``/proc/self/ns/user`` afterwards is a new one), and, in a new user namespace, every other kind too."""
+    with target.broken_nested_userns(intruder=principals["B"]) as leaky:
+        report = probe_namespaces(target, sandbox_host(leaky), leaky)
+    attach("PR-3 X", {"answers": {a: r["result"] for a, r in report["tried"].items()}, "report": report})
+    made = created(report)
+    assert "user" in made
+    assert made["user"]["after"]["user"] != report["own"]["user"]
+    assert sorted(a for a in made if a.startswith("user+")) == sorted(a for a in ATTEMPTS if a.startswith("user+"))

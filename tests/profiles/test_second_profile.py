@@ -28,8 +28,8 @@ TINY = ROOT / "tests" / "support" / "tiny_agent.toml"
 # The cases that need no more than the core and the broker, from the catalogue's facets: the broker, and the
 # broken arrangements that are sandboxes the driver builds (their X controls run no agent). NT-5 is left out:
 # its X control runs the reference agent's own model-catalog refresh, which the tiny agent does not have.
-SANDBOX_ARRANGEMENTS = {"broken_shared_volume", "broken_shared_tmp", "broken_shared_pid_ns", "broken_same_uid",
-                        "broken_host_account_uid", "broken_open_egress", "broken_secret_in_env"}
+SANDBOX_ARRANGEMENTS = {"broken_shared_volume", "broken_shared_tmp", "broken_shared_pid_ns", "broken_nested_userns",
+                        "broken_same_uid", "broken_host_account_uid", "broken_open_egress", "broken_secret_in_env"}
 NOT_THE_TINY_AGENTS = {"NT-5"}
 CORE_AND_BROKER = tuple(sorted(
     case.id for case in catalogue.load().values()

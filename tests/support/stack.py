@@ -15,9 +15,10 @@ PROVIDER_KEY = "test-provider-key"  # synthetic: the mock's own key, nothing rea
 
 
 @contextmanager
-def platform_controller(root: Path, run: str, *, engine_image: str | None = None) -> Iterator[Controller]:
-    """A controller with its platform and a provider mock; with ``engine_image``, its sandboxes are containers
-    of that image (``runtime.containers.DockerEngine``)."""
+def platform_stack(root: Path, run: str, *, engine_image: str | None = None, **controller_options
+                   ) -> Iterator[tuple[Controller, ProviderMock]]:
+    """A controller with its platform, and the provider mock behind it (to script the model's answers);
+    ``controller_options`` go to the ``Controller`` (``agent``, ``ready_deadline``...)."""
     with ExitStack() as stack:  # torn down in reverse: controller, platform, provider
         provider = ProviderMock(PROVIDER_KEY).start()
         stack.callback(provider.stop)
@@ -29,6 +30,14 @@ def platform_controller(root: Path, run: str, *, engine_image: str | None = None
             from runtime.containers import DockerEngine
 
             engine = DockerEngine(engine_image, run)
-        controller = Controller(root, run, platform=platform, engine=engine)
+        controller = Controller(root, run, platform=platform, engine=engine, **controller_options)
         stack.callback(controller.close)
+        yield controller, provider
+
+
+@contextmanager
+def platform_controller(root: Path, run: str, *, engine_image: str | None = None) -> Iterator[Controller]:
+    """A controller with its platform and a provider mock; with ``engine_image``, its sandboxes are containers
+    of that image (``runtime.containers.DockerEngine``)."""
+    with platform_stack(root, run, engine_image=engine_image) as (controller, _provider):
         yield controller

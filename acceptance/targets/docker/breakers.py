@@ -96,6 +96,14 @@ class DockerBreakers(Breakers):
         return self._start_broken(intruder, uid=self._free_uid(), volume=None,
                                   edit=lambda config: {**config, "pid_mode": "host"})
 
+    def _nested_userns(self, intruder: Principal) -> InstanceRef:
+        """The intruder's container runs without Docker's seccomp filter (``--security-opt seccomp=unconfined``),
+        which is what refuses ``unshare(CLONE_NEWUSER)`` to a process without CAP_SYS_ADMIN."""
+        def edit(config: dict) -> dict:
+            return {**config, "security_opt": [*(o for o in config.get("security_opt") or [] if not o.startswith("seccomp")),
+                                               "seccomp=unconfined"]}
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
+
     def _open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> InstanceRef:
         """A container whose network namespace is linked to the lab with a default route and the lab's
         resolver (a container joined to a network, but one that leads into the lab only). With

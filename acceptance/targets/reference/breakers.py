@@ -56,6 +56,11 @@ class Breakers:
             yield self._shared_pid_ns(intruder=intruder)
 
     @contextmanager
+    def broken_nested_userns(self, intruder: Principal) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._nested_userns(intruder=intruder)
+
+    @contextmanager
     def broken_same_uid(self, owner: InstanceRef, intruder: Principal) -> Iterator[InstanceRef]:
         with self._arrangement():
             yield self._same_uid(owner=owner, intruder=intruder)
@@ -170,6 +175,12 @@ class Breakers:
             argv = replace_args(argv, ["--unshare-pid"], [])
             return replace_args(argv, ["--proc", "/proc"], ["--ro-bind", "/proc", "/proc"])
         return self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
+
+    def _nested_userns(self, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox launched without ``--disable-userns``: its processes may create a user
+        namespace of their own (and, holding every capability in it, any other namespace)."""
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None,
+                                  edit=lambda argv: replace_args(argv, ["--disable-userns"], []))
 
     def _same_uid(self, owner: InstanceRef, intruder: Principal) -> InstanceRef:
         """The intruder's sandbox runs under the owner's host uid (its own volume, though)."""
