@@ -12,7 +12,7 @@ from ..errors import ProofError
 from ..wait import until
 from . import netprobes
 from .evidence import attach
-from .product_client import drive, reason_of, with_request_id
+from .product_client import answer_differences, drive, reason_of, with_request_id
 
 pytestmark = pytest.mark.usefixtures("planted")
 
@@ -318,6 +318,7 @@ def test_tl5_server_refuses_another_principals_record(intruder, a_note, instance
         raise ProofError(f"{intruder}'s own listing did not show the note it just made: the listing did not look")
     assert token not in json.dumps(answer) and "result" not in (answer.get("body") or {})
     assert (answer["status"], reason(answer)) == (missing["status"], reason(missing))
+    assert answer_differences(answer, missing) == {}, "the answer for A's note differs from a missing note's"
     assert [n for n in listed if token in json.dumps(n) or n["id"] == note_id] == []
 
 

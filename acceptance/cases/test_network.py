@@ -23,6 +23,7 @@ from ..errors import ProofError, TargetError
 from ..lab.bpf import EGRESS
 from ..lab.capture import Capture, egress_counters
 from . import holders, netprobes
+from .evidence import calls_of
 from .netprobes import A_RESOLVER_ANSWERED, NO_RESOLVER_ANSWERED, NO_ROUTE, REFUSED
 
 pytestmark = pytest.mark.usefixtures("planted")
@@ -275,12 +276,16 @@ def test_nt5_idle_window_has_no_egress(request, instances, target, dedicated, sa
     start, or with a period longer than the window, shows there; A's lifetime counts hold the suite's own
     probes). A connection to its own broker (the endpoint the platform gives it) is the one way out, and is
     not egress outside the broker: hermes, idle, pings its tool server through it (an MCP keepalive every
-    180 s); those SYNs are attached, and every other frame fails the case."""
+    180 s); those SYNs are attached, and every other frame fails the case. What goes out through the broker
+    is judged where it arrives: the provider records no model call of either instance's principal from just
+    before the window to the end of the case (an agent sending its memory to the model while idle, a turn of
+    nobody's, fails here though its SYNs are the broker's)."""
     seconds = request.config.getoption("pairproof_idle_seconds")
     fresh = dedicated("D", "dana")
     refs = {"A": instances["A"], "fresh": fresh}
     for ref in refs.values():
         sandbox_host(ref).run("true")  # proof: the instance answers, and it is this one we watch
+    calls_before = {name: calls_of(target, ref.principal) for name, ref in refs.items()}
     observed = _idle_observation({name: target.identity(ref).host_pid for name, ref in refs.items()}, seconds,
                                  tmp_path)
     outside = {}
@@ -293,6 +298,9 @@ def test_nt5_idle_window_has_no_egress(request, instances, target, dedicated, sa
     assert outside == {"A": [], "fresh": []}
     assert {name: _moved(before, after) for name, (_, before, after) in observed.items()} == {"A": {}, "fresh": {}}
     assert {k: v for k, v in observed["fresh"][2].items() if v} == {}
+    calls = {name: calls_of(target, ref.principal) - calls_before[name] for name, ref in refs.items()}
+    netprobes.attach("model calls the provider recorded of each instance's principal over the window", calls)
+    assert calls == {"A": 0, "fresh": 0}, "an idle instance called the model through its broker"
 
 
 @pytest.mark.case("NT-5", "X", pair="B->outside")
