@@ -86,13 +86,22 @@ def _write(path: Path, value: str) -> None:
         raise CgroupError(f"cannot write {value!r} to {path}: {exc.strerror}") from exc
 
 
+def _text_if_there(path: Path) -> str | None:
+    """``path``'s text, or None when its cgroup is gone: removed (ENOENT), or being removed by whoever made it
+    (ENODEV: a file of a cgroup v1 directory whose cgroup is going away, as a container engine removes a
+    container's cgroup after its last process died, answers "No such device")."""
+    try:
+        return path.read_text()
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENODEV):
+            return None
+        raise
+
+
 def _read_pids(files: tuple[Path, ...]) -> set[int]:
     found: set[int] = set()
     for f in files:
-        try:
-            found.update(int(x) for x in f.read_text().split())
-        except FileNotFoundError:
-            continue
+        found.update(int(x) for x in (_text_if_there(f) or "").split())
     return found
 
 
@@ -147,6 +156,8 @@ def _rmdir(path: Path, deadline: float = 5.0) -> None:
         except FileNotFoundError:
             return
         except OSError as exc:
+            if exc.errno == errno.ENODEV:
+                return  # being removed by whoever made it (a container engine, for a container's cgroup)
             if exc.errno != errno.EBUSY or time.monotonic() > end:
                 raise CgroupError(f"cannot remove cgroup {path}: {exc.strerror}") from exc
             time.sleep(0.01)
@@ -182,10 +193,8 @@ class V1Cgroup:
     def frozen(self) -> bool:
         if self.freezer_dir is None:
             return False
-        try:
-            return (self.freezer_dir / "freezer.state").read_text().strip() != "THAWED"
-        except FileNotFoundError:
-            return False
+        state = _text_if_there(self.freezer_dir / "freezer.state")
+        return state is not None and state.strip() != "THAWED"
 
     def memory_current(self) -> int:
         return int(_read(self.memory_dir / "memory.usage_in_bytes"))
@@ -205,13 +214,10 @@ class V1Cgroup:
 
     def oom_kills(self) -> int:
         # memory.oom_control has "oom_kill N" on kernels >= 4.13; failcnt is the fallback signal.
-        try:
-            for line in (self.memory_dir / "memory.oom_control").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-        except FileNotFoundError:
-            pass
+        for line in (_text_if_there(self.memory_dir / "memory.oom_control") or "").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
         return 0
 
     def kill_all(self, deadline: float = 5.0) -> None:
@@ -245,13 +251,10 @@ class V2Cgroup:
         return _read_pids(self.procs_files)
 
     def oom_kills(self) -> int:
-        try:
-            for line in (self.directory / "memory.events").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-        except FileNotFoundError:
-            pass
+        for line in (_text_if_there(self.directory / "memory.events") or "").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
         return 0
 
     def _events_frozen(self) -> bool:
@@ -270,10 +273,7 @@ class V2Cgroup:
         _settle(f"thawing {self.path}", lambda: not self._events_frozen(), deadline)
 
     def frozen(self) -> bool:
-        try:
-            return (self.directory / "cgroup.freeze").read_text().strip() == "1"
-        except FileNotFoundError:
-            return False
+        return (_text_if_there(self.directory / "cgroup.freeze") or "").strip() == "1"
 
     def memory_current(self) -> int:
         return int(_read(self.directory / "memory.current"))

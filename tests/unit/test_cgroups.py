@@ -4,6 +4,7 @@ the files it writes, and behaviourally wherever CI has a v2-only host (the RS-1 
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,24 @@ def test_detect_without_controllers_says_what_to_do(tmp_path):
 def test_limits_refuse_values_no_agent_survives(memory, pids):
     with pytest.raises(ValueError):
         Limits(memory, pids)
+
+
+class _Going:
+    """A cgroup file whose cgroup its engine is removing: kernfs answers ENODEV to an open of it."""
+
+    def read_text(self):
+        raise OSError(errno.ENODEV, "No such device")
+
+
+class _Broken:
+    def read_text(self):
+        raise OSError(errno.EACCES, "Permission denied")
+
+
+def test_a_cgroup_being_removed_reads_as_gone_not_as_an_error():
+    """Seen on the docker target: the controller's stop of a container whose pid 1 was just killed read its
+    cgroup while Docker removed it, and the recovery failed on ENODEV."""
+    assert cgroups._text_if_there(_Going()) is None
+    assert cgroups._read_pids((_Going(),)) == set()
+    with pytest.raises(OSError, match="Permission denied"):
+        cgroups._text_if_there(_Broken())
