@@ -80,6 +80,7 @@ class SuiteRun:
     failed: list[str]
     statuses: dict[str, str]
     tail: str
+    output: str = field(default="", repr=False)  # the whole of it: kept for a control that did not pass
 
 
 @dataclass
@@ -174,10 +175,10 @@ def run_suite(tree: Path, suite: Path | None, cases: list[str], state_dir: str, 
     seconds = time.monotonic() - started
     tail = output[-2000:]
     if not verdict.exists():
-        return SuiteRun(returncode, seconds, [], {}, tail)
+        return SuiteRun(returncode, seconds, [], {}, tail, output)
     data = json.loads(verdict.read_text())
     statuses = {c["id"]: c["status"] for c in data["cases"] if c["status"] != "not covered"}
-    return SuiteRun(returncode, seconds, sorted(c for c, s in statuses.items() if s == "failed"), statuses, tail)
+    return SuiteRun(returncode, seconds, sorted(c for c, s in statuses.items() if s == "failed"), statuses, tail, output)
 
 
 def run_mutant(mutant: Mutant, workdir: Path, suite: Path | None, state_dir: str,
@@ -260,6 +261,13 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
         against = Target(target, image)
         control = run_suite(control_tree, suite, [], state_dir, against)
         progress(f"control: exit {control.exit} in {control.seconds:.0f}s")
+        if control.exit:
+            # Its tracebacks, where CI's log keeps them, and whole beside the report: a control that did not pass
+            # is to be read, not only counted.
+            reports.mkdir(parents=True, exist_ok=True)
+            (reports / "mutants-control.log").write_text(control.output)
+            progress(f"control's output, last part (whole in {reports / 'mutants-control.log'}):\n"
+                     + control.output[-8000:])
         outcomes: list[Outcome] = []
         if control.exit == 0:
             # The pooled mutants in parallel, then each that must run alone (``Mutant.alone``) by itself.

@@ -46,6 +46,22 @@ def test_a_suite_that_asserts_nothing_kills_no_mutant(tmp_path):
     assert (report["partial"], report["suite"]) == (True, str(suite))
 
 
+def test_a_control_that_does_not_pass_is_shown_whole(tmp_path):
+    """The unmodified control failing: no mutant runs, and its output (tracebacks included) is printed and kept
+    beside the report, so a broken control can be read (its tail alone once hid the cause of one)."""
+    suite = tmp_path / "failing"
+    suite.mkdir()
+    text = useless_suite(["FS-1"]).replace('.run("true")', '.run("true")\n    raise AssertionError("control-marker-7f3a")', 1)
+    (suite / "test_failing.py").write_text(text)
+    said = []
+    code = runner.run(reports=tmp_path / "reports", jobs=1, suite=suite, catalogue=CATALOGUE[:1], progress=said.append)
+    report = json.loads((tmp_path / "reports" / "mutants.json").read_text())
+    assert code == 1 and report["control"]["exit"] != 0 and report["mutants"] == []
+    log = (tmp_path / "reports" / "mutants-control.log").read_text()
+    assert 'raise AssertionError("control-marker-7f3a")' in log  # the traceback, not only the summary line
+    assert any("control-marker-7f3a" in line and "mutants-control.log" in line for line in said)
+
+
 def test_a_real_mutant_is_killed_by_its_expected_case(tmp_path):
     """``pairproof mutants --only NAME``: the mutant is killed, and the report says which source it judged
     and that it was partial, so the gate refuses it (it once accepted it)."""
