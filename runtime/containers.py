@@ -305,7 +305,7 @@ class DockerEngine:
         container's own /proc. The process is placed in the container's cgroup before it runs anything
         (``sandbox.spawn_gated``). What it does not get is Docker's seccomp filter: it is the platform's
         probe, not the agent."""
-        from .sandbox import _finish, spawn_gated
+        from .sandbox import _finish, namespace_flags, spawn_gated
 
         if not proc.alive():
             raise SandboxError(f"container of {proc.spec.instance_id} is not running")
@@ -313,12 +313,8 @@ class DockerEngine:
             fd = os.open(host_path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             raise SandboxError(f"cannot open {host_path} to run it in {proc.spec.instance_id}: {exc.strerror}") from exc
-        flags = []
-        for ns, flag in (("mnt", "--mount"), ("pid", "--pid"), ("net", "--net"), ("ipc", "--ipc"), ("uts", "--uts"),
-                         ("cgroup", "--cgroup")):
-            if os.readlink(f"/proc/{proc.host_pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"):
-                flags.append(flag)
-        argv = ["setpriv", "--no-new-privs", "nsenter", "-t", str(proc.host_pid), *flags, "--root", "--wd",
+        argv = ["setpriv", "--no-new-privs", "nsenter", "-t", str(proc.host_pid), *namespace_flags(proc.host_pid),
+                "--root", "--wd",
                 "-S", str(proc.spec.uid), "-G", str(proc.spec.gid), f"/proc/self/fd/{fd}", *args]
         try:
             child = spawn_gated(

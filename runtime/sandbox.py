@@ -269,6 +269,15 @@ def launch(spec: SandboxSpec, cgroup: Cgroup, make_argv: Callable[[int], list[st
     return SandboxProcess(spec=spec, popen=popen, host_pid=int(info["child-pid"]), cgroup=cgroup)
 
 
+def namespace_flags(host_pid: int) -> list[str]:
+    """``nsenter``'s flags for each namespace ``host_pid`` has of its own (user, mount, pid, net, ipc, uts,
+    cgroup); one it shares with this process (a container in the host's user namespace; a deliberately broken
+    arrangement) needs no entering."""
+    return [flag for ns, flag in (("user", "--user"), ("mnt", "--mount"), ("pid", "--pid"), ("net", "--net"),
+                                  ("ipc", "--ipc"), ("uts", "--uts"), ("cgroup", "--cgroup"))
+            if os.readlink(f"/proc/{host_pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}")]
+
+
 def enter_argv(host_pid: int, uid: int, gid: int, argv: Sequence[str]) -> list[str]:
     """A command that runs ``argv`` inside the sandbox whose pid 1 is ``host_pid``, as its uid.
 
@@ -279,16 +288,9 @@ def enter_argv(host_pid: int, uid: int, gid: int, argv: Sequence[str]) -> list[s
     user namespace, then drops to the instance's uid and gid (``-S``/``-G``; every capability goes with
     uid 0) before it executes anything: the probe gets no privilege the agent does not have.
     """
-    # Enter each namespace the sandbox has of its own; one it shares with the host (only a deliberately
-    # broken arrangement does) needs no entering.
-    flags = []
-    for ns, flag in (("user", "--user"), ("mnt", "--mount"), ("pid", "--pid"), ("net", "--net"), ("ipc", "--ipc"),
-                     ("uts", "--uts"), ("cgroup", "--cgroup")):
-        if os.readlink(f"/proc/{host_pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"):
-            flags.append(flag)
     return [
         "setpriv", "--clear-groups", "--no-new-privs",
-        "nsenter", "-t", str(host_pid), *flags, "-S", str(uid), "-G", str(gid), "--root", "--wd",
+        "nsenter", "-t", str(host_pid), *namespace_flags(host_pid), "-S", str(uid), "-G", str(gid), "--root", "--wd",
         "--", "/usr/bin/env", "-i", f"PATH={SANDBOX_PATH}", "HOME=/data", "LANG=C.UTF-8", *argv,
     ]
 
