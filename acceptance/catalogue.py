@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from .contract import FACETS
+from acceptance.contract import FACETS
 
 PATH = Path(__file__).with_name("catalogue.toml")
 ROLES = ("refusal", "P", "X")
@@ -36,12 +36,12 @@ def load(path: Path = PATH) -> Mapping[str, Case]:
             raise ValueError(f"{path}: case {case_id} has control roles {sorted(unknown)}; use P or X")
         if "facets" not in entry:
             raise ValueError(f"{path}: case {case_id} does not say which target facets it needs: add "
-                             "facets = [...] (names from acceptance/contract.py FACETS; [] for the core alone)")
+                             "facets = [...] (names from acceptance/contract/ FACETS; [] for the core alone)")
         facets = tuple(entry["facets"])
         unknown = [f for f in facets if f not in FACETS]
         if unknown:
             raise ValueError(f"{path}: case {case_id} names facets {unknown} that the contract does not have: "
-                             f"use names from acceptance/contract.py FACETS ({', '.join(FACETS)})")
+                             f"use names from acceptance/contract/ FACETS ({', '.join(FACETS)})")
         cases[case_id] = Case(case_id, entry["boundary"], entry["channel"], entry["refusal"],
                               entry["severity"], controls, facets)
     return cases

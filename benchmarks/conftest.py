@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import cleanup
+from runtime.isolation import cleanup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from support.stack import platform_controller, platform_stack  # noqa: E402  (the tests' helpers, shared)

@@ -1,6 +1,6 @@
 """Benchmarks: each agent profile's provision + wake to ready, and its memory idle and during a turn.
 
-For each shipped profile, ``reference`` (runtime/agent.py) and ``hermes`` (hermes-agent 0.19.0 from
+For each shipped profile, ``reference`` (runtime/agents/reference.py) and ``hermes`` (hermes-agent 0.19.0 from
 ``$PAIRPROOF_TOOLS/hermes-venv``), on a controller whose launch is the profile's (``launch_of``, as the
 reference target's driver runs it):
 
@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from acceptance import profiles
+from acceptance.targets import profiles
 from acceptance.targets.reference.driver import _ready_deadline, launch_of
 
 MB = 1 << 20

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from runtime.broker import AGENT_PORT
-from runtime.netns import socket_in
+from runtime.authority.broker import AGENT_PORT
+from runtime.isolation.netns import socket_in
 
 CALLS = 300
 REQUEST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import cleanup
+from runtime.isolation import cleanup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from support.stack import platform_controller  # noqa: E402
@@ -78,7 +78,7 @@ def _bare_run(client, image: str, run: str, folder: Path) -> float:
     """One bare run, timed from create to its marker; the container is removed after, untimed."""
     from docker.types import Mount
 
-    from runtime.containers import LABEL_RUN
+    from runtime.isolation.containers import LABEL_RUN
 
     marker = folder / "ready"
     marker.unlink(missing_ok=True)

@@ -11,7 +11,7 @@ Stored bytes (a snapshot, a backup, a cache) are opened layer by layer before th
 that "no canary at rest" cannot come from a scanner that only knew the one format a store happens to
 use. The probe (``detect``) stays standard-library-only and layer-blind; unpacking is host-side.
 Each layer is searched by a ``LayerSearch``: ``detect.find`` in this process unless the caller gives
-another (the suite hands every layer to its static probe, which decodes more encodings: ``acceptance.hostscan``).
+another (the suite hands every layer to its static probe, which decodes more encodings: ``acceptance.harness.hostscan``).
 """
 
 from __future__ import annotations

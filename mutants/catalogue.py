@@ -16,7 +16,7 @@ from .errors import PatchDoesNotApply
 
 PATH = Path(__file__).with_name("catalogue.toml")
 # Each target's catalogue: the reference runtime's mistakes (bubblewrap sandbox, platform), and the Docker
-# engine's run-configuration mistakes (``runtime/containers.py``). ``pairproof mutants --target T`` runs T's.
+# engine's run-configuration mistakes (``runtime/isolation/containers.py``). ``pairproof mutants --target T`` runs T's.
 CATALOGUES = {"reference": PATH, "docker": Path(__file__).with_name("docker.toml")}
 PACKAGES = ("runtime", "acceptance", "canaries", "reports")
 

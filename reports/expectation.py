@@ -2,7 +2,7 @@
 
 A target qualified *to show its failures* (``hermes-unguarded``: a real agent with its own configuration
 handling) is not judged by the gate, which wants the whole catalogue passed. Its expectation
-(``acceptance/expectations/<target>.toml``) names each case that must fail, why (one line: the agent's
+(``acceptance/targets/expectations/<target>.toml``) names each case that must fail, why (one line: the agent's
 behaviour), and the evidence a run must show for it (words found in what the failing refusals reported: their
 failure messages, their evidence records and their Allure attachments). A verdict is *as expected* when:
 

@@ -64,14 +64,14 @@ FINDINGS: tuple[Finding, ...] = (
          "did not apply", "mcp__mirror__", "tool_search", "add-mcp-server", "enable-tool-search", "add-toolsets"),
         "The managed layer pins `platform_toolsets.api_server`, `tools.tool_search.enabled: false` and the "
         "product's MCP server (`acceptance/profiles/hermes/config.yaml`), and a user's settings reach hermes only "
-        "through the platform's allowlist of exact leaves (`runtime/settings.py`, `hermes.toml` `[settings]`), "
+        "through the platform's allowlist of exact leaves (`runtime/agents/settings.py`, `hermes.toml` `[settings]`), "
         "rewritten before every start."),
     Finding(
         "TS-3", "A malformed managed file is ignored with a warning, and hermes starts anyway",
         "hermes fails open on its managed layer: a file it cannot parse is logged and ignored, and the agent "
         "runs on the user's settings alone.",
         ("TS-3",), ("managed file",), ("started", "ignoring", "failed to parse", "refused"),
-        "The platform checks the managed file before every start (`runtime/managed.py`: strict YAML, the schema "
+        "The platform checks the managed file before every start (`runtime/agents/managed.py`: strict YAML, the schema "
         "`hermes/managed.schema.json`, the SHA-256 pin in `hermes.toml`) and starts nothing on a refusal; the "
         "checked copy is bound read-only at `/etc/hermes/config.yaml`."),
     Finding(
@@ -81,8 +81,8 @@ FINDINGS: tuple[Finding, ...] = (
         "happens on the API path.",
         ("MD-3", "MD-4"), ("MD-3", "MD-4"),
         ("calls", "title", "memory_review", "unattributed", "turn", "did not make the calls", "spend_exhausted"),
-        "The model proxy meters and caps every call per org and user whatever its purpose (`runtime/proxy.py`); "
-        "the broker declares a call's purpose when the agent does not (`runtime/broker.py`).", kind="question"),
+        "The model proxy meters and caps every call per org and user whatever its purpose (`runtime/model/proxy.py`); "
+        "the broker declares a call's purpose when the agent does not (`runtime/authority/broker.py`).", kind="question"),
     Finding(
         "NT-5", "Egress at start-up and in an idle window, with hermes's defaults",
         "hermes with its defaults looks up external hosts as it starts (a tirith download, model metadata).",
@@ -399,7 +399,7 @@ def render(runs: Sequence[Run], command: str) -> Document:
             try:
                 compared = expectation.compare(unguarded.verdict, expectation.load(path.relative_to(root))
                                                if Path.cwd() == root else expectation.load(path), unguarded.texts)
-                out.append(f"- `{UNGUARDED}` against its expectation (`acceptance/expectations/{UNGUARDED}.toml`, "
+                out.append(f"- `{UNGUARDED}` against its expectation (`acceptance/targets/expectations/{UNGUARDED}.toml`, "
                            f"`pairproof expect`): " + ("as expected" if compared.as_expected else
                                                       f"NOT as expected ({len(compared.mismatches)}):"))
                 out += [f"  - {m}" for m in compared.mismatches]

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from .errors import ConfigError
+from runtime.errors import ConfigError
 
 
 def _check(record: object) -> None:

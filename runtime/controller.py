@@ -39,19 +39,23 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import agents, capacity, cgroups, containers, managed, requestid, sandbox, uids
-from . import settings as user_settings
-from .agents import AgentLaunch
-from .broker import AGENT_PORT, Broker, dispatch_effect
-from .cgroups import Limits
-from .cleanup import process_start_time, remove_run
-from .errors import CapacityRefused, ConfigError, InstanceError, SandboxError
-from .journal import Journal
-from .mcp_filter import McpFilter
-from .netns import socket_in
-from .platform import LEASE_TTL, MODEL_TTL, Platform
-from .registry import InstanceRecord, Registry
-from .snapshots import SnapshotStore
+from runtime import capacity
+from runtime.agents import launch as agents
+from runtime.agents import managed
+from runtime.agents import settings as user_settings
+from runtime.agents.launch import AgentLaunch
+from runtime.authority import requestid
+from runtime.authority.broker import AGENT_PORT, Broker, dispatch_effect
+from runtime.authority.journal import Journal
+from runtime.authority.mcp_filter import McpFilter
+from runtime.errors import CapacityRefused, ConfigError, InstanceError, SandboxError
+from runtime.isolation import cgroups, containers, sandbox, uids
+from runtime.isolation.cgroups import Limits
+from runtime.isolation.cleanup import process_start_time, remove_run
+from runtime.isolation.netns import socket_in
+from runtime.platform import LEASE_TTL, MODEL_TTL, Platform
+from runtime.registry import InstanceRecord, Registry
+from runtime.snapshots import SnapshotStore
 
 DEFAULT_ROOT = Path("/var/lib/pairproof")
 DEFAULT_LIMITS = Limits(memory_bytes=256 << 20, pids_max=64)

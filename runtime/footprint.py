@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .capacity import Budget
+from runtime.capacity import Budget
 
 MB = 1 << 20
 

@@ -16,7 +16,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from . import requestid
+from runtime.authority import requestid
 
 MAX_BODY = 1 << 20
 log = logging.getLogger("pairproof.requests")

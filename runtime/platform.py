@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import requestid
-from .authority import Current, TokenAuthority
-from .mcp_filter import McpFilter
-from .product import ProductServer
-from .proxy import ModelProxy
+from runtime.authority import requestid
+from runtime.authority.capabilities import Current, TokenAuthority
+from runtime.authority.mcp_filter import McpFilter
+from runtime.model.proxy import ModelProxy
+from runtime.product.server import ProductServer
 
 PINNED_TOOLS = Path(__file__).with_name("pinned_tools.json")
 LEASE_TTL = 3600.0  # a lease is renewed by waking; tests shorten nothing through here

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InstanceError, InstanceNotFound
+from runtime.errors import InstanceError, InstanceNotFound
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS instances (

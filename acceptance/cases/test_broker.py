@@ -6,13 +6,12 @@ import json
 
 import pytest
 
+from acceptance.cases.judges import netprobes
+from acceptance.cases.judges.product_client import answer_differences, drive, reason_of, with_request_id
+from acceptance.errors import ProofError
+from acceptance.harness.evidence import attach
+from acceptance.harness.wait import until
 from canaries.known import find_known
-
-from ..errors import ProofError
-from ..wait import until
-from . import netprobes
-from .evidence import attach
-from .product_client import answer_differences, drive, reason_of, with_request_id
 
 pytestmark = pytest.mark.usefixtures("planted")
 

@@ -6,7 +6,7 @@ CP-1 probes no sandbox: it asks the platform's capacity model (``MODEL`` below n
 the platform's own log of the assessment it made for the probe's request id.
 
 CP-2 does not take the fleet the driver reports (``fleet_need``) on its word: the host shows which sandboxes
-run (``acceptance.observe``: this process's descendants in namespaces of their own, and the processes in an
+run (``acceptance.harness.observers``: this process's descendants in namespaces of their own, and the processes in an
 instance's namespaces). A host running more sandboxes than the platform counts as resident is a finding
 (admission counts a fleet smaller than the one it runs: a sandbox left running after sleep, a second agent);
 fewer means the driver's figure is not the platform's (broken). Where it cannot look: sandboxes that are
@@ -23,10 +23,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from .. import observe
-from ..contract import InstanceRef, Principal
-from ..errors import CapacityRefusedError, ProofError, TargetError
-from .evidence import attach
+from acceptance.contract import InstanceRef, Principal
+from acceptance.errors import CapacityRefusedError, ProofError, TargetError
+from acceptance.harness import observers as observe
+from acceptance.harness.evidence import attach
 
 # The seed's example: 10 resident, 4 active, 20 stored; 640 MB idle, 1,024 MB active, 60 MB broker,
 # 3,000 MB shared memory + headroom (split 2,000 + 1,000 by choice). Its 77,000 MB of disk is split by

@@ -9,7 +9,7 @@ Other realistic ways these properties break, and what sees them:
   process B can see): the scan reads files and /proc environ and cmdline in any encoding.
 - A scan that silently saw less (unreadable folders, files cut short, a probe killed mid-report): the
   scan and the dump must prove completeness and find the prober's own canaries and sentinels in the
-  same call, or the test is broken (acceptance/probe.py).
+  same call, or the test is broken (acceptance/harness/probes.py).
 - Shared tmp, home, /dev/shm, a runtime folder or IPC (a common bind, a shared tmpfs, the host's /dev/shm,
   the host's IPC namespace): FS-2 writes in every writable place of one sandbox's own mount table and
   makes System V objects, looks in the other, and compares folders' identities and IPC namespaces.
@@ -25,14 +25,13 @@ from pathlib import Path
 
 import pytest
 
+from acceptance.cases.judges import sharing
+from acceptance.cases.judges.detectors import mount_identities, tokens_in, volume_identity
+from acceptance.errors import ProofError, TargetError
+from acceptance.harness.evidence import attach
 from canaries.known import find_known
 
-from ..errors import ProofError, TargetError
-from . import sharing
-from .detectors import mount_identities, tokens_in, volume_identity
-from .evidence import attach
-
-PROC_ROOT_PROBE = Path(__file__).with_name("proc_root_probe.py")
+PROC_ROOT_PROBE = Path(__file__).with_name("inside") / "proc_root_probe.py"
 
 pytestmark = pytest.mark.usefixtures("planted")
 

@@ -22,9 +22,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from ..contract import Principal
-from ..errors import ProofError, TargetError
-from .evidence import attach, calls_of
+from acceptance.contract import Principal
+from acceptance.errors import ProofError, TargetError
+from acceptance.harness.evidence import attach, calls_of
 
 PEOPLE = {"I": Principal("I", "org4", "ivy"), "J": Principal("J", "org5", "jay")}
 BODY = {"model": "reference-main", "messages": [{"role": "user", "content": "hi"}], "metadata": {"purpose": "turn"}}

@@ -25,15 +25,16 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from acceptance.cases.test_model import BODY
+from acceptance.cases.test_process import HostProcess, instance_processes, probe_processes, reached, sightings
+from acceptance.contract import LOCATIONS
+from acceptance.errors import ProofError, TargetError
+from acceptance.harness import hostscan
+from acceptance.harness import observers as observe
+from acceptance.harness.evidence import attach, calls_of, replay
+from acceptance.harness.probes import ProbeLog
+from acceptance.harness.wait import until
 from canaries.scan import AtRest
-
-from .. import hostscan, observe
-from ..contract import LOCATIONS
-from ..errors import ProofError, TargetError
-from ..probe import ProbeLog
-from .evidence import attach, calls_of, replay, until
-from .test_model import BODY
-from .test_process import HostProcess, instance_processes, probe_processes, reached, sightings
 
 pytestmark = pytest.mark.usefixtures("planted")
 

@@ -10,11 +10,10 @@ import time
 
 import pytest
 
+from acceptance.cases.judges.detectors import tokens_in
+from acceptance.errors import ProofError
+from acceptance.harness.evidence import attach, calls_of, replay
 from canaries.known import find_known
-
-from ..errors import ProofError
-from .detectors import tokens_in
-from .evidence import attach, calls_of, replay
 
 pytestmark = pytest.mark.usefixtures("planted")
 BODY = {"model": "reference-main", "messages": [{"role": "user", "content": "hi"}], "metadata": {"purpose": "turn"}}

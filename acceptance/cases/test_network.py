@@ -18,13 +18,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from .. import hostscan
-from ..errors import ProofError, TargetError
-from ..lab.bpf import EGRESS
-from ..lab.capture import Capture, egress_counters
-from . import holders, netprobes
-from .evidence import calls_of
-from .netprobes import A_RESOLVER_ANSWERED, NO_RESOLVER_ANSWERED, NO_ROUTE, REFUSED
+from acceptance.cases.judges import holders, netprobes
+from acceptance.cases.judges.netprobes import A_RESOLVER_ANSWERED, NO_RESOLVER_ANSWERED, NO_ROUTE, REFUSED
+from acceptance.errors import ProofError, TargetError
+from acceptance.harness import hostscan
+from acceptance.harness.evidence import calls_of
+from acceptance.harness.lab.bpf import EGRESS
+from acceptance.harness.lab.capture import Capture, egress_counters
 
 pytestmark = pytest.mark.usefixtures("planted")
 DNS_TARGETS = ("dns", "dns6")
@@ -147,7 +147,7 @@ def test_nt2_own_broker_reachable(instances, broker_call):
 
 @pytest.mark.case("NT-2", "X", pair="B->outside")
 def test_nt2_broken_open_path_syns_are_recorded(principals, planted, lab, target, egress):
-    from ..lab import ADDRESSES, ADDRESSES6
+    from acceptance.harness.lab import ADDRESSES, ADDRESSES6
 
     label = planted.tokens["B"]["task"]
     since, report = _probe_open_egress(target, principals["B"], lab, egress, label)

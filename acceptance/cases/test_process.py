@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from ..errors import ProofError
-from .detectors import identity_problems, shared_identities
-from .evidence import attach
+from acceptance.cases.judges.detectors import identity_problems, shared_identities
+from acceptance.errors import ProofError
+from acceptance.harness.evidence import attach
 
 pytestmark = pytest.mark.usefixtures("planted")
 
-PROBE = Path(__file__).with_name("process_probe.py")
+PROBE = Path(__file__).with_name("inside") / "process_probe.py"
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ def test_pr2_broken_same_uid_is_detected(instances, principals, target, sandbox_
     assert [p for p in problems if "host account" in p] != []
 
 
-USERNS_PROBE = Path(__file__).with_name("userns_probe.py")
+USERNS_PROBE = Path(__file__).with_name("inside") / "userns_probe.py"
 # Every kind of namespace the probe tries, alone and (but user) together with a new user namespace.
 NAMESPACE_KINDS = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time")
 ATTEMPTS = (*NAMESPACE_KINDS, *(f"user+{k}" for k in NAMESPACE_KINDS if k != "user"))

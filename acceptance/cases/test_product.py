@@ -13,9 +13,9 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from .. import hostscan
-from ..errors import ProofError, TargetError
-from .product_client import drive, reason_of, with_request_id
+from acceptance.cases.judges.product_client import drive, reason_of, with_request_id
+from acceptance.errors import ProofError, TargetError
+from acceptance.harness import hostscan
 
 pytestmark = pytest.mark.usefixtures("planted")
 

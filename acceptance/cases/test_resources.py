@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from ..errors import HarnessTimeout
+from acceptance.errors import HarnessTimeout
 
 ALLOCATE = "x = b'\\x01' * (400 << 20); print('allocated', len(x))"
 # A bounded fork bomb: fork children that wait, until fork fails or 1000 are alive; report, then reap.

@@ -11,7 +11,7 @@ tell apart: an agent's own tool that shadows a broker tool's name (it is seen as
 arguments a tool really takes (the broker's schema check is TL-2's).
 
 TS-3 does not take ``running`` on the driver's word either: the host shows whether a sandbox started
-under a refused configuration still runs (``acceptance.observe``: this process's descendants in
+under a refused configuration still runs (``acceptance.harness.observers``: this process's descendants in
 namespaces of their own), and its control checks that this observer sees the platform's sandboxes at all.
 
 TS-2's adversarial settings and TS-3's bad managed files are written in the agent's own configuration
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from .. import observe
-from ..contract import Principal
-from ..errors import ProofError, TargetError
-from .evidence import attach
+from acceptance.contract import Principal
+from acceptance.errors import ProofError, TargetError
+from acceptance.harness import observers as observe
+from acceptance.harness.evidence import attach
 
 # Eight adversarial user settings after the seed's eight, and one with look-alike keys. Each tries to add a
 # tool, open a bridge, reroute a loader, or change a pinned key; none may change what the model is offered.

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from ..contract import Target
-from ..errors import SetupError
-from ..profiles import AgentProfile
-from ..profiles import load as load_profile
+from acceptance.contract import Target
+from acceptance.errors import SetupError
+from acceptance.targets.profiles import AgentProfile
+from acceptance.targets.profiles import load as load_profile
 
 BUILTIN = {"reference": "acceptance.targets.reference:create", "docker": "acceptance.targets.docker:create",
            "hermes": "acceptance.targets.hermes:create",

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from acceptance.harness.lab.provider import ProviderMock
 from runtime.controller import Controller
 from runtime.platform import Platform, PlatformConfig
-from runtime.provider import ProviderMock
 
 PROVIDER_KEY = "test-provider-key"  # synthetic: the mock's own key, nothing real
 
@@ -27,7 +27,7 @@ def platform_stack(root: Path, run: str, *, engine_image: str | None = None, **c
         stack.callback(platform.stop)
         engine = None
         if engine_image is not None:
-            from runtime.containers import DockerEngine
+            from runtime.isolation.containers import DockerEngine
 
             engine = DockerEngine(engine_image, run)
         controller = Controller(root, run, platform=platform, engine=engine, **controller_options)
@@ -38,6 +38,6 @@ def platform_stack(root: Path, run: str, *, engine_image: str | None = None, **c
 @contextmanager
 def platform_controller(root: Path, run: str, *, engine_image: str | None = None) -> Iterator[Controller]:
     """A controller with its platform and a provider mock; with ``engine_image``, its sandboxes are containers
-    of that image (``runtime.containers.DockerEngine``)."""
+    of that image (``runtime.isolation.containers.DockerEngine``)."""
     with platform_stack(root, run, engine_image=engine_image) as (controller, _provider):
         yield controller

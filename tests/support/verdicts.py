@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from acceptance.catalogue import load
-from acceptance.pairing import Declared, Outcome, judge
+from acceptance.harness.pairing import Declared, Outcome, judge
 
 
 def sample_verdict() -> dict:

@@ -1,4 +1,4 @@
-"""The runtime's agent launch spec and turn delivery (``runtime/agents.py``), against a fake agent API."""
+"""The runtime's agent launch spec and turn delivery (``runtime/agents/launch.py``), against a fake agent API."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import agents
-from runtime.agents import AgentLaunch, Readiness, TurnApi, deliver
+from runtime.agents import launch as agents
+from runtime.agents.launch import AgentLaunch, Readiness, TurnApi, deliver
 from runtime.errors import ConfigError, SandboxError
 
 SYNC = TurnApi(style="sync", port=8700, start="POST /chat", input_field="text", reply_field="answer")
@@ -146,7 +146,7 @@ def test_events_and_events_field_come_together():
 
 
 def test_the_sandbox_mounts_an_agent_bind_read_only(tmp_path):
-    from runtime import sandbox
+    from runtime.isolation import sandbox
 
     spec = sandbox.SandboxSpec(instance_id="i", uid=1, gid=1, volume=tmp_path, control_dir=tmp_path, etc_dir=tmp_path,
                                image_dir=tmp_path, hostname="h", binds=((tmp_path / "venv", "/opt/venv"),))

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from runtime.authority import AuthorityError, Claims, Current
+from runtime.authority.capabilities import AuthorityError, Claims, Current
 
 
 def claims(generation: int, lease: str) -> Claims:

@@ -314,7 +314,8 @@ def test_the_dry_collection_imports_the_suite_this_process_runs(tmp_path, monkey
     would refuse every test file as an "import file mismatch" and qualify would exit 2 on a good suite)."""
     import shutil
 
-    from acceptance import cases, inputs
+    from acceptance import cases
+    from acceptance.cli import inputs
 
     shutil.copytree(Path(cases.__file__).resolve().parents[1], tmp_path / "acceptance",
                     ignore=shutil.ignore_patterns("__pycache__"))

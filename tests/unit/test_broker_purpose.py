@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from runtime.broker import declared_turn
+from runtime.authority.broker import declared_turn
 
 INPUTS = ["list my notes please"]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime import cgroups
-from runtime.cgroups import Limits
 from runtime.errors import PreflightError
+from runtime.isolation import cgroups
+from runtime.isolation.cgroups import Limits
 
 
 def _fake_v2(tmp_path: Path) -> Path:

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from acceptance import cli
-from runtime import preflight
 from runtime.errors import PreflightError
+from runtime.isolation import preflight
 
 
 def _one_line(capsys) -> str:

@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from acceptance import cli, probe
+from acceptance import cli
+from acceptance.harness import probes as probe
 from canaries import Mint, detect
 
 

@@ -1,14 +1,14 @@
 """The container configuration the runtime's Docker engine creates every instance with carries every guard
-the platform decides (``runtime.containers.container_config``): read as data, no engine needed. The
-containers' behaviour under these settings is checked in tests/docker."""
+the platform decides (``runtime.isolation.containers.container_config``): read as data, no engine needed. The
+containers' behaviour under these settings is checked in tests/integration/docker."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.cgroups import Limits
-from runtime.containers import LABEL_INSTANCE, LABEL_RUN, container_config
-from runtime.sandbox import SandboxSpec
+from runtime.isolation.cgroups import Limits
+from runtime.isolation.containers import LABEL_INSTANCE, LABEL_RUN, container_config
+from runtime.isolation.sandbox import SandboxSpec
 
 SPEC = SandboxSpec(instance_id="org1-alice-0", uid=1234567, gid=1234567, volume=Path("/state/v"),
                    control_dir=Path("/state/c"), etc_dir=Path("/state/etc"), image_dir=Path("/state/image"),

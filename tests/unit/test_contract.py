@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from acceptance import catalogue, pairing
+from acceptance import catalogue
 from acceptance.contract import CORE, FACETS, TargetView, UndeclaredFacetError, view_violations
 from acceptance.errors import TargetError
+from acceptance.harness import pairing
 from acceptance.targets.reference import ReferenceTarget
 from reports import gate, html
 from reports import verdict as verdict_report

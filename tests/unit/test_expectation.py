@@ -11,7 +11,7 @@ import pytest
 
 from acceptance import cli
 from acceptance.catalogue import load as load_catalogue
-from acceptance.pairing import Declared, Outcome, judge
+from acceptance.harness.pairing import Declared, Outcome, judge
 from reports import expectation
 from reports import verdict as verdict_report
 

@@ -15,7 +15,7 @@ from support import gate_before_issue12 as old_gate
 
 from acceptance import cli
 from acceptance.catalogue import load
-from acceptance.pairing import Declared, Outcome, judge
+from acceptance.harness.pairing import Declared, Outcome, judge
 from mutants import catalogue as mutant_catalogue
 from mutants import runner
 from reports import allure_html, gate

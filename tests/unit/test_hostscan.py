@@ -1,4 +1,4 @@
-"""acceptance.hostscan: the host-side scans run the suite's engine, prove in the same run that it sees every
+"""acceptance.harness.hostscan: the host-side scans run the suite's engine, prove in the same run that it sees every
 encoding it claims, and name it; a blind, crippled or failing engine makes the scan a ProofError, never a pass."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from acceptance import hostscan, probe
 from acceptance.errors import ProofError
+from acceptance.harness import hostscan
+from acceptance.harness import probes as probe
 from canaries import Mint, detect
 
 REPO = Path(__file__).resolve().parents[2]

@@ -88,7 +88,7 @@ def test_every_case_is_in_the_matrix_in_its_row_with_its_status(tmp_path):
     their boundary's row too (they once left the lifecycle, recovery, operator, tool surface and capacity
     rows empty)."""
     from acceptance.catalogue import load
-    from acceptance.pairing import Declared, Outcome, judge
+    from acceptance.harness.pairing import Declared, Outcome, judge
 
     outcomes = [Outcome(Declared("t::fs1", "FS-1", "refusal", "B->A"), proofs=1),
                 Outcome(Declared("t::fs1c", "FS-1", "refusal", "C->A"), outcome="failed", proofs=1),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from acceptance.cases.detectors import identity_problems, shared_identities
+from acceptance.cases.judges.detectors import identity_problems, shared_identities
 from acceptance.contract import Identity
 
 UID = 61_999_117  # no host account has it (checked below)

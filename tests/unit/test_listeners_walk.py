@@ -1,4 +1,4 @@
-"""The socket sweep's walk (``acceptance/cases/listeners.py``, which NT-1, NT-2 and NT-3 knock from) run for
+"""The socket sweep's walk (``acceptance/cases/inside/listeners.py``, which NT-1, NT-2 and NT-3 knock from) run for
 real in a mount namespace of its own: a host socket bound in as a file, and a folder of sockets mounted under
 /usr (which the walk skips for its size), are both found; /dev is walked."""
 

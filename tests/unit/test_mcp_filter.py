@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from runtime import mcp_filter
-from runtime.mcp_filter import ALLOWED_METHODS, MAX_BODY, MAX_DEPTH, REASONS, Decision, McpFilter
+from runtime.authority import mcp_filter
+from runtime.authority.mcp_filter import ALLOWED_METHODS, MAX_BODY, MAX_DEPTH, REASONS, Decision, McpFilter
 
 FUZZ = settings(derandomize=True, max_examples=300, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

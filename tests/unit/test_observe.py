@@ -1,4 +1,4 @@
-"""Host-side observers (acceptance/observe.py): read from a /proc laid out by hand, and from real processes."""
+"""Host-side observers (acceptance/harness/observers.py): read from a /proc laid out by hand, and from real processes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from acceptance import observe
+from acceptance.harness import observers as observe
 
 
 def fake_process(proc: Path, pid: int, ppid: int, uid: int, comm: str, ns: dict[str, str]) -> None:

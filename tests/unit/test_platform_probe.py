@@ -11,7 +11,7 @@ import pytest
 
 from acceptance.contract import InstanceRef, Principal
 from acceptance.errors import ProofError
-from acceptance.probe import ProbeLog
+from acceptance.harness.probes import ProbeLog
 
 ALICE = InstanceRef(Principal("A", "org1", "alice"), "org1-alice-0", 1)
 PLATFORM_LOG = """\

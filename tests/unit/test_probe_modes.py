@@ -1,8 +1,8 @@
 """The static probe's modes for a sandbox with no shell and no Python (issue 14): the proof line it prints
 itself (``--proof``), the sentinels it writes and removes itself (``--sentinel VAR=PATH``), and the dump
-(``--dump``, acceptance/cases/dump.py's JSON lines), run here on the host; and acceptance/probe.py driving
+(``--dump``, acceptance/cases/inside/dump.py's JSON lines), run here on the host; and acceptance/harness/probes.py driving
 them through a target's ``exec_binary``. The end-to-end run in a sandbox without Python or a shell is in
-tests/runtime/test_probe_by_descriptor.py.
+tests/integration/runtime/test_probe_by_descriptor.py.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from acceptance import probe as probe_module
 from acceptance.contract import ExecResult, Identity, InstanceRef, Principal
 from acceptance.errors import ProofError
+from acceptance.harness import probes as probe_module
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DUMP_PY = REPO / "acceptance" / "cases" / "dump.py"

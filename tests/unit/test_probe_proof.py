@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from acceptance import probe
 from acceptance.contract import ExecResult, Identity, InstanceRef, Principal
 from acceptance.errors import ProofError
+from acceptance.harness import probes as probe
 
 A = InstanceRef(Principal("A", "org1", "alice"), "a-1")
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from acceptance import profiles
-from acceptance.profiles import ProfileError
-from acceptance.targets import TargetOptions
+from acceptance.targets import TargetOptions, profiles
+from acceptance.targets.profiles import ProfileError
 
 REFERENCE = Path(profiles.__file__).with_name("reference.toml")
 TINY = Path(__file__).resolve().parents[1] / "support" / "tiny_agent.toml"
@@ -99,7 +98,7 @@ def test_qualify_refuses_a_bad_profile_before_anything_runs(tmp_path, capsys):
 def test_the_reference_profile_is_the_runtimes_own_launch():
     """The profile, translated by the reference driver, is what a controller runs when told nothing."""
     from acceptance.targets.reference.driver import launch_of
-    from runtime.agents import REFERENCE as RUNTIME_DEFAULT
+    from runtime.agents.launch import REFERENCE as RUNTIME_DEFAULT
 
     assert launch_of(profiles.load()) == RUNTIME_DEFAULT
 
@@ -136,7 +135,7 @@ def test_the_hermes_profile_binds_its_venv_and_reads_the_reply_from_the_run_stat
 def test_the_hermes_managed_layer_is_its_pinned_reviewed_file():
     """The platform's check passes the file as shipped, so every hermes start is not refused for its own."""
     from acceptance.targets.reference.driver import launch_of
-    from runtime import managed
+    from runtime.agents import managed
 
     form = launch_of(profiles.load("hermes")).managed
     config = managed.check(form.read(), form)

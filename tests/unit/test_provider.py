@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from acceptance.harness.lab.provider import ProviderMock
 from runtime.errors import ConfigError
-from runtime.provider import ProviderMock
 
 KEY = "sk-test-0123456789"
 HI = [{"role": "user", "content": "hi"}]  # json.dumps(HI, sort_keys=True) gives 20 tokens
@@ -535,13 +535,13 @@ def test_a_delayed_stream_sends_its_first_event_before_the_delay(mock, style):
 def test_the_mock_tokenizer_is_not_the_platforms_estimate(text, tokens):
     """The mock bills by its own tokenizer, not by four characters a token (the proxy's estimate): a meter
     that estimates where the provider reported usage must disagree with the bill on ordinary text."""
-    from runtime.provider import _tokens
+    from acceptance.harness.lab.provider import _tokens
 
     assert _tokens(text) == tokens
 
 
 def test_a_prompt_is_billed_unlike_the_estimate():
-    from runtime.provider import prompt_tokens
+    from acceptance.harness.lab.provider import prompt_tokens
 
     billed = prompt_tokens(HI)
     assert (billed, max(1, -(-len(json.dumps(HI, sort_keys=True)) // 4))) == (20, 9)

@@ -14,9 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from runtime.authority import Current, TokenAuthority
-from runtime.provider import ProviderMock
-from runtime.proxy import UNATTRIBUTED, ModelProxy, attribute
+from acceptance.harness.lab.provider import ProviderMock
+from runtime.authority.capabilities import Current, TokenAuthority
+from runtime.model.proxy import UNATTRIBUTED, ModelProxy, attribute
 
 KEY = "sk-proxy-test"
 USER = "org1:alice"

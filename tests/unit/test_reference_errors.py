@@ -16,8 +16,8 @@ from acceptance.errors import CapacityRefusedError, HarnessError, TargetError
 from acceptance.targets import TargetOptions
 from acceptance.targets.reference import driver
 from runtime.errors import CapacityRefused, RuntimeFault, SandboxError
+from runtime.product.store import ProductError
 from runtime.snapshots import SnapshotError
-from runtime.store import ProductError
 
 A = Principal("A", "org1", "alice")
 REF = InstanceRef(A, "i-1", 1)

@@ -1,11 +1,11 @@
-"""FS-2's judging (``acceptance/cases/sharing.py``) on write-then-look reports shaped as ``shared_probe.py``
+"""FS-2's judging (``acceptance/cases/judges/sharing.py``) on write-then-look reports shaped as ``shared_probe.py``
 makes them: what counts as shared, what leaves the case unproven, what the owner's own look must find."""
 
 from __future__ import annotations
 
 import pytest
 
-from acceptance.cases.sharing import Exchange, findings_both_ways, require, required_problems, shared_findings, unseen_own
+from acceptance.cases.judges.sharing import Exchange, findings_both_ways, require, required_problems, shared_findings, unseen_own
 from acceptance.errors import ProofError
 
 OK = {"shm": "ok", "msg": "ok", "sem": "ok"}

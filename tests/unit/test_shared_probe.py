@@ -1,4 +1,4 @@
-"""FS-2's probe (``acceptance/cases/shared_probe.py``) run for real in a mount namespace of its own: the look
+"""FS-2's probe (``acceptance/cases/inside/shared_probe.py``) run for real in a mount namespace of its own: the look
 finds a marker below a mount point, in a folder the looking side has only read-only (its writer wrote there
 through a mount of its own, where the folder was open to it)."""
 
@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 
-from acceptance.cases.sharing import PROBE
+from acceptance.cases.judges.sharing import PROBE
 
 
 def _look_through_readonly_bind(tmp_path, marker: str, plant: bool) -> dict:

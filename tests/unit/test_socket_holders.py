@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from acceptance.cases import holders
-from runtime.netns import socket_in
+from acceptance.cases.judges import holders
+from runtime.isolation.netns import socket_in
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="entering another network namespace needs root")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from acceptance.conformance import facets_markdown
 from acceptance.contract import CORE, FACET_OF, OPTIONAL_CORE
+from acceptance.contract.conformance import facets_markdown
 
 DOC = Path(__file__).resolve().parent.parent.parent / "docs" / "writing-a-driver.md"
 
@@ -16,7 +16,7 @@ def test_the_facets_table_is_the_registrys():
     text = DOC.read_text()
     table = text.split("checks it -->\n", 1)[1].split("\n<!-- end of facets table -->", 1)[0]
     assert table == facets_markdown(), ("docs/writing-a-driver.md's facets table is stale: replace it with "
-                                        "acceptance.conformance.facets_markdown()")
+                                        "acceptance.contract.conformance.facets_markdown()")
 
 
 def test_the_core_table_lists_exactly_the_core():

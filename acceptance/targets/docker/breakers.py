@@ -1,6 +1,6 @@
 """The docker target's broken arrangements: the reference driver's (``reference/breakers.py``), with every
 sandbox-side one built in Docker's terms, from the container configuration the runtime's engine makes
-(``runtime.containers.container_config``) edited on the way: the owner's volume mounted into the intruder,
+(``runtime.isolation.containers.container_config``) edited on the way: the owner's volume mounted into the intruder,
 the same uid, a host account's uid, a shared /tmp bind, the platform's secrets in the environment, the
 host's pid namespace (``pid_mode="host"``), the lab linked into the container's network namespace. The
 platform-side ones (operator route, debug logging, unsealed snapshots, the meter, capacity, the product
@@ -13,12 +13,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from runtime import managed
-from runtime.sandbox import SandboxSpec
-
-from ...contract import InstanceRef, Principal
-from ...errors import TargetError
-from ..reference.breakers import BROKEN_COMMAND, READY_DEADLINE, Breakers
+from acceptance.contract import InstanceRef, Principal
+from acceptance.errors import TargetError
+from acceptance.targets.reference.breakers import BROKEN_COMMAND, READY_DEADLINE, Breakers
+from runtime.agents import managed
+from runtime.isolation.sandbox import SandboxSpec
 
 
 def _owned_dir(path: Path, uid: int, mode: int = 0o700) -> None:
@@ -114,7 +113,7 @@ class DockerBreakers(Breakers):
         env: dict[str, str] = {}
         if catalog_refresh:
             env["PAIRPROOF_CATALOG_REFRESH"] = str(catalog_refresh)
-            command = ("/bin/sh", "-c", ": > /run/agent/ready && exec /usr/bin/python3 -I -S /opt/pairproof/agent.py")
+            command = ("/bin/sh", "-c", ": > /run/agent/ready && exec /usr/bin/python3 -I -S /opt/pairproof/reference.py")
 
         def edit(config: dict) -> dict:
             mounts = [*(m for m in config["mounts"] if m["Target"] != "/etc/resolv.conf"),

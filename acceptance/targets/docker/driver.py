@@ -2,7 +2,7 @@
 
 Every instance is a container of the image (``PAIRPROOF_IMAGE``, set by ``pairproof qualify --image``; the
 reference agent image, built locally, when unset), created through docker-py by the runtime's container
-engine (``runtime/containers.py``), which gives it every guard the platform decides: no network but
+engine (``runtime/isolation/containers.py``), which gives it every guard the platform decides: no network but
 loopback, its own host uid, read-only root, the private volume, memory and pids limits, no capabilities,
 no new privileges, the default seccomp profile, private IPC and /dev/shm. The controller, brokers (bound
 inside each container's network namespace), model proxy, product server, provider mock, snapshots and
@@ -21,17 +21,16 @@ import os
 import shutil
 from pathlib import Path
 
-from runtime import cleanup as runtime_cleanup
-from runtime import containers
+from acceptance.errors import SetupError, TargetError
+from acceptance.targets import TargetOptions
+from acceptance.targets.docker import image as images
+from acceptance.targets.docker.breakers import DockerBreakers
+from acceptance.targets.docker.engine import network_problems
+from acceptance.targets.reference import driver as reference
+from acceptance.targets.reference.helpers import contract_errors, reports_contract_errors
 from runtime.errors import RuntimeFault
-
-from ...errors import SetupError, TargetError
-from .. import TargetOptions
-from ..reference import driver as reference
-from ..reference.helpers import contract_errors, reports_contract_errors
-from . import image as images
-from .breakers import DockerBreakers
-from .engine import network_problems
+from runtime.isolation import cleanup as runtime_cleanup
+from runtime.isolation import containers
 
 IMAGE_ENV = "PAIRPROOF_IMAGE"
 

@@ -11,7 +11,7 @@ what the kernel says of the processes rather than by how they were started:
   once with ENETUNREACH: there is no route, so nothing is sent. It is only tried once the interface list
   showed lo alone, so even a broken engine is never made to send a packet.
 
-A few milliseconds: no container is started (tests/docker proves the same end to end, with one).
+A few milliseconds: no container is started (tests/integration/docker proves the same end to end, with one).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import os
 import socket
 from pathlib import Path
 
-from runtime.netns import socket_in
+from runtime.isolation.netns import socket_in
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 FIX = "run tools/setup-docker (it starts our engine in a network namespace of its own, and restarts an idle one of ours)"

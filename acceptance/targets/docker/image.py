@@ -1,7 +1,7 @@
 """The reference agent image, built locally from this machine's own files: nothing is pulled.
 
 The image's root is assembled from the files of installed Debian packages (``dpkg -L``) of a small closure
-(Python, a shell, coreutils, procps, getent) plus the runtime's agent at /opt/pairproof/agent.py, written
+(Python, a shell, coreutils, procps, getent) plus the runtime's agent at /opt/pairproof/reference.py, written
 to a tarball and ``docker import``ed. Its tag and its ``pairproof.inputs`` label carry a hash of every
 input (each file's path, mode, size and mtime, and the agent's bytes), so an image built once is reused
 until an input changes, and a rebuild takes seconds. ``slim`` is the same without Python: an image where
@@ -28,12 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import runtime
-from runtime import containers
+from acceptance.errors import SetupError
 from runtime.errors import SandboxError
+from runtime.isolation import containers
 
-from ...errors import SetupError
-
-AGENT = Path(runtime.__file__).with_name("agent.py")  # the runtime's own agent, installed or in the checkout
+AGENT = Path(runtime.__file__).parent / "agents" / "reference.py"  # the runtime's own agent, installed or in the checkout
 REPOSITORY = "pairproof/agent"
 LABEL_INPUTS = "pairproof.inputs"
 BUILDER = "2"  # bump when the way the root is assembled changes
@@ -187,7 +186,7 @@ def _write_tar(plan_: Plan, out, bytecode: dict[str, str]) -> None:
             tar.addfile(info, io.BytesIO(body))
 
         made: set[str] = set(DIRS)
-        own = {"etc/passwd", "etc/group", "etc/nsswitch.conf", "opt/pairproof/agent.py"}
+        own = {"etc/passwd", "etc/group", "etc/nsswitch.conf", "opt/pairproof/reference.py"}
         for name in DIRS:
             folder(name, 0o1777 if name == "tmp" else 0o700 if name == "root" else 0o755)
         for link in ("bin", "sbin", "lib", "lib64"):
@@ -219,7 +218,7 @@ def _write_tar(plan_: Plan, out, bytecode: dict[str, str]) -> None:
         data("etc/group", b"root:x:0:\n")
         data("etc/nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files dns\n")
         if plan_.flavour == "reference":
-            data("opt/pairproof/agent.py", AGENT.read_bytes())
+            data("opt/pairproof/reference.py", AGENT.read_bytes())
 
 
 def ensure(flavour: str = "reference", *, docker_client=None) -> str:

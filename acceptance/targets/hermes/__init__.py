@@ -2,6 +2,6 @@
 hermes-agent 0.19.0 (``acceptance/profiles/hermes.toml``) as its agent. ``hermes`` keeps the platform's guards
 around hermes's configuration (the managed layer in the image, read-only)."""
 
-from .driver import HermesTarget, clean, create, preflight
+from acceptance.targets.hermes.driver import HermesTarget, clean, create, preflight
 
 __all__ = ["HermesTarget", "clean", "create", "preflight"]

@@ -23,12 +23,12 @@ import json
 import os
 import secrets
 
-from ...errors import SetupError, TargetError
-from ...profiles import load as load_profile
-from .. import TargetOptions
-from ..reference.driver import ReferenceTarget, clean
-from ..reference.driver import preflight as reference_preflight
-from ..reference.helpers import before_command
+from acceptance.errors import SetupError, TargetError
+from acceptance.targets import TargetOptions
+from acceptance.targets.profiles import load as load_profile
+from acceptance.targets.reference.driver import ReferenceTarget, clean
+from acceptance.targets.reference.driver import preflight as reference_preflight
+from acceptance.targets.reference.helpers import before_command
 
 __all__ = ["DEFAULT_PROFILE", "HermesTarget", "clean", "create", "preflight"]
 
@@ -144,7 +144,7 @@ class HermesTarget(ReferenceTarget):
         import urllib.error
         import urllib.request
 
-        from ..reference.helpers import request_header
+        from acceptance.targets.reference.helpers import request_header
 
         data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
         request = urllib.request.Request(self.controller.broker(ref.key).runctl_url + path, data,

@@ -26,12 +26,12 @@ import copy
 import os
 from pathlib import Path
 
-from ...contract import InstanceRef, Principal
-from ...errors import TargetError
-from ...profiles import HERE as PROFILES
-from .. import TargetOptions
-from ..reference.helpers import contract_errors
-from .driver import HermesTarget, clean, preflight
+from acceptance.contract import InstanceRef, Principal
+from acceptance.errors import TargetError
+from acceptance.targets import TargetOptions
+from acceptance.targets.hermes.driver import HermesTarget, clean, preflight
+from acceptance.targets.profiles import HERE as PROFILES
+from acceptance.targets.reference.helpers import contract_errors
 
 __all__ = ["DEFAULT_PROFILE", "HermesUnguardedTarget", "clean", "create", "preflight"]
 

@@ -2,6 +2,6 @@
 of the contract. ``driver`` is the core and the facets, ``breakers`` the deliberately broken arrangements,
 ``helpers`` what both share. This package is the only part of the harness that imports ``runtime``."""
 
-from .driver import ReferenceTarget, clean, create, preflight
+from acceptance.targets.reference.driver import ReferenceTarget, clean, create, preflight
 
 __all__ = ["ReferenceTarget", "clean", "create", "preflight"]

@@ -14,11 +14,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from runtime.store import ProductError
-
-from ...contract import InstanceRef, Principal
-from ...errors import TargetError
-from .helpers import LossyRelay, NoSeal, before_command, http_json, replace_args
+from acceptance.contract import InstanceRef, Principal
+from acceptance.errors import TargetError
+from acceptance.targets.reference.helpers import LossyRelay, NoSeal, before_command, http_json, replace_args
+from runtime.product.store import ProductError
 
 # A broken sandbox runs no agent; it marks when its mounts are complete (bwrap reports its pid before
 # that), and the driver waits for the mark before anyone probes it.
@@ -27,7 +26,7 @@ READY_DEADLINE = 10.0
 
 
 def lab_addresses() -> dict[str, str]:
-    from ...lab.sink import ADDRESSES
+    from acceptance.harness.lab.sink import ADDRESSES
 
     return ADDRESSES
 
@@ -215,7 +214,7 @@ class Breakers:
         command = BROKEN_COMMAND
         if catalog_refresh:
             extra += ["--setenv", "PAIRPROOF_CATALOG_REFRESH", str(catalog_refresh)]
-            command = ("/bin/sh", "-c", ": > /run/agent/ready && exec /usr/bin/python3 -I -S /opt/pairproof/agent.py")
+            command = ("/bin/sh", "-c", ": > /run/agent/ready && exec /usr/bin/python3 -I -S /opt/pairproof/reference.py")
         ref = self._start_broken(principal, uid=uid, volume=None, command=command,
                                  edit=lambda argv: before_command(argv, extra))
         lab.connect(self._broken[ref.key].host_pid)

@@ -21,23 +21,33 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from runtime import agents, capacity, managed, requestid, sandbox
-from runtime import cleanup as runtime_cleanup
-from runtime import preflight as runtime_preflight
-from runtime import settings as user_settings
-from runtime.broker import AGENT_PORT
-from runtime.cgroups import Limits
+from acceptance.contract import Artifacts, ExecResult, Identity, InstanceRef, Principal
+from acceptance.errors import TargetError
+from acceptance.harness.lab.provider import ProviderMock
+from acceptance.targets import TargetOptions
+from acceptance.targets.profiles import AgentProfile
+from acceptance.targets.reference.breakers import Breakers
+from acceptance.targets.reference.helpers import (
+    ProductHttpClient,
+    contract_errors,
+    http_json,
+    reports_contract_errors,
+    request_header,
+    sse_data,
+)
+from runtime import capacity
+from runtime.agents import launch as agents
+from runtime.agents import managed
+from runtime.agents import settings as user_settings
+from runtime.authority import requestid
+from runtime.authority.broker import AGENT_PORT
 from runtime.controller import Controller
 from runtime.errors import RuntimeFault
+from runtime.isolation import cleanup as runtime_cleanup
+from runtime.isolation import preflight as runtime_preflight
+from runtime.isolation import sandbox
+from runtime.isolation.cgroups import Limits
 from runtime.platform import Platform, PlatformConfig
-from runtime.provider import ProviderMock
-
-from ...contract import Artifacts, ExecResult, Identity, InstanceRef, Principal
-from ...errors import TargetError
-from ...profiles import AgentProfile
-from .. import TargetOptions
-from .breakers import Breakers
-from .helpers import ProductHttpClient, contract_errors, http_json, reports_contract_errors, request_header, sse_data
 
 # The tool surface signed off for the reference agent (TS-1), declared here and not read from the runtime's
 # managed file: two tools of the agent's own, and the product's tools through the broker.
@@ -137,7 +147,7 @@ class PlatformTarget:
     name = "platform"
 
     def _engine(self, options: TargetOptions):
-        """The controller's sandbox engine (``runtime.containers.DockerEngine``), or None for bubblewrap."""
+        """The controller's sandbox engine (``runtime.isolation.containers.DockerEngine``), or None for bubblewrap."""
         return None
 
     def __init__(self, options: TargetOptions) -> None:
@@ -324,7 +334,7 @@ class PlatformTarget:
         self.platform.proxy.set_cap(principal.org, principal.user, usd)
 
     def pin_tool(self, ref: InstanceRef, name: str) -> None:
-        from runtime.product import TOOLS
+        from runtime.product.server import TOOLS
 
         schema = next((t["inputSchema"] for t in TOOLS if t["name"] == name), None)
         if schema is None:

@@ -13,13 +13,12 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 
-from runtime import requestid
-from runtime.authority import AuthorityError
+from acceptance.errors import CapacityRefusedError, HarnessError, TargetError
+from runtime.authority import requestid
+from runtime.authority.capabilities import AuthorityError
 from runtime.errors import CapacityRefused, RuntimeFault
+from runtime.product.store import ProductError
 from runtime.snapshots import SnapshotError
-from runtime.store import ProductError
-
-from ...errors import CapacityRefusedError, HarnessError, TargetError
 
 
 def http_json(method: str, url: str, body: Mapping[str, object] | None, headers: dict[str, str] | None = None

@@ -1,0 +1,411 @@
+"""Host-side scans: the suite's one engine, run on the host over host files and bytes the harness holds.
+
+Issue 14's "one engine, two places": the static probe (``probe.probe_binary()``) scans each sandbox by
+descriptor, and here the host's side of the boundary: snapshots and what they leave at rest (whose layers
+``canaries.scan.find_at_rest`` opens, at any offset), the platform's log, the lab's pcap, bytes a probe
+carried out of a sandbox, and ``pairproof scan``. It runs as a host subprocess on host paths; bytes held in
+memory are first written to a private temporary folder (mode 0700, removed after; the probe reads files,
+not stdin). With no static probe built, detect.py (the reference) runs the same way; every result names
+the engine that produced it, as ``probe.engine_for`` does for sandbox scans.
+
+A host-side scan proves it looked (DESIGN §5 rule 5) in the same call: the engine must end its report,
+read every file it was handed, cut nothing short, fail on no path, and find a fresh sentinel in every
+encoding it claims (``SENTINELS``: raw, base64 at each alignment, wrapped, url-safe, hex, and for the static
+probe also percent, JSON escapes, DNS labels, each compression and archive), planted beside what it scans.
+Anything less raises ``ProofError`` (the test is broken, never passed): a blind or crippled engine cannot
+make a refusal pass. ``pairproof scan`` is ``scan_paths`` without sentinels; its user reads the record.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bz2
+import gzip
+import io
+import json
+import lzma
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from acceptance.errors import ProofError
+from acceptance.harness import probes as probe
+from canaries import Mint, detect
+from canaries.detect import Hit
+from canaries.scan import AtRest, find_at_rest
+
+# Long enough for a whole-state snapshot through detect.py; a scan still running then is a harness failure.
+SCAN_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The scanner a host-side scan runs: its command (roots follow) and the name results carry."""
+
+    command: tuple[str, ...]
+    name: str
+    static: bool  # the static probe (every encoding, every layer) rather than detect.py
+
+
+def engine() -> Engine:
+    """The static probe when one is built or named by ``PAIRPROOF_PROBE``, else detect.py under this Python.
+    ``PAIRPROOF_PROBE`` naming something that is not an executable is a ``ProofError``, never a fallback."""
+    binary = probe.probe_binary()
+    if binary is not None:
+        return Engine((str(binary),), f"static probe {binary}", True)
+    return Engine((sys.executable, "-I", str(probe.DETECT)),
+                  f"detect.py (no static probe: {probe.PROBE_ENV} unset, nothing at {probe.PROBE_BUILT})", False)
+
+
+@dataclass(frozen=True)
+class Report:
+    """One engine run: its hits (``token``, ``encoding``, ``offset``, ``where``) and its completeness record."""
+
+    hits: tuple[dict[str, Any], ...]
+    scanned_files: int
+    bytes: int
+    truncated: int
+    errors: int
+    problems: tuple[str, ...]
+    engine: str
+
+    @property
+    def tokens(self) -> set[str]:
+        return {hit["token"] for hit in self.hits}
+
+    def summary(self) -> dict[str, Any]:
+        """The completeness record as the engine printed it, with the engine named before the end mark."""
+        return {"scanned_files": self.scanned_files, "errors": self.errors, "bytes": self.bytes,
+                "truncated": self.truncated, "problems": list(self.problems), "engine": self.engine,
+                "end": detect.END_MARK}
+
+
+def scan_paths(paths: Sequence[str], *, skip: Iterable[str] = (), max_file_bytes: int | None = None,
+               using: Engine | None = None) -> Report:
+    """Run the engine over host ``paths`` and return what it reported, judged by no one (``pairproof scan``
+    shows it to its user). An engine that fails or does not finish its report raises ``ProofError``."""
+    used = using or engine()
+    # No "--" (a scanner need not know it): a path that looks like an option is given as ./path.
+    command = [*used.command, *(a for s in skip for a in ("--skip", s)),
+               *(["--max-file-bytes", str(max_file_bytes)] if max_file_bytes else []),
+               *(f"./{p}" if p.startswith("-") else p for p in paths)]
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=SCAN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise ProofError(f"the scanner ({used.name}) did not finish within {SCAN_TIMEOUT:.0f} s") from None
+    except OSError as exc:
+        raise ProofError(f"the scanner ({used.name}) could not be started: {exc.strerror}") from None
+    try:
+        lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    except ValueError:
+        lines = []
+    if done.returncode != 0 or not lines or not isinstance(lines[-1], dict) or lines[-1].get("end") != detect.END_MARK:
+        raise ProofError(f"the scanner ({used.name}) failed (rc {done.returncode}) or did not finish its report: "
+                         f"{done.stderr.decode(errors='replace')[-300:]}")
+    summary = lines[-1]
+    return Report(tuple(lines[:-1]), summary["scanned_files"], summary["bytes"], summary["truncated"],
+                  summary["errors"], tuple(summary["problems"]), used.name)
+
+
+# -- the sentinels: fresh tokens in every encoding the engine claims, scanned in the same call ----------------
+
+@dataclass(frozen=True)
+class Sentinel:
+    """One fresh token, in the file ``name`` of the sentinel folder, to be found in ``encoding`` at ``where``
+    (the file, plus the engine's suffix for a layer it opened)."""
+
+    token: str
+    encoding: str
+    name: str
+    suffix: str = ""
+
+
+def _tar(name: str, content: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info = tarfile.TarInfo(name)
+        info.size = len(content)
+        archive.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def _zip(name: str, content: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+def _zstd(content: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor().compress(content)
+
+
+# (location, encoding, how the token is written: token bytes -> line of text)
+_TEXT_FORMS: tuple[tuple[str, str, Callable[[bytes], bytes]], ...] = (
+    ("raw", "raw", lambda t: b"<" + t + b">"),
+    ("upper", "raw", lambda t: t.upper()),
+    ("b64a0", "base64", lambda t: base64.b64encode(t)),
+    ("b64a1", "base64", lambda t: base64.b64encode(b"\x01" + t)),
+    ("b64a2", "base64", lambda t: base64.b64encode(b"\x01\x02" + t)),
+    ("b64url", "base64url", lambda t: base64.urlsafe_b64encode(t + b"\xfb\xff\xfe")),
+    ("b64wr", "base64", lambda t: b"\n".join(base64.b64encode(b"w" * 50 + t)[i:i + 76] for i in range(0, 200, 76))),
+    ("hexlo", "hex", lambda t: binascii.hexlify(t)),
+    ("hexup", "hex", lambda t: binascii.hexlify(t).upper()),
+)
+_STATIC_TEXT_FORMS: tuple[tuple[str, str, Callable[[bytes], bytes]], ...] = (
+    ("pct", "percent", lambda t: b"".join(b"%%%02X" % c for c in t)),
+    ("json", "json-escape", lambda t: b'"' + b"".join(b"\\u%04x" % c for c in t) + b'"'),
+    ("dns", "dns-labels", lambda t: t[:20] + b"." + t[20:] + b".lab.example"),
+)
+# (location, file name, suffix the engine adds to where, how the file holds the raw token)
+_STATIC_LAYERS: tuple[tuple[str, str, str, Callable[[bytes], bytes]], ...] = (
+    ("gzip", "s.gz", " (gzip)", gzip.compress),
+    ("zlib", "s.zz", " (zlib)", zlib.compress),
+    ("xz", "s.xz", " (xz)", lzma.compress),
+    ("bz2", "s.bz2", " (bz2)", bz2.compress),
+    ("zstd", "s.zst", " (zstd)", _zstd),
+    # A stored member's bytes are the archive's own (found at the archive's where): a packed one is opened.
+    ("tar", "s.tar", " (member m.gz) (gzip)", lambda t: _tar("m.gz", gzip.compress(t))),
+    ("zip", "s.zip", " (member m.txt) (gzip)", lambda t: _zip("m.txt", gzip.compress(t))),
+)
+
+
+def plant_sentinels(folder: Path, static: bool) -> list[Sentinel]:
+    """Write fresh tokens into ``folder`` in every encoding the engine claims (``static``: the static probe's
+    too); return what it must find."""
+    mint = Mint(secrets.token_hex(4))
+    planted: list[Sentinel] = []
+    lines: list[bytes] = []
+    for location, encoding, form in (*_TEXT_FORMS, *(_STATIC_TEXT_FORMS if static else ())):
+        token = mint.mint("probe", location)
+        lines.append(form(token.bytes))
+        planted.append(Sentinel(token.token, encoding, "s.txt"))
+    (folder / "s.txt").write_bytes(b"\n\n".join(lines) + b"\n")
+    for location, name, suffix, pack in _STATIC_LAYERS if static else ():
+        token = mint.mint("probe", location)
+        (folder / name).write_bytes(pack(token.bytes))
+        planted.append(Sentinel(token.token, "raw", name, suffix))
+    return planted
+
+
+def _missing_sentinels(report: Report, folder: Path, planted: list[Sentinel]) -> list[str]:
+    seen = {(hit["token"], hit["encoding"], hit["where"]) for hit in report.hits}
+    return [f"{s.encoding} in {s.name}{s.suffix}" for s in planted
+            if (s.token, s.encoding, f"{folder / s.name}{s.suffix}") not in seen]
+
+
+# -- judged scans -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Judged:
+    """A host-side scan that proved it looked: the hits on what was asked (sentinels taken out) and the record."""
+
+    hits: tuple[dict[str, Any], ...]
+    report: Report
+    sentinels: int
+    sentinel_files: int
+    sentinel_bytes: int
+
+    @property
+    def tokens(self) -> set[str]:
+        return {hit["token"] for hit in self.hits}
+
+    def evidence(self, what: str) -> dict[str, Any]:
+        """What was read (the sentinels' files and bytes apart), by which engine, and what it could not read."""
+        r = self.report
+        return {"what": what, "engine": r.engine, "files": r.scanned_files - self.sentinel_files,
+                "bytes": r.bytes - self.sentinel_bytes, "truncated": r.truncated, "could_not_read": r.errors,
+                "problems": list(r.problems[:20]), "hits": len(self.hits),
+                "sentinels_found": f"{self.sentinels} in {self.sentinel_files} files"}
+
+
+class _Workspace:
+    """A private temporary folder: ``blobs/`` holds the bytes to scan, one file each, ``sentinels/`` the
+    engine's own canaries. Removed on exit."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="pairproof-hostscan-"))  # 0700, owned by us
+        self.blobs = self.root / "blobs"
+        self.sentinels = self.root / "sentinels"
+        self.blobs.mkdir()
+        self.sentinels.mkdir()
+
+    def __enter__(self) -> _Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _judge(what: str, report: Report, folder: Path, planted: list[Sentinel], expected_files: int) -> None:
+    """Raise ProofError unless the run read everything it was handed and found every sentinel."""
+    reasons = []
+    if report.scanned_files != expected_files:
+        reasons.append(f"it read {report.scanned_files} files of the {expected_files} it was handed")
+    if report.truncated:
+        reasons.append(f"it cut {report.truncated} files or streams short")
+    if report.errors:
+        reasons.append(f"{report.errors} paths could not be read: {list(report.problems[:5])}")
+    missing = _missing_sentinels(report, folder, planted)
+    if missing:
+        reasons.append(f"it did not find its own sentinel {', '.join(missing)}: it is blind to that encoding")
+    if reasons:
+        raise ProofError(f"the host-side scan of {what} ({report.engine}) did not prove it looked: " + "; ".join(reasons))
+
+
+def _keep(judged: Judged, what: str, log: probe.ProbeLog | None) -> None:
+    record = judged.evidence(what)
+    if log is not None:
+        log.note("host scan", **record)
+    _attach(record, f"host scan: {what}")
+
+
+def _fail(log: probe.ProbeLog | None, exc: ProofError) -> ProofError:
+    return log.fail(str(exc)) if log is not None else exc
+
+
+def _host_error(what: str, exc: OSError) -> ProofError:
+    """An OSError on the host (a path to scan that is gone, a full temporary folder) as the scan's ProofError."""
+    where = f" {exc.filename}" if exc.filename else ""
+    reason = "does not exist" if isinstance(exc, FileNotFoundError) else (exc.strerror or type(exc).__name__)
+    return ProofError(f"the host-side scan of {what} could not be done:{where} {reason}")
+
+
+class EngineSearch:
+    """A ``canaries.scan.LayerSearch`` that hands every layer to the engine in one run: ``add`` writes the
+    bytes to a file of the workspace, ``hits`` runs the engine over them and the sentinels, judges the run
+    and maps each hit's ``where`` back to the layer's label (the engine's own suffix kept)."""
+
+    def __init__(self, workspace: _Workspace, what: str, using: Engine) -> None:
+        self.workspace, self.what, self.using = workspace, what, using
+        self.labels: list[str] = []
+        self.largest = 0
+        self.judged: Judged | None = None
+
+    def add(self, data: bytes, where: str) -> None:
+        path = self.workspace.blobs / f"{len(self.labels):06d}"  # the engine walks in name order: layer order
+        path.write_bytes(data)
+        self.labels.append(where)
+        self.largest = max(self.largest, len(data))
+
+    def hits(self) -> list[Hit]:
+        planted = plant_sentinels(self.workspace.sentinels, self.using.static)
+        # Every file is read whole, and a stream the static probe opens inside one may be as large.
+        limit = max(detect.DEFAULT_MAX_FILE_BYTES, self.largest + 1)
+        report = scan_paths([str(self.workspace.blobs), str(self.workspace.sentinels)], max_file_bytes=limit,
+                            using=self.using)
+        files, size = _files_in(self.workspace.sentinels)
+        _judge(self.what, report, self.workspace.sentinels, planted, len(self.labels) + files)
+        found = []
+        prefix = f"{self.workspace.blobs}/"
+        for hit in report.hits:
+            if not hit["where"].startswith(prefix):
+                continue  # a sentinel (or a name of the workspace itself, which holds none)
+            name, sep, rest = hit["where"][len(prefix):].partition(" ")
+            if not name.isdigit() or int(name) >= len(self.labels):
+                raise ProofError(f"the scanner ({self.using.name}) reported a hit at {hit['where']!r}, which is "
+                                 "no file it was handed")
+            found.append({**hit, "where": self.labels[int(name)] + sep + rest})
+        self.judged = Judged(tuple(found), report, len(planted), files, size)
+        return [Hit(h["token"], h["encoding"], h["offset"], h["where"]) for h in found]
+
+
+def _files_in(folder: Path) -> tuple[int, int]:
+    """How many files ``folder`` holds and their bytes."""
+    sizes = [entry.stat().st_size for entry in folder.iterdir() if entry.is_file()]
+    return len(sizes), sum(sizes)
+
+
+def scan_blobs(blobs: Sequence[tuple[str, bytes]], what: str, *, log: probe.ProbeLog | None = None) -> Judged:
+    """Every canary-shaped token in bytes the harness holds (``(label, bytes)`` pairs, each hit's ``where``
+    is its label), by the engine in one run, judged complete. The evidence names the engine."""
+    try:
+        using = engine()
+        with _Workspace() as workspace:
+            search = EngineSearch(workspace, what, using)
+            for label, data in blobs:
+                search.add(bytes(data), label)
+            search.hits()
+            assert search.judged is not None
+            judged = search.judged
+    except OSError as exc:
+        raise _fail(log, _host_error(what, exc)) from None
+    except ProofError as exc:
+        raise _fail(log, exc) from None
+    _keep(judged, what, log)
+    return judged
+
+
+def tokens_in(data: bytes, what: str = "bytes carried out", *, log: probe.ProbeLog | None = None) -> set[str]:
+    """The canary-shaped tokens in ``data`` (``scan_blobs`` of one blob)."""
+    return scan_blobs([(what, data)], what, log=log).tokens
+
+
+def scan_files(paths: Sequence[str | os.PathLike[str]], what: str, *, log: probe.ProbeLog | None = None) -> Judged:
+    """Every canary-shaped token in host files (a pcap, a log file), read in place by the engine in one run with
+    its sentinels, judged complete: every file read whole, no path failed (the host may read them all)."""
+    names = [os.fspath(p) for p in paths]
+    try:
+        using = engine()
+        sizes = []
+        for name in names:
+            info = os.lstat(name)
+            if not os.path.isfile(name) or os.path.islink(name):
+                raise ProofError(f"the host-side scan of {what}: {name} is not a regular file")
+            sizes.append(info.st_size)
+        with _Workspace() as workspace:
+            planted = plant_sentinels(workspace.sentinels, using.static)
+            report = scan_paths([*names, str(workspace.sentinels)], using=using,
+                                max_file_bytes=max([detect.DEFAULT_MAX_FILE_BYTES, *(s + 1 for s in sizes)]))
+            files, size = _files_in(workspace.sentinels)
+            _judge(what, report, workspace.sentinels, planted, len(names) + files)
+            inside = f"{workspace.root}/"
+            judged = Judged(tuple(h for h in report.hits if not h["where"].startswith(inside)), report, len(planted),
+                            files, size)
+    except OSError as exc:
+        raise _fail(log, _host_error(what, exc)) from None
+    except ProofError as exc:
+        raise _fail(log, exc) from None
+    _keep(judged, what, log)
+    return judged
+
+
+def at_rest(blob: bytes, where: str, *, log: probe.ProbeLog | None = None) -> tuple[AtRest, Judged]:
+    """``find_at_rest`` with every layer searched by the engine in one run (``EngineSearch``): the layers are
+    opened here, at any offset (the probe opens a stream only at a file's start), and the engine decodes
+    what it knows within each. Returns the at-rest record and the engine's judged run; the at-rest bounds
+    are the caller's to judge (``AtRest.problems``)."""
+    try:
+        using = engine()
+        with _Workspace() as workspace:
+            search = EngineSearch(workspace, f"at rest: {where}", using)
+            scan = find_at_rest(blob, where, search=search)
+            assert search.judged is not None
+            judged = search.judged
+    except OSError as exc:
+        raise _fail(log, _host_error(f"at rest: {where}", exc)) from None
+    except ProofError as exc:
+        raise _fail(log, exc) from None
+    _keep(judged, f"at rest: {where}", log)
+    return scan, judged
+
+
+def _attach(record: dict[str, Any], name: str) -> None:
+    try:
+        import allure
+    except ImportError:
+        return
+    allure.attach(json.dumps(record, indent=1), name=name, attachment_type=allure.attachment_type.JSON)

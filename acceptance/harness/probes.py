@@ -1,0 +1,582 @@
+"""Probes: testinfra modules running inside a sandbox, each with proof that it ran there.
+
+``SandboxBackend`` is a testinfra backend whose commands go through ``Target.exec``: ``host.file(...)``,
+``host.process``, ``host.mount_point(...)``, ``host.user()`` all run inside the instance, as the agent
+would. The docker target's ``exec`` is a ``docker exec`` through docker-py, so its probes take this same
+path rather than testinfra's own docker backend (which shells out to the docker client by container name):
+one backend for every target keeps the proof check below in one place and the suite on the contract.
+
+Proof of execution (DESIGN §5 rule 2): every command is wrapped so that its first line of output is a
+nonce fresh for that one command, the namespace identities the shell sees (``/proc/self/ns/*``) and its
+uid; the static probe, run by descriptor where no shell may exist, prints that line itself (``--proof``).
+The backend checks that line against what the host sees of the instance (``Target.identity``), and then
+cross-checks the driver's word independently: host processes must exist in those very pid and net
+namespaces, the driver's pid among them, all owned on the host by the instance's uid. A mismatch or a
+missing line raises ``ProofError``: an empty result from a probe that did not run where we think is
+not a pass.
+
+A scan proves it looked (rule 5): ``scan`` and ``dump`` are the only ways the suite reads a sandbox's
+whole filesystem, and each judges its own completeness before anything is returned. It must end with
+its completeness record (files and bytes read, what it could not read and why, what it cut short),
+nothing may be cut short, every path it could not read must be a denial or a file that vanished, and
+the same call must find the prober's own canaries: fresh sentinels written into the sandbox's /tmp and
+/data (by the static probe itself, or by the sandbox's shell for detect.py; one that could not be written
+counts as not found) and carried in the probe's own environment, plus any canary planted for that instance. Anything
+less raises ``ProofError`` (the plugin judges the test *broken*). What each scan read is kept as the
+test's evidence, for the verdict and the Allure report.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import testinfra.host
+from testinfra.backend import base
+
+from acceptance.contract import InstanceRef, Principal, Target
+from acceptance.errors import ProofError
+from canaries import Mint
+from canaries import detect as detect_module
+
+PROOF_NAMESPACES = ("mnt", "pid", "net", "user", "uts", "ipc")
+PROOF_TAG = "PAIRPROOF-PROOF"
+WRAPPER = (
+    'printf "%s %s" "' + PROOF_TAG + '" "$1"; '
+    'for ns in ' + " ".join(PROOF_NAMESPACES) + '; do printf " %s" "$(readlink /proc/self/ns/$ns)"; done; '
+    'printf " uid=%s\\n" "$(id -u)"; '
+    'exec /bin/sh -c "$2"'
+)
+DETECT = Path(detect_module.__file__)
+# The static probe (issue 14): same CLI and output as detect.py, run by descriptor (no Python, no shell and
+# no file of ours in the sandbox). Named by PAIRPROOF_PROBE, else looked for where tools/setup-machine builds it.
+PROBE_ENV = "PAIRPROOF_PROBE"
+PROBE_BUILT = Path(__file__).resolve().parents[2] / "build" / "probe" / "ppscan"
+
+
+def probe_binary() -> Path | None:
+    """The static probe to run, or None when there is none (the scan then runs detect.py and says so).
+    ``PAIRPROOF_PROBE`` naming something that is not an executable file is a configuration error, never a
+    quiet fallback."""
+    named = os.environ.get(PROBE_ENV)
+    if named:
+        path = Path(named)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ProofError(f"{PROBE_ENV}={named} is not an executable file: build the probe or unset {PROBE_ENV}")
+        return path.resolve()
+    return PROBE_BUILT if PROBE_BUILT.is_file() and os.access(PROBE_BUILT, os.X_OK) else None
+
+
+@dataclass
+class ProbeRecord:
+    """One command run in a sandbox: what ran, where it proved it ran, what came back."""
+
+    instance: str
+    principal: str
+    command: str
+    rc: int
+    proof: str
+    stdout_head: str
+    stderr_head: str
+
+
+@dataclass
+class ProbeLog:
+    """The probes of one test; the plugin turns it into the test's proof record and Allure transcript.
+
+    A probe made from the platform side (a call to the broker, proxy, product or controller, not a command
+    inside a sandbox) proves it ran by what the platform itself recorded of it: ``platform_probe`` gives a
+    fresh id for that one request, the case sends it the way the platform carries a request id (an
+    ``X-Request-Id`` header, or a contract method's ``request_id=``), and ``confirm`` takes the proof from
+    the platform's own record (its log, a component's audit, the provider's record of calls). Text the
+    test wrote is never proof: a probe that is not confirmed leaves no proof at all.
+    """
+
+    nonce: str
+    records: list[ProbeRecord] = field(default_factory=list)
+    # What each refusal looked at (files and bytes read, sockets tried, packets captured, records
+    # compared): one dict per observation, kept in the verdict and attached to the Allure result.
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    pending: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # Every ProofError the harness raised in this test, kept even if the test caught it: a probe that did
+    # not prove itself, or a scan that did not prove it looked, leaves the test broken (the plugin checks).
+    failures: list[str] = field(default_factory=list)
+    # Reads the platform's own records (its log, the provider's record) straight from the target, when the
+    # target has them: ``confirm`` checks the nonce there too, so text a test wrote cannot stand in for them.
+    platform_record: Callable[[], str] | None = None
+
+    def note(self, kind: str, **facts: Any) -> None:
+        """Keep one observation as evidence of what the test looked at."""
+        self.evidence.append({"kind": kind, **facts})
+
+    def fail(self, message: str) -> ProofError:
+        """Record a proof failure of this test and return the ProofError to raise."""
+        self.failures.append(message)
+        return ProofError(message)
+
+    def unproved(self) -> list[str]:
+        """Why this test's probes do not prove it looked: every proof failure, caught or not, and every
+        platform probe taken but never confirmed."""
+        return [*self.failures, *(f"platform probe {what!r} of {name}@{key} ({nonce}) was never confirmed in the "
+                                  "platform's record" for nonce, (key, name, what) in self.pending.items())]
+
+    def platform_probe(self, subject: InstanceRef | Principal, what: str) -> str:
+        """A fresh id for one platform-side probe of ``subject`` (a principal when the probe is made before
+        any instance exists), to send with that probe's request and then ``confirm``."""
+        key = subject.key if isinstance(subject, InstanceRef) else "(no instance)"
+        name = subject.principal.name if isinstance(subject, InstanceRef) else subject.name
+        nonce = "pp-" + secrets.token_hex(8)
+        self.pending[nonce] = (key, name, what)
+        return nonce
+
+    def confirm(self, nonce: str, record: str) -> str:
+        """Prove the probe ``nonce`` ran: ``record`` is text the platform wrote (never the test), and the
+        line of it that names the nonce becomes the probe's proof and is returned. Raises ``ProofError`` if
+        the nonce was not given out by ``platform_probe`` (or was confirmed already), or if the platform's
+        record does not name it: the request never reached what we think answered it."""
+        if nonce not in self.pending:
+            raise self.fail(f"{nonce!r} is not an unconfirmed platform probe of this test: take a fresh one from "
+                             "probe_log.platform_probe() for each probe and confirm it once")
+        key, name, what = self.pending[nonce]
+        line = next((line.strip() for line in record.splitlines() if nonce in line), None)
+        if line is not None and self.platform_record is not None and nonce not in self.platform_record():
+            raise self.fail(f"the record handed in for the probe {what!r} of {name}@{key} names {nonce}, but the "
+                             "platform's own records (read from the target) do not: that text is not the platform's")
+        if line is None or line == nonce:
+            raise self.fail(f"the platform has no record of the probe {what!r} of {name}@{key} (request id {nonce}): "
+                             f"it was not sent with the request, or the request never reached the platform "
+                             f"({len(record)} characters of the platform's record searched)")
+        del self.pending[nonce]
+        proved = ProbeRecord(key, name, what, 0, f"platform {key}: {line[:400]}", "", "")
+        self.records.append(proved)
+        _attach(proved)
+        return line
+
+    def transcript(self) -> str:
+        return "\n\n".join(
+            f"[{r.principal}@{r.instance}] $ {r.command}\n# proof: {r.proof}\n# rc={r.rc}\n{r.stdout_head}"
+            + (f"\n# stderr: {r.stderr_head}" if r.stderr_head else "")
+            for r in self.records)
+
+    def as_property(self) -> list[dict[str, Any]]:
+        return [asdict(r) for r in self.records]
+
+
+def verify_proof(line: str, nonce: str, namespaces: dict[str, str], uid: int) -> str:
+    """Check a proof line; return it, or raise ProofError saying what did not match."""
+    parts = line.split()
+    expected = [PROOF_TAG, nonce, *(namespaces[n] for n in PROOF_NAMESPACES), f"uid={uid}"]
+    if len(parts) != len(expected) or parts[:2] != expected[:2]:
+        raise ProofError(f"probe output did not start with the run's proof line (nonce {nonce}): got {line[:200]!r}")
+    for name, seen, want in zip(("tag", "nonce", *PROOF_NAMESPACES, "uid"), parts, expected):
+        if seen != want:
+            raise ProofError(f"probe ran outside the intended sandbox: {name} is {seen}, the instance's is {want}")
+    return line
+
+
+def cross_check_on_host(namespaces: dict[str, str], uid: int, host_pid: int) -> str:
+    """Check, from the host's own /proc and not the driver's word, that the driver's pid lives in every
+    namespace of the probe's proof, that processes live in the probe's pid and net namespaces, the
+    driver's pid among them, and that every one of them is owned on the host by ``uid``. Returns a short
+    record of what was seen; raises ProofError otherwise.
+
+    Every probe checks again (nothing is cached): a process of another uid may enter the sandbox after
+    its first probe, and a namespace's inode number is reused once it is freed.
+    """
+    members: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (os.readlink(f"/proc/{entry.name}/ns/pid") != namespaces["pid"]
+                    or os.readlink(f"/proc/{entry.name}/ns/net") != namespaces["net"]):
+                continue
+            with open(f"/proc/{entry.name}/status", "rb") as status:
+                real_uid = next(int(line.split()[1]) for line in status if line.startswith(b"Uid:"))
+        except (OSError, StopIteration, ValueError):
+            continue  # the process ended while we looked
+        members[int(entry.name)] = real_uid
+    if not members:
+        raise ProofError(f"no host process lives in the probe's pid and net namespaces ({namespaces['pid']}, "
+                         f"{namespaces['net']}): the driver's identity cannot be confirmed")
+    if host_pid not in members:
+        raise ProofError(f"the driver says pid {host_pid} is the sandbox, but the host sees it outside the "
+                         f"probe's namespaces (processes there: {sorted(members)[:10]})")
+    foreign = {pid: owner for pid, owner in members.items() if owner != uid}
+    if foreign:
+        raise ProofError(f"processes in the probe's namespaces are owned on the host by another uid than the "
+                         f"instance's {uid}: {dict(list(foreign.items())[:10])}")
+    for ns in (n for n in PROOF_NAMESPACES if n not in ("pid", "net")):  # those two: membership above
+        try:
+            seen = os.readlink(f"/proc/{host_pid}/ns/{ns}")
+        except OSError as exc:
+            raise ProofError(f"the driver says pid {host_pid} is the sandbox, but the host cannot read its {ns} "
+                             f"namespace ({exc.strerror}): it is gone or not what the driver says") from None
+        if seen != namespaces[ns]:
+            raise ProofError(f"the driver says the sandbox's {ns} namespace is {namespaces[ns]}, but the host sees "
+                             f"its pid {host_pid} in {seen}")
+    return f"pid {host_pid} uid {uid} ({len(members)} processes in its namespaces)"
+
+
+class SandboxBackend(base.BaseBackend):
+    NAME = "pairproof"
+
+    def __init__(self, target: Target, ref: InstanceRef, log: ProbeLog, **kwargs: Any) -> None:
+        super().__init__(ref.key, **kwargs)
+        self.target, self.ref, self.log = target, ref, log
+        self._encoding = "utf-8"  # the sandbox runs LANG=C.UTF-8; asking would be one more probe
+
+    def run(self, command: str, *args: str, **kwargs: Any) -> base.CommandResult:
+        cmd = self.get_command(command, *args)
+        return self.run_with_stdin(cmd, stdin=kwargs.get("stdin"), timeout=kwargs.get("timeout", 120.0))
+
+    def run_with_stdin(self, cmd: str, *, stdin: bytes | None = None, timeout: float = 120.0) -> base.CommandResult:
+        def launch(identity, nonce: str):
+            result = self.target.exec(self.ref, ["/bin/sh", "-c", WRAPPER, "pairproof-probe", nonce, cmd],
+                                      stdin=stdin, timeout=timeout)
+            return result, cmd
+
+        return self._proven(launch)
+
+    def run_binary(self, host_path: Path, args: list[str], *, env: dict[str, str],
+                   timeout: float = 120.0) -> base.CommandResult:
+        """Run the static probe ``host_path`` in the sandbox by descriptor (the driver's ``exec_binary``).
+
+        No shell runs: the probe prints the proof line itself (``--proof NONCE``, first line, the format
+        of ``WRAPPER``'s), checked exactly as ``run`` checks the shell's, after the same host cross-check.
+        The result's stdout is what follows the proof line."""
+        def launch(identity, nonce: str):
+            # The probe checks this itself before it writes a sentinel or reads a file: misrouted (to the host,
+            # or to another sandbox) it stops after the proof line, and the host refuses that line below.
+            expect = " ".join([*(identity.namespaces[n] for n in PROOF_NAMESPACES), f"uid={identity.uid}"])
+            result = self.target.exec_binary(self.ref, str(host_path), ["--proof", nonce, "--expect", expect, *args],
+                                             env=env, timeout=timeout)
+            return result, f"{host_path} (by descriptor) --proof {nonce} --expect '{expect}' {' '.join(args)}"
+
+        return self._proven(launch)
+
+    def _proven(self, launch) -> base.CommandResult:
+        """Cross-check the driver's word on the host, run ``launch(identity, nonce)`` (its output's first line
+        is the proof line), record it, and accept it only if the proof line matches the instance."""
+        identity = self.target.identity(self.ref)
+        # The driver's word is checked on the host before the probe runs: a probe may end its own sandbox
+        # (a fork bomb without a pids limit takes the agent with it), and the proof line is then compared
+        # with the namespaces confirmed here.
+        try:
+            on_host = cross_check_on_host(dict(identity.namespaces), identity.uid, identity.host_pid)
+        except ProofError as exc:
+            raise self.log.fail(f"before probing {self.ref.key}: {exc}") from None
+        nonce = secrets.token_hex(8)  # fresh per command: a replayed or cached output cannot carry it
+        result, command = launch(identity, nonce)
+        first, _, rest = result.stdout.partition(b"\n")
+        record = ProbeRecord(self.ref.key, self.ref.principal.name, command, result.rc, "",
+                             rest[:2000].decode(errors="replace"), result.stderr[:1000].decode(errors="replace"))
+        self.log.records.append(record)
+        try:
+            # The record carries a proof only when both checks passed (a probe whose host cross-check
+            # failed is no proof, even if its line matched the driver's word).
+            record.proof = (verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces),
+                                         identity.uid) + " host:" + on_host)
+        except ProofError as exc:
+            raise self.log.fail(f"{exc} (rc {result.rc}, stderr {result.stderr[-300:]!r})") from None
+        finally:
+            _attach(record)
+        return self.result(result.rc, self.encode(command), rest, result.stderr)
+
+
+def engine_for(target: object) -> tuple[Path | None, str]:
+    """The scanner a sandbox scan runs and the note that says which and why: the static probe by descriptor
+    when it exists and the driver can run a host file (``exec_binary``), else detect.py under the sandbox's
+    own python3."""
+    binary = probe_binary()
+    if binary is None:
+        return None, (f"detect.py under the sandbox's python3 -I: no static probe ({PROBE_ENV} unset, "
+                      f"nothing at {PROBE_BUILT})")
+    if not hasattr(target, "exec_binary"):
+        return None, f"detect.py under the sandbox's python3 -I: the driver has no exec_binary to run {binary}"
+    return binary, f"static probe {binary} by descriptor"
+
+
+def _attach(record: ProbeRecord) -> None:
+    """Attach one probe's transcript to the running test's Allure result (a no-op without Allure)."""
+    try:
+        import allure
+    except ImportError:
+        return
+    text = (f"[{record.principal}@{record.instance}] $ {record.command}\n# proof: {record.proof or 'NONE'}\n"
+            f"# rc={record.rc}\n{record.stdout_head}" + (f"\n# stderr: {record.stderr_head}" if record.stderr_head else ""))
+    allure.attach(text, name=f"probe in {record.principal} ({record.instance})", attachment_type=allure.attachment_type.TEXT)
+
+
+def host(target: Target, ref: InstanceRef, log: ProbeLog) -> testinfra.host.Host:
+    """A testinfra Host whose every command runs inside ``ref``'s sandbox."""
+    backend = SandboxBackend(target, ref, log)
+    h = testinfra.host.Host(backend)
+    backend.set_host(h)
+    return h
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """One whole-filesystem scan: the canary-shaped tokens it found and what it read to find them."""
+
+    hits: list[dict[str, Any]]
+    scanned_files: int
+    bytes: int
+    truncated: int
+    problems: list[str]
+    errors: int
+
+    @property
+    def tokens(self) -> set[str]:
+        return {h["token"] for h in self.hits}
+
+
+# Paths a scan could not read that still leave it complete: the sandbox was denied them (which is the
+# boundary holding, and is listed as evidence) or they vanished between listing and reading. A problem
+# reads "PATH: reason"; these are matched as the end of it, never anywhere in it: the path is the
+# sandbox's to name, and a file called "x [EACCES]" must not pass off another failure as a denial.
+# A root the caller named that the scanner never reads (under /sys, or in /proc anything but a process's
+# environ and cmdline) is not among them: the caller asked for it, and a scan that declines it did not look.
+_ACCEPTED_PROBLEMS = (" [EACCES]", " [EPERM]", " [ENOENT]", " [ESRCH]", ": not scanned: it is in the skip list")
+SENTINEL_PLACES = ("/tmp", "/data")
+
+
+SENTINEL_ENV = "PAIRPROOF_SENTINEL"  # the environment sentinel; the file sentinels' tokens: SENTINEL_ENV + "_FILE<n>"
+
+
+def _plan_sentinels() -> tuple[str, dict[str, str]]:
+    """Fresh canaries: the one for the probe's own environment and ``{path: token}`` of one new file in each
+    of the sandbox's own writable places."""
+    mint = Mint(secrets.token_hex(4))
+    env_token = mint.mint("probe", "env").token
+    planned = {f"{place}/.pairproof-sentinel-{secrets.token_hex(4)}": mint.mint("probe", f"file{n}").token
+               for n, place in enumerate(SENTINEL_PLACES)}
+    return env_token, planned
+
+
+def _write_by_shell(h: testinfra.host.Host, planned: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Write the file sentinels with the sandbox's shell; ``({path: token} written, {path: why not})``."""
+    written, unwritten = {}, {}
+    for path, token in planned.items():
+        out = h.backend.run("printf %%s %s > %s", token, path)
+        if out.rc == 0:
+            written[path] = token
+        else:
+            unwritten[path] = f"the shell could not write it (rc {out.rc}): {out.stderr.strip()[-200:]}"
+    return written, unwritten
+
+
+def _remove(h: testinfra.host.Host, paths: list[str]) -> None:
+    if paths:
+        h.backend.run("rm -f " + " ".join(h.backend.quote("%s", p) for p in paths))
+
+
+def _sentinel_record(backend: SandboxBackend, summary: dict[str, Any], planned: dict[str, str],
+                     what: str) -> tuple[dict[str, str], dict[str, str]]:
+    """What the static probe says it did with the sentinels it was given (its completeness record's
+    ``sentinels``): ``({path: token} written, {path: why not})``. A record that does not account for every
+    one of them, or a sentinel written and then left in the sandbox, raises ProofError."""
+    record = {entry.get("path"): entry for entry in summary.get("sentinels", []) if isinstance(entry, dict)}
+    if set(record) != set(planned):
+        raise backend.log.fail(f"{what} in {backend.ref.key} did not account for the sentinels it was given "
+                               f"(given {sorted(planned)}, its record names {sorted(map(str, record))})")
+    left = [f"{path}: {entry.get('error', '?')}" for path, entry in record.items()
+            if entry.get("written") is True and entry.get("removed") is not True]
+    if left:
+        raise backend.log.fail(f"{what} could not remove its sentinels from {backend.ref.key}: {left}")
+    written = {path: planned[path] for path, entry in record.items() if entry.get("written") is True}
+    unwritten = {path: f"the probe could not write it: {entry.get('error', '(no reason given)')}"
+                 for path, entry in record.items() if entry.get("written") is not True}
+    return written, unwritten
+
+
+def _missing_sentinels(written: dict[str, str], unwritten: dict[str, str], found: Callable[[str, str], bool],
+                       planned: dict[str, str]) -> set[str]:
+    """The file sentinels a scan or dump did not show: not found where they were written, or not written."""
+    missing = {f"{token} (file {path})" for path, token in written.items() if not found(token, path)}
+    return missing | {f"{planned[path]} (file {path}, which {why})" for path, why in unwritten.items()}
+
+
+def judge_completeness(what: str, *, files: int, bytes_read: int, truncated: int, problems: list[str],
+                       missing_own: set[str], errors: int | None = None) -> None:
+    """Raise ProofError unless a scan or dump read something, cut nothing short, could not read only what
+    it was denied or what vanished, and found every one of the prober's own canaries. ``errors`` is how
+    many paths failed in all, when the report counts them apart from ``problems`` (a scan's summary lists
+    only the first 200): a failure that is not listed cannot be judged a denial."""
+    reasons = []
+    if files == 0 or bytes_read == 0:
+        reasons.append(f"it read nothing ({files} files, {bytes_read} bytes)")
+    if truncated:
+        reasons.append(f"it cut {truncated} files short")
+    odd = [p for p in problems if not p.endswith(_ACCEPTED_PROBLEMS)]
+    if odd:
+        reasons.append(f"{len(odd)} paths failed for a reason other than a denial: {odd[:5]}")
+    if errors is not None and errors != len(problems):
+        reasons.append(f"{errors} paths failed but its report lists {len(problems)}: the others cannot be "
+                       "judged denials")
+    if missing_own:
+        reasons.append(f"it did not find {len(missing_own)} of the prober's own canaries "
+                       f"({sorted(missing_own)[:4]}): it did not look where they are")
+    if reasons:
+        raise ProofError(f"{what} did not prove it looked: " + "; ".join(reasons))
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One scan's or dump's report and its sentinels: ``lines`` (the completeness record last), the
+    environment sentinel, and the file sentinels planned, written (``{path: token}``) and not (``{path: why}``)."""
+
+    lines: list[dict[str, Any]]
+    env_token: str
+    planned: dict[str, str]
+    written: dict[str, str]
+    unwritten: dict[str, str]
+
+
+def _run_with_sentinels(h: testinfra.host.Host, script: Path, roots: list[str], skip: list[str], end_mark: str,
+                        what: str, binary: Path | None = None, mode: list[str] | None = None) -> _Run:
+    """Run ``script`` (the detector or the dump) in the sandbox over ``roots``, or the static ``binary`` (with
+    ``mode``, e.g. ``["--dump"]``) by descriptor, with fresh sentinels: the environment sentinel in its
+    environment, file sentinels in the sandbox's /tmp and /data, removed after. The static probe writes and
+    removes the file sentinels itself, as the sandbox's uid (their tokens in its environment, never in its
+    arguments) and says so in its completeness record; for the script the sandbox's shell does. A probe that
+    failed, whose report has no completeness record, or that left a sentinel behind raises ProofError."""
+    backend: SandboxBackend = h.backend  # type: ignore[assignment]
+    env_token, planned = _plan_sentinels()
+    if binary is not None:
+        env = {SENTINEL_ENV: env_token}
+        args = [*(mode or [])]
+        for n, (path, token) in enumerate(planned.items()):
+            env[f"{SENTINEL_ENV}_FILE{n}"] = token
+            args += ["--sentinel", f"{SENTINEL_ENV}_FILE{n}={path}"]
+        args += [*(a for s in skip for a in ("--skip", s)), *roots]
+        out = backend.run_binary(binary, args, env=env)
+    else:
+        written, unwritten = _write_by_shell(h, planned)
+        try:
+            quoted = " ".join([*(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
+            out = backend.run_with_stdin(f"{SENTINEL_ENV}={env_token} /usr/bin/python3 -I -S - {quoted}",
+                                         stdin=script.read_bytes())
+        finally:
+            _remove(h, list(written))
+    if out.rc != 0:
+        raise backend.log.fail(f"{what} failed in {backend.ref.key} (rc {out.rc}): {out.stderr[-500:]}")
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    if not lines or lines[-1].get("end") != end_mark:
+        raise backend.log.fail(f"{what} in {backend.ref.key} did not finish its report (no completeness record): "
+                               "it was cut off")
+    if binary is not None:
+        written, unwritten = _sentinel_record(backend, lines[-1], planned, what)
+    return _Run(lines, env_token, planned, written, unwritten)
+
+
+def _judge_and_keep(h: testinfra.host.Host, kind: str, *, roots: list[str], skip: list[str], own: set[str],
+                    sentinels: dict[str, str], files: int, bytes_read: int, truncated: int, problems: list[str],
+                    missing: set[str], engine: str = "", unwritten: dict[str, str] | None = None,
+                    errors: int | None = None) -> None:
+    """Keep what the scan or dump read as the test's evidence (and in Allure), then judge its completeness."""
+    backend: SandboxBackend = h.backend  # type: ignore[assignment]
+    backend.log.note(kind, instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
+                     skip=list(skip), files=files, bytes=bytes_read, truncated=truncated,
+                     could_not_read=len(problems) if errors is None else errors, problems=problems[:20], own_canaries=len(own),
+                     sentinels=[*sentinels, "(its own environment)"], sentinels_not_written=dict(unwritten or {}),
+                     missing_own=sorted(missing), **({"engine": engine} if engine else {}))
+    _attach_json(backend.log.evidence[-1], f"{kind} in {backend.ref.principal.name} ({backend.ref.key})")
+    try:
+        judge_completeness(f"the {kind} in {backend.ref.key}", files=files, bytes_read=bytes_read,
+                           truncated=truncated, problems=problems, missing_own=missing, errors=errors)
+    except ProofError as exc:
+        raise backend.log.fail(str(exc)) from None
+
+
+# The environment sentinel must be found in an environ, not just anywhere in /proc: the token is also on
+# the command line of the shell that starts the probe, and a probe blind to environments would find it there.
+_ENV_SENTINEL = "{} (its own environment, in /proc/<pid>/environ)"
+
+
+def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[str] = ()) -> ScanResult:
+    """Run the canary detector inside the sandbox over ``roots``, and judge its completeness.
+
+    ``own`` are canaries the prober's instance holds (planted for it): the same scan must find them.
+    The detector (the static probe by descriptor, else detect.py fed on stdin) is told nothing about the
+    canaries it hunts (carrying them in would plant them in the probe's own /proc/self/cmdline); the
+    sentinels it must find are in its environment and in files, never in its arguments. The host
+    attributes each hit to its origin.
+    """
+    backend: SandboxBackend = h.backend  # type: ignore[assignment]
+    binary, engine = engine_for(backend.target)
+    run = _run_with_sentinels(h, DETECT, roots, list(skip), detect_module.END_MARK,
+                              "the static probe" if binary else "the detector", binary)
+    summary = run.lines[-1]
+    found = ScanResult(hits=run.lines[:-1], scanned_files=summary["scanned_files"], bytes=summary["bytes"],
+                       truncated=summary["truncated"], problems=summary["problems"], errors=summary["errors"])
+    where = {(hit["token"], hit["where"]) for hit in found.hits}
+    missing = _missing_sentinels(run.written, run.unwritten, lambda token, path: (token, path) in where, run.planned)
+    if not any(t == run.env_token and w.startswith("/proc/") and w.endswith("/environ") for t, w in where):
+        missing.add(_ENV_SENTINEL.format(run.env_token))
+    missing |= own - found.tokens
+    _judge_and_keep(h, "scan", roots=roots, skip=list(skip), own=own, sentinels=run.written, files=found.scanned_files,
+                    bytes_read=found.bytes, truncated=found.truncated, problems=found.problems, missing=missing,
+                    engine=engine, unwritten=run.unwritten, errors=found.errors)
+    return found
+
+
+DUMP = Path(__file__).resolve().parents[1] / "cases" / "inside" / "dump.py"
+DUMP_END = "pairproof-dump-end"
+
+
+def dump(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[str] = ()) -> bytes:
+    """Carry every file the sandbox can see under ``roots`` (and /proc environ and cmdline) out to the host,
+    for a search for known secrets there; judged complete like ``scan`` (same sentinels, same rules). The
+    static probe's ``--dump`` carries it where it runs (``engine_for``), else dump.py under the sandbox's python."""
+    backend: SandboxBackend = h.backend  # type: ignore[assignment]
+    binary, engine = engine_for(backend.target)
+    run = _run_with_sentinels(h, DUMP, roots, list(skip), DUMP_END, what_dump(binary), binary, ["--dump"])
+    summary = run.lines[-1]
+    data = dump_files(run.lines[:-1])
+    # Every byte it says it read must have come out (a link's target text is not counted): a line lost on
+    # the way (a driver's stream that drops or reorders output) would leave a file carried in part.
+    carried = sum(len(blob) for path, blob in data.items() if not path.endswith(" (link target)"))
+    if carried != summary["bytes"]:
+        raise backend.log.fail(f"{what_dump(binary)} in {backend.ref.key} says it read {summary['bytes']} bytes of "
+                               f"files but its lines carry {carried}: lines were lost on the way")
+    missing = _missing_sentinels(run.written, run.unwritten,
+                                 lambda token, path: token.encode() in data.get(path, b""), run.planned)
+    if not any(path.startswith("/proc/") and path.endswith("/environ") and run.env_token.encode() in blob
+               for path, blob in data.items()):
+        missing.add(_ENV_SENTINEL.format(run.env_token))
+    joined = b"\n".join(data.values())
+    missing |= own - {hit.token for hit in detect_module.find(joined)}
+    _judge_and_keep(h, "dump", roots=roots, skip=list(skip), own=own, sentinels=run.written, files=summary["files"],
+                    bytes_read=summary["bytes"], truncated=summary["truncated"], problems=summary["problems"],
+                    missing=missing, engine=(f"static probe {binary} --dump by descriptor" if binary
+                                                    else engine.replace("detect.py", "dump.py", 1)),
+                    unwritten=run.unwritten)
+    return joined
+
+
+def what_dump(binary: Path | None) -> str:
+    return "the static probe's dump" if binary else "the dump"
+
+
+def dump_files(lines: list[dict[str, Any]]) -> dict[str, bytes]:
+    """``{path: bytes}`` of a dump's chunk lines (dump.py's or the static probe's), chunks joined in order."""
+    by_path: dict[str, list[bytes]] = {}
+    for line in lines:
+        by_path.setdefault(line["path"], []).append(base64.b64decode(line["b64"]))
+    return {path: b"".join(chunks) for path, chunks in by_path.items()}
+
+
+def _attach_json(record: dict[str, Any], name: str) -> None:
+    try:
+        import allure
+    except ImportError:
+        return
+    allure.attach(json.dumps(record, indent=1), name=name, attachment_type=allure.attachment_type.JSON)

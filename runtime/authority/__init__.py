@@ -1,0 +1,1 @@
+"""Authority: capabilities, the broker that holds them, its MCP judgement, the effect journal, request ids."""

@@ -1,0 +1,429 @@
+"""Docker as the sandbox engine: one agent instance per container, beside bubblewrap (``sandbox.py``).
+
+The platform around the container is the reference platform (controller, broker, proxy, product server,
+snapshots, journal); only the sandbox is Docker's. The platform, not the image, decides the guards, and
+every container is created with all of them (``container_config``):
+
+- ``network_mode="none"``: loopback only. The broker listens inside the container's network namespace,
+  bound there from the host exactly as for a bubblewrap sandbox (``netns.socket_in`` on its pid 1).
+- ``user="U:U"``: the instance's own host uid (no user namespace: Docker's remapping is one map for the
+  whole daemon, so the uid the host sees is the uid inside).
+- read-only root; the private volume bind-mounted at /data, the run folder at /run/agent, the synthetic
+  /etc/passwd and /etc/group and the managed configuration read-only; a private tmpfs /tmp.
+- memory (swap included) and pids limits, in a cgroup under ``pairproof/<run>/`` (cgroupfs driver), so
+  the run's cgroup sweep covers containers too.
+- ``cap_drop=ALL``, ``no-new-privileges``, Docker's default seccomp profile (which refuses the agent a user
+  namespace: PR-3), private IPC and /dev/shm.
+- every object labelled ``pairproof.run=<run>`` (and the instance), so ``remove_run_containers`` finds
+  what a killed run left.
+
+Commands run inside through the engine (``docker exec``, as the agent's user, in the container's cgroup);
+a host file (the static probe) runs by descriptor with ``nsenter`` from the host (``run_binary_inside``):
+``docker exec`` can only run a path of the container's filesystem, and nothing of ours is written there.
+
+docker-py is imported here only, when a Docker engine is made: the bubblewrap path never needs it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.errors import SandboxError
+from runtime.isolation import cgroups
+from runtime.isolation.cgroups import Limits
+from runtime.isolation.cleanup import process_start_time
+from runtime.isolation.sandbox import NAMESPACES, SANDBOX_PATH, ExecOutcome, SandboxSpec
+
+LABEL_RUN = "pairproof.run"
+LABEL_INSTANCE = "pairproof.instance"
+CGROUP_PARENT = cgroups.ROOT_NAME  # the same parent folder as the bubblewrap sandboxes' cgroups
+TMP_SIZE = "64m"
+RESOLV_CONF = "resolv.conf"  # empty, in the instance's synthetic /etc folder (written by ``DockerEngine.start``)
+SHM_SIZE = 16 << 20
+
+
+def _docker():
+    try:
+        import docker
+    except ImportError as exc:
+        raise SandboxError("the Docker engine needs docker-py: pip install docker (tools/setup-machine does)") from exc
+    return docker
+
+
+def client(timeout: float = 60.0):
+    """A docker-py client of the local engine (``DOCKER_HOST`` or /var/run/docker.sock)."""
+    docker = _docker()
+    try:
+        made = docker.from_env(timeout=int(timeout))
+        made.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxError(f"no Docker engine answers ({exc}): start one with tools/setup-docker") from exc
+    return made
+
+
+def container_config(spec: SandboxSpec, limits: Limits, command: Sequence[str], *, image: str, run: str,
+                     name: str) -> dict:
+    """The keyword arguments of ``containers.create`` for one instance: every guard of the module docstring.
+    Kept as data so a test can read what a container is made with, and a broken arrangement can start from
+    it (and answer for what it changes)."""
+    mounts = [
+        {"Type": "bind", "Source": str(spec.volume), "Target": "/data", "ReadOnly": False},
+        {"Type": "bind", "Source": str(spec.control_dir), "Target": "/run/agent", "ReadOnly": False},
+        {"Type": "bind", "Source": str(spec.etc_dir / "passwd"), "Target": "/etc/passwd", "ReadOnly": True},
+        {"Type": "bind", "Source": str(spec.etc_dir / "group"), "Target": "/etc/group", "ReadOnly": True},
+        # An empty resolv.conf of ours: Docker would otherwise copy the host's in (its resolvers, unreachable
+        # from here, and the host's configuration); with none, the sandbox names no resolver, as in bubblewrap.
+        {"Type": "bind", "Source": str(spec.etc_dir / RESOLV_CONF), "Target": "/etc/resolv.conf", "ReadOnly": True},
+    ]
+    if spec.managed_config is not None:
+        mounts.append({"Type": "bind", "Source": str(spec.managed_config), "Target": spec.managed_inside,
+                       "ReadOnly": True})
+    env = {"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", "PAIRPROOF_INSTANCE": spec.instance_id,
+           **dict(spec.env)}
+    return {
+        "image": image,
+        "command": list(command),
+        "name": name,
+        "hostname": spec.hostname,
+        "user": f"{spec.uid}:{spec.gid}",
+        "environment": env,
+        "working_dir": "/data",
+        "labels": {LABEL_RUN: run, LABEL_INSTANCE: spec.instance_id},
+        "network_mode": "none",
+        "read_only": True,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={TMP_SIZE},mode=1777"},
+        "mounts": mounts,
+        "mem_limit": limits.memory_bytes,
+        "memswap_limit": limits.memory_bytes,  # without it the allocation would be swapped out, not killed
+        "pids_limit": limits.pids_max,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],  # and Docker's default seccomp profile, by not naming another
+        # Loopback only, of both families as in a bubblewrap sandbox: Docker turns IPv6 off in the namespace,
+        # and a connect to an IPv6 address would then fail "address not available" instead of "unreachable".
+        "sysctls": {"net.ipv6.conf.all.disable_ipv6": "0", "net.ipv6.conf.default.disable_ipv6": "0"},
+        "ipc_mode": "private",
+        "shm_size": SHM_SIZE,
+        "cgroup_parent": f"/{CGROUP_PARENT}/{run}",
+        "init": False,  # the agent is pid 1 and the only process of its uid: no root docker-init beside it
+        "stdin_open": False,
+        "detach": True,
+    }
+
+
+@dataclass
+class ContainerSandbox:
+    """A running instance container: its id, the host pid of its pid 1 (and that process's start time, so a
+    reused pid is never taken for it), and its cgroup (Docker's, under ``pairproof/<run>/``)."""
+
+    spec: SandboxSpec
+    engine: DockerEngine
+    container_id: str
+    host_pid: int
+    start_time: int
+    cgroup: cgroups.Cgroup
+
+    def alive(self) -> bool:
+        return process_start_time(self.host_pid) == self.start_time
+
+    def namespaces(self) -> dict[str, str]:
+        try:
+            return {ns: os.readlink(f"/proc/{self.host_pid}/ns/{ns}") for ns in NAMESPACES}
+        except OSError as exc:
+            raise SandboxError(f"container of {self.spec.instance_id} (pid {self.host_pid}) is gone: "
+                               f"{exc.strerror}") from exc
+
+    def exit_report(self) -> str:
+        """How the container ended, for a message: its exit code and the tail of its output."""
+        try:
+            container = self.engine.client.containers.get(self.container_id)
+            logs = container.logs(tail=20).decode(errors="replace").strip()
+            return f"exit {container.attrs['State'].get('ExitCode')}: {logs}"
+        except Exception as exc:  # the message is best effort; the caller raises anyway
+            return f"(its state could not be read: {exc})"
+
+    def crash(self) -> None:
+        """SIGKILL the container's pid 1 from the host, as a host failure would; the container stays."""
+        try:
+            os.kill(self.host_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        end = time.monotonic() + 10
+        while self.alive():
+            if time.monotonic() > end:
+                raise SandboxError(f"container {self.container_id[:12]} survived SIGKILL of its pid 1")
+            time.sleep(0.01)
+
+    def stop(self, deadline: float = 10.0) -> None:
+        """Remove the container (killed first) and wait until no process of it is left."""
+        self.engine.remove(self.container_id)
+        end = time.monotonic() + deadline
+        while self.alive():
+            if time.monotonic() > end:
+                raise SandboxError(f"container {self.container_id[:12]} still runs after its removal")
+            time.sleep(0.01)
+
+
+class DockerEngine:
+    """Starts instance containers of one image for one run, and removes them."""
+
+    def __init__(self, image: str, run: str, *, docker_client=None) -> None:
+        self.image, self.run = image, run
+        self.client = docker_client or client()
+        docker = _docker()
+        try:
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise SandboxError(f"image {image!r} is not in the local engine (nothing is pulled): build or load it "
+                               "first (the reference agent image: acceptance.targets.docker.image)") from None
+        self.hierarchy = cgroups.detect()
+
+    def start(self, spec: SandboxSpec, limits: Limits, command: Sequence[str], *, deadline: float = 10.0,
+              edit=None) -> ContainerSandbox:
+        """Create and start the instance's container; return once it has a pid 1. ``edit`` sees the
+        configuration (``container_config``) and returns the one to use: whatever it changes, its caller
+        answers for (broken arrangements only)."""
+        docker = _docker()
+        name = f"pairproof-{self.run}-{spec.instance_id}-{os.urandom(3).hex()}"
+        resolv = spec.etc_dir / RESOLV_CONF
+        if not resolv.exists():
+            resolv.write_text("")
+            os.chmod(resolv, 0o644)
+        config = container_config(spec, limits, command, image=self.image, run=self.run, name=name)
+        if edit is not None:
+            config = edit(config)
+        # Three calls to the engine, the fewest there are: create, start, inspect (for the pid of the started
+        # container). ``containers.run`` would make four (its create inspects the container not yet started),
+        # and pull the image when the engine lacks it: nothing is pulled here, a missing image is an error.
+        from docker.models.containers import _create_container_args
+
+        api = self.client.api
+        container_id = None
+        try:
+            container_id = api.create_container(**_create_container_args({**config, "version": api._version}))["Id"]
+            api.start(container_id)
+            state = api.inspect_container(container_id)["State"]
+            pid = int(state.get("Pid") or 0)
+            start_time = process_start_time(pid) if pid else None
+            if not state.get("Running") or start_time is None:
+                logs = api.logs(container_id, tail=20).decode(errors="replace").strip()
+                raise SandboxError(f"container of {spec.instance_id} exited at once ({state.get('ExitCode')}): {logs}")
+        except docker.errors.DockerException as exc:
+            if container_id is not None:
+                self.remove(container_id)
+            raise SandboxError(f"cannot start a container of {self.image} for {spec.instance_id}: {exc}") from exc
+        except BaseException:
+            if container_id is not None:
+                self.remove(container_id)
+            raise
+        cg = self.hierarchy.open(self.run, container_id)
+        return ContainerSandbox(spec=spec, engine=self, container_id=container_id, host_pid=pid,
+                                start_time=start_time, cgroup=cg)
+
+    def remove(self, container_id: str) -> None:
+        docker = _docker()
+        try:
+            self.client.api.remove_container(container_id, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise SandboxError(f"cannot remove container {container_id[:12]}: {exc}") from exc
+
+    def close(self) -> None:
+        """Remove every container of the run (a crashed one included) and close the client."""
+        try:
+            remove_run_containers(self.run, docker_client=self.client)
+        finally:
+            self.client.close()
+        remove_parent_cgroups(self.run)
+
+    # -- running something inside ------------------------------------------------------------------
+
+    def run_inside(self, proc: ContainerSandbox, argv: Sequence[str], *, stdin: bytes | None = None,
+                   timeout: float = 60.0) -> ExecOutcome:
+        """``docker exec`` of ``argv`` as the instance's uid, with the sandbox's environment; past
+        ``timeout`` the exec's process is killed from the host (the engine has no exec kill)."""
+        if not proc.alive():
+            raise SandboxError(f"container of {proc.spec.instance_id} is not running")
+        api = self.client.api
+        docker = _docker()
+        try:
+            exec_id = api.exec_create(
+                proc.container_id, list(argv), stdin=stdin is not None, stdout=True, stderr=True,
+                user=f"{proc.spec.uid}:{proc.spec.gid}", workdir="/data",
+                environment={"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8"})["Id"]
+            sock = api.exec_start(exec_id, socket=True, demux=False)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"docker exec of {list(argv)!r} in {proc.spec.instance_id}: {exc}") from exc
+        raw = getattr(sock, "_sock", sock)
+        try:
+            stdout, stderr = _pump(raw, stdin, timeout, lambda: self._kill_exec(exec_id),
+                                   f"{list(argv)!r} in {proc.spec.instance_id}")
+        finally:
+            raw.close()
+        rc = self._exit_code(exec_id)
+        return ExecOutcome(rc, stdout, stderr)
+
+    def _kill_exec(self, exec_id: str) -> None:
+        pid = self.client.api.exec_inspect(exec_id).get("Pid") or 0
+        if pid > 0:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _exit_code(self, exec_id: str) -> int:
+        # The stream ends a moment before the engine records the exit code.
+        end = time.monotonic() + 10
+        while True:
+            info = self.client.api.exec_inspect(exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            if time.monotonic() > end:
+                raise SandboxError(f"docker exec {exec_id[:12]} has no exit code 10 s after its output ended")
+            time.sleep(0.005)
+
+    def run_binary_inside(self, proc: ContainerSandbox, host_path: str, args: Sequence[str], *,
+                          env: Mapping[str, str] | None = None, stdin: bytes | None = None,
+                          timeout: float = 60.0) -> ExecOutcome:
+        """Run the host file ``host_path`` in the container by descriptor, in its cgroup, as its uid.
+
+        ``docker exec`` runs only paths of the container's filesystem; copying the probe in would write into
+        what is being qualified (and a read-only root refuses it anyway). So, as for a bubblewrap sandbox,
+        the file is opened on the host and executed after entering: ``nsenter`` (root, from the host) enters
+        the container's mount, pid, net, ipc, uts and cgroup namespaces and its root and working directory,
+        drops to the instance's uid and gid with no supplementary groups (``-S``/``-G``: every capability goes
+        with uid 0) under ``no_new_privs`` (``setpriv``), and executes ``/proc/self/fd/N``, resolved in the
+        container's own /proc. The process is placed in the container's cgroup before it runs anything
+        (``sandbox.spawn_gated``). What it does not get is Docker's seccomp filter: it is the platform's
+        probe, not the agent."""
+        from runtime.isolation.sandbox import _finish, namespace_flags, spawn_gated
+
+        if not proc.alive():
+            raise SandboxError(f"container of {proc.spec.instance_id} is not running")
+        try:
+            fd = os.open(host_path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise SandboxError(f"cannot open {host_path} to run it in {proc.spec.instance_id}: {exc.strerror}") from exc
+        argv = ["setpriv", "--no-new-privs", "nsenter", "-t", str(proc.host_pid), *namespace_flags(proc.host_pid),
+                "--root", "--wd",
+                "-S", str(proc.spec.uid), "-G", str(proc.spec.gid), f"/proc/self/fd/{fd}", *args]
+        try:
+            child = spawn_gated(
+                argv, proc.cgroup, pass_fds=(fd,),
+                env={"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", **(env or {})},
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            )
+        finally:
+            os.close(fd)
+        return _finish(child, stdin, timeout, f"{host_path} in {proc.spec.instance_id}")
+
+
+def _pump(sock: socket.socket, stdin: bytes | None, timeout: float, kill, what: str) -> tuple[bytes, bytes]:
+    """Exchange one exec's attached stream: send ``stdin`` then half-close (the engine then closes the
+    process's stdin), read the multiplexed stdout/stderr frames until the stream ends."""
+    end = time.monotonic() + timeout
+    if stdin is not None:
+        sock.sendall(stdin)
+    if stdin is not None:
+        sock.shutdown(socket.SHUT_WR)
+    buf = b""
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            kill()
+            raise SandboxError(f"{what} ran past {timeout}s and was killed")
+        ready, _, _ = select.select([sock], [], [], min(left, 0.5))
+        if not ready:
+            continue
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    out, err = bytearray(), bytearray()
+    offset = 0
+    while offset + 8 <= len(buf):
+        kind, size = buf[offset], int.from_bytes(buf[offset + 4:offset + 8], "big")
+        payload = buf[offset + 8:offset + 8 + size]
+        (err if kind == 2 else out).extend(payload)
+        offset += 8 + size
+    return bytes(out), bytes(err)
+
+
+def run_containers(run: str, *, docker_client=None) -> list:
+    """The containers (running or not) labelled with ``run``."""
+    made = docker_client or client()
+    return made.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run}"}, ignore_removed=True)
+
+
+def remove_run_containers(run: str | None = None, *, docker_client=None) -> list[str]:
+    """Remove every container, volume and network labelled with ``run`` (with None: of any run); the ids
+    of the containers removed. A container is killed first; its cgroup goes with it."""
+    docker = _docker()
+    made = docker_client or client()
+    selector = f"{LABEL_RUN}={run}" if run else LABEL_RUN
+    removed = []
+    for container in made.containers.list(all=True, filters={"label": selector}, ignore_removed=True):
+        try:
+            made.api.remove_container(container.id, force=True, v=True)
+            removed.append(container.id)
+        except docker.errors.NotFound:
+            pass
+    # (the engine is shared: a container, volume or network listed may be removed by its own run's teardown
+    # before it is looked at or removed here; ``ignore_removed`` and NotFound let it go)
+    for volume in made.volumes.list(filters={"label": selector}):
+        try:
+            volume.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+    for network in made.networks.list(filters={"label": selector}):
+        try:
+            network.remove()
+        except docker.errors.NotFound:
+            pass
+    return removed
+
+
+def remove_parent_cgroups(run: str, mount: Path = Path("/sys/fs/cgroup")) -> list[Path]:
+    """Remove the empty ``pairproof/<run>`` folders Docker made as the containers' cgroup parent in every
+    mounted hierarchy (it creates them, and never removes them); the folders removed. One that still holds a
+    cgroup (a container not yet gone) is left, as rmdir refuses it."""
+    removed = []
+    for folder in [mount / CGROUP_PARENT / run, *mount.glob(f"*/{CGROUP_PARENT}/{run}")]:
+        try:
+            folder.rmdir()
+            removed.append(folder)
+        except OSError:
+            continue
+    for parent in [mount / CGROUP_PARENT, *mount.glob(f"*/{CGROUP_PARENT}")]:
+        try:
+            parent.rmdir()  # the shared parent goes with the last run (another run's folder keeps it)
+        except OSError:
+            pass
+    return removed
+
+
+def runs_with_containers(*, docker_client=None) -> set[str]:
+    """The run ids that have a labelled container on the engine."""
+    made = docker_client or client()
+    return {c.labels.get(LABEL_RUN, "") for c in made.containers.list(all=True, filters={"label": LABEL_RUN},
+                                                                ignore_removed=True)} - {""}
+
+
+def runs_on_engine(*, docker_client=None) -> set[str]:
+    """The run ids that have anything labelled on the engine: a container, a volume or a network (a run killed
+    between creating a volume or network and its first container leaves only those)."""
+    made = docker_client or client()
+    selector = {"label": LABEL_RUN}
+    labels = [v.attrs.get("Labels") or {} for v in made.volumes.list(filters=selector)]
+    labels += [n.attrs.get("Labels") or {} for n in made.networks.list(filters=selector)]
+    return runs_with_containers(docker_client=made) | ({lab.get(LABEL_RUN, "") for lab in labels} - {""})
+

@@ -1,0 +1,1 @@
+"""The product: its records and their rules (store), its HTTP server, and rendering for people."""
