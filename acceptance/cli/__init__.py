@@ -626,6 +626,3 @@ def main(argv: list[str] | None = None) -> int:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
 
-
-if __name__ == "__main__":
-    sys.exit(main())
