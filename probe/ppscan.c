@@ -1482,9 +1482,9 @@ static void mount_device(const char *path, dev_t *dev, int *have) {
 
 /* ---- modes: the proof line, the sentinels, the dump ----
  * What lets the suite run the probe in a sandbox that has no shell and no Python: the proof of where
- * it ran (the line the shell wrapper of acceptance/probe.py prints otherwise), the sentinel files the
+ * it ran (the line the shell wrapper of acceptance/harness/probes.py prints otherwise), the sentinel files the
  * scan must find (written here, as the sandbox's uid, before the walk, and removed after it), and a
- * dump of every file (acceptance/cases/dump.py's JSON lines) instead of a scan. */
+ * dump of every file (acceptance/cases/inside/dump.py's JSON lines) instead of a scan. */
 
 /* Python's errno.errorcode[err] (two codes have two names; Python keeps the other one). */
 static const char *errno_name(int err) {
@@ -1504,7 +1504,7 @@ static char *os_error_text(const char *path, int err) {
 static const char *PROOF_NS[] = {"mnt", "pid", "net", "user", "uts", "ipc"};
 
 /* The first line of output: PAIRPROOF-PROOF NONCE, this process's namespaces and its uid, the line
- * acceptance/probe.py's WRAPPER prints from the shell (verified the same way, on the host). A namespace
+ * acceptance/harness/probes.py's WRAPPER prints from the shell (verified the same way, on the host). A namespace
  * that cannot be read is named so, and the host refuses the line.
  * With --expect (the rest of the line the host expects: the six namespaces and uid=N), a probe that finds
  * itself anywhere else stops right after the line, before it writes a sentinel or reads a file: a probe
@@ -1589,7 +1589,7 @@ static void put_sentinels(void) {
     puts_("]");
 }
 
-/* The dump (acceptance/cases/dump.py): every regular file under the roots carried out whole in chunks
+/* The dump (acceptance/cases/inside/dump.py): every regular file under the roots carried out whole in chunks
  * {"path", "b64"} (up to DUMP_LIMIT bytes a file), a symbolic link's target text as "PATH (link target)"
  * (never followed), every process's environ and cmdline, fifos, sockets and devices never opened, and
  * the record {"files", "bytes", "truncated", "problems", "end"} last. Names are not carried. */
@@ -1872,7 +1872,7 @@ int main(int argc, char **argv) {
             printf("usage: ppscan [-h] [--max-file-bytes MAX_FILE_BYTES] [--skip PATH] [--proof NONCE]\n"
                    "              [--expect 'NS... uid=N'] [--sentinel VAR=PATH] [--dump] ROOT [ROOT ...]\n"
                    "Report every canary-shaped token under the given roots (detect.py's output format), or with\n"
-                   "--dump carry every file out (acceptance/cases/dump.py's output format).\n"
+                   "--dump carry every file out (acceptance/cases/inside/dump.py's output format).\n"
                    "  --proof NONCE       print first the proof line: PAIRPROOF-PROOF NONCE, the namespaces, uid=N\n"
                    "  --expect LINE       the proof line's namespaces and uid=N the host expects; anywhere else,\n"
                    "                      stop after the proof line (exit 3) before writing or reading anything\n"

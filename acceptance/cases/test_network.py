@@ -1,6 +1,6 @@
 """NT-1, NT-2, NT-3, NT-5: nothing leaves a sandbox but what goes to its broker.
 
-Every address probed here exists only inside the run's lab (``acceptance/lab``): the sink answers for the
+Every address probed here exists only inside the run's lab (``acceptance/harness/lab``): the sink answers for the
 world there, over IPv4 and IPv6, and records what reaches it. A sandbox as the platform builds it has no
 interface but loopback, so the kernel refuses its attempts (ENETUNREACH, no resolver answering): the
 refusals require exactly that answer, not merely "some error", because a sandbox that reaches a resolver

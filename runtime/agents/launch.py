@@ -222,7 +222,7 @@ def deliver(api: TurnApi, request: Request, message: str, *, timeout: float) -> 
 
 
 # The runtime's own agent (runtime/agents/reference.py) and its run-control API: what a controller runs unless told
-# otherwise. The suite's reference profile (acceptance/profiles/reference.toml) says the same, as data.
+# otherwise. The suite's reference profile (acceptance/targets/profiles/reference.toml) says the same, as data.
 REFERENCE = AgentLaunch(
     command=("/usr/bin/python3", "-I", "-S", f"{IMAGE_MOUNT}/reference.py"),
     files=(Path(__file__).with_name("reference.py"),),

@@ -33,7 +33,7 @@ from acceptance.targets.reference.helpers import before_command
 __all__ = ["DEFAULT_PROFILE", "HermesTarget", "clean", "create", "preflight"]
 
 PROFILE = DEFAULT_PROFILE = "hermes"  # the agent this target runs (targets.default_profile)
-# hermes's own tools in the toolsets acceptance/profiles/hermes/config.yaml pins (platform_toolsets.api_server).
+# hermes's own tools in the toolsets acceptance/targets/profiles/hermes/config.yaml pins (platform_toolsets.api_server).
 HERMES_TOOLS = ("memory", "todo", "read_file", "write_file", "patch", "search_files")
 MCP_PREFIX = "mcp__product__"  # hermes names an MCP tool mcp__<server>__<tool>; the product's server is "product"
 PRODUCT_TOOLS = ("notes_create", "notes_get", "notes_list", "issues_list", "issue_get", "issue_comment", "task_create",
