@@ -25,7 +25,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--target", dest="pairproof_target", default=None,
                     help="target to qualify (default: reference when cases are collected)")
     group.addoption("--profile", dest="pairproof_profile", default=None, metavar="NAME|PATH",
-                    help="agent profile the target runs: a name in acceptance/targets/profiles or a .toml file (default: reference)")
+                    help="agent profile the target runs: a name in acceptance/targets/profiles or a .toml file "
+                         "(default: reference)")
     group.addoption("--pairproof-state-dir", dest="pairproof_state_dir", default="/var/lib/pairproof",
                     help="where the reference runtime keeps run state (default: /var/lib/pairproof)")
     group.addoption("--pairproof-verdict", dest="pairproof_verdict", default=None,
