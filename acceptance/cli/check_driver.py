@@ -10,11 +10,11 @@ import argparse
 import signal
 from pathlib import Path
 
-from acceptance.cli.common import image, terminate_like_interrupt
+from acceptance.cli.common import Subcommands, image, terminate_like_interrupt
 from acceptance.errors import SetupError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subcommands) -> None:
     d = sub.add_parser("check-driver", help="conformance run of a driver (seconds, not the suite): the core and each "
                                             "facet it claims, one real round trip each; says what works, is missing, fails")
     d.add_argument("target", help="a registered target name (e.g. reference) or module:factory")

@@ -11,10 +11,11 @@ import os
 import shutil
 from pathlib import Path
 
+from acceptance.cli.common import Subcommands
 from acceptance.errors import SetupError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subcommands) -> None:
     c = sub.add_parser("clean", help="remove what killed runs left: processes, cgroups, volumes, uid claims")
     c.add_argument("--target", default="reference", help="whose leftovers (its driver's clean hook; default: reference)")
     c.add_argument("--state-dir", default="/var/lib/pairproof")

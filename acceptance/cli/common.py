@@ -1,6 +1,8 @@
-"""What several ``pairproof`` commands share: the exit codes, SIGTERM as an interrupt, and ``--image``.
+"""What several ``pairproof`` commands share: the exit codes, SIGTERM as an interrupt, ``--image``, and the
+shape of the ``sub`` every command module's ``add_parser`` adds itself to.
 
-Only the standard library at import time (``pairproof --help`` imports every command module).
+Light at import time (the standard library and ``acceptance.errors``): ``pairproof --help`` imports every
+command module.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+from typing import Any, Protocol
 
 from acceptance.errors import SetupError
 
@@ -21,6 +24,13 @@ EXIT_CODES = """exit codes (every command):
   2    bad input or a machine that cannot run it: one line on stderr names the input and the fix,
        and nothing was changed (the last good reports are intact)
   130  interrupted (SIGINT or SIGTERM): instances torn down, the previous reports left as they were"""
+
+
+class Subcommands(Protocol):
+    """What ``ArgumentParser.add_subparsers()`` returns, as a command module uses it (argparse's class for it
+    is private)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
 
 
 def terminate_like_interrupt(signum: int, frame: object) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from acceptance.cli.common import EXIT_FAILED
+from acceptance.cli.common import EXIT_FAILED, Subcommands
 from acceptance.errors import SetupError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subcommands) -> None:
     e = sub.add_parser("expect", help="compare a verdict with a checked-in expectation of the cases that must fail "
                                       "(a target qualified to show its failures): 0 exactly as expected, 1 not")
     e.add_argument("--expected", required=True, metavar="FILE",

@@ -7,10 +7,11 @@ import argparse
 import os
 from pathlib import Path
 
+from acceptance.cli.common import Subcommands
 from acceptance.errors import SetupError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subcommands) -> None:
     fi = sub.add_parser("findings", help="write the design note's findings about hermes-agent from a hermes and a "
                                          "hermes-unguarded run (their verdicts and evidence), never by hand")
     fi.add_argument("--results", action="append", required=True, metavar="DIR",

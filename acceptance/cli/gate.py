@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from acceptance.cli.common import Subcommands
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+
+def add_parser(sub: Subcommands) -> None:
     g = sub.add_parser("gate", help="exit 0 only if the results prove the whole catalogue (and the mutants, if given); "
                                     "it judges the evidence again, trusting no status a report gives itself")
     g.add_argument("--results", default="reports",

@@ -8,10 +8,11 @@ import json
 import os
 from pathlib import Path
 
+from acceptance.cli.common import Subcommands
 from acceptance.errors import SetupError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subcommands) -> None:
     me = sub.add_parser("measure", help="one instance's memory (idle, active, from its cgroup), its broker's and its "
                                          "disk, beside the capacity budget and a budget generated from them")
     me.add_argument("--target", default="reference", help="whose instances (its driver's measure hook; default: reference)")

@@ -11,11 +11,11 @@ import os
 import sys
 from pathlib import Path
 
-from acceptance.cli.common import image
+from acceptance.cli.common import Subcommands, image
 from acceptance.errors import SetupError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subcommands) -> None:
     m = sub.add_parser("mutants", help="run the suite against every mutant of the runtime; write the kill matrix")
     m.add_argument("--target", default="reference",
                    help="whose mutants: reference (mutants/catalogue.toml) or docker (mutants/docker.toml, the "

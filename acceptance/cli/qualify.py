@@ -12,11 +12,11 @@ import signal
 import sys
 from pathlib import Path
 
-from acceptance.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, image, terminate_like_interrupt
+from acceptance.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, Subcommands, image, terminate_like_interrupt
 from acceptance.errors import SetupError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subcommands) -> None:
     q = sub.add_parser("qualify", help="run the suite on a target and write reports/")
     q.add_argument("--target", default="reference", help="target driver (default: reference)")
     q.add_argument("--profile", default=None, metavar="NAME|PATH",

@@ -10,11 +10,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from acceptance.cli.common import EXIT_FAILED
+from acceptance.cli.common import EXIT_FAILED, Subcommands
 from acceptance.errors import SetupError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subcommands) -> None:
     r = sub.add_parser("report", help="rebuild reports/summary.html and reports/allure-report.html")
     r.add_argument("--reports-dir", default="reports")
     r.set_defaults(func=run)

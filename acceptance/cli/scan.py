@@ -10,10 +10,11 @@ import argparse
 import os
 import sys
 
+from acceptance.cli.common import Subcommands
 from acceptance.errors import SetupError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subcommands) -> None:
     s = sub.add_parser("scan", help="scan host paths for canary-shaped tokens with the suite's engine "
                                      "(exit 0 no hits and all read, 1 hits or not all read, 2 bad input)")
     s.add_argument("paths", nargs="+", metavar="PATH", help="a file or directory to scan")
