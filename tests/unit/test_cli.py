@@ -59,7 +59,7 @@ def test_unwritable_reports_folder(capsys):
 
 
 def test_clean_needs_root(capsys, monkeypatch):
-    monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(cli.clean.os, "geteuid", lambda: 1000)
     assert cli.main(["clean"]) == 2
     assert "must run as root" in _one_line(capsys)
 

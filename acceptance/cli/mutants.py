@@ -1,0 +1,83 @@
+"""``pairproof mutants``: run the suite against every mutant of a target's runtime and write the kill matrix.
+
+The catalogue (``mutants/catalogue.toml``, ``mutants/docker.toml``) and ``--only`` are checked here; the
+runs themselves are ``mutants/runner.py``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from acceptance.cli.common import Subcommands, image
+from acceptance.errors import SetupError
+
+
+def add_parser(sub: Subcommands) -> None:
+    m = sub.add_parser("mutants", help="run the suite against every mutant of the runtime; write the kill matrix")
+    m.add_argument("--target", default="reference",
+                   help="whose mutants: reference (mutants/catalogue.toml) or docker (mutants/docker.toml, the "
+                        "suite on --target docker); default: reference")
+    m.add_argument("--image", default="", metavar="IMAGE",
+                   help="the image the docker mutants run (--target docker; default: the reference agent image)")
+    m.add_argument("--reports-dir", default=None,
+                   help="where to write mutants.json and mutants.txt (default: reports, reports/docker for docker)")
+    m.add_argument("--state-dir", default="/var/lib/pairproof")
+    m.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="mutants run in parallel (default: cores)")
+    m.add_argument("--only", action="append", metavar="NAME",
+                   help="run only this mutant (repeatable); the report is partial, and `pairproof gate` refuses it")
+    m.add_argument("--suite", help="a different cases folder to judge (the runner's own tests use a useless one); "
+                                   "the report is partial, and `pairproof gate` refuses it")
+    m.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from acceptance.cli import inputs
+    from mutants import catalogue as mutant_catalogue
+    from mutants import runner
+    from mutants.errors import MutantError
+
+    if os.geteuid() != 0:
+        raise SetupError("pairproof mutants must run as root (each run starts sandboxes): run it with sudo")
+    inputs.positive(args.jobs, "-j")
+    if args.target not in mutant_catalogue.CATALOGUES:
+        raise SetupError(f"--target {args.target!r} has no mutant catalogue: give one of "
+                         f"{', '.join(mutant_catalogue.CATALOGUES)}")
+    image(args)
+    path = mutant_catalogue.catalogue_path(args.target)
+    shown = mutant_catalogue.display(path)
+    try:
+        names = {m.name for m in mutant_catalogue.load(path)}
+    except (OSError, ValueError, KeyError) as exc:
+        raise SetupError(f"{shown} cannot be read ({type(exc).__name__}: {exc}); fix the file") from None
+    unknown = [n for n in args.only or () if n not in names]
+    if unknown:
+        command = "pairproof mutants" + ("" if args.target == "reference" else f" --target {args.target}")
+        raise SetupError(f"--only {', '.join(map(repr, unknown))}: no such mutant in {shown} (target "
+                         f"{args.target}); give a name from it (`{command}` runs them all)")
+    if args.target != "reference":
+        from acceptance import targets
+
+        problems = targets.preflight(args.target)
+        if problems:
+            raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
+    if args.reports_dir is None:
+        args.reports_dir = "reports" if args.target == "reference" else f"reports/{args.target}"
+    if args.suite is not None:
+        inputs.existing_folder(args.suite, "--suite", "of test cases to judge the mutants with")
+    inputs.state_dir(args.state_dir)
+    reports = inputs.reports_dir(args.reports_dir)
+    inputs.outside_state(reports, args.state_dir)
+    inputs.environment()
+    reports.mkdir(parents=True, exist_ok=True)
+    try:
+        return runner.run(reports=reports, jobs=args.jobs, only=args.only or None,
+                          suite=Path(args.suite).resolve() if args.suite else None, state_dir=args.state_dir,
+                          target=args.target, image=args.image)
+    except runner.Interrupted:
+        print("pairproof: mutants interrupted: every run was stopped, no report written", file=sys.stderr)
+        return 130
+    except MutantError as exc:
+        raise SetupError(str(exc)) from exc

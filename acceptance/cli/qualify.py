@@ -1,0 +1,159 @@
+"""``pairproof qualify``: run the suite on a target and publish its report set.
+
+Every input is checked first (``inputs.py``), then the suite runs under pytest into a staged report set that
+``reports/reportset.py`` publishes in one rename only when the run ends with a verdict; with ``--expected``
+the verdict is then judged as ``pairproof expect`` judges it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+from acceptance.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, Subcommands, image, terminate_like_interrupt
+from acceptance.errors import SetupError
+
+
+def add_parser(sub: Subcommands) -> None:
+    q = sub.add_parser("qualify", help="run the suite on a target and write reports/")
+    q.add_argument("--target", default="reference", help="target driver (default: reference)")
+    q.add_argument("--profile", default=None, metavar="NAME|PATH",
+                   help="agent profile the target runs: a name in acceptance/profiles or a .toml file (default: the "
+                        "target's own agent; reference for the reference target)")
+    q.add_argument("--image", default="", metavar="IMAGE",
+                   help="the image to qualify (--target docker; default: the reference agent image, built locally)")
+    q.add_argument("--reports-dir", default="reports", help="where to write allure-results/ and verdict.json")
+    q.add_argument("--state-dir", default="/var/lib/pairproof", help="runtime state folder (reference target)")
+    q.add_argument("-n", type=int, default=0, help="run the suite on N processes (pytest-xdist)")
+    q.add_argument("--case", action="append", default=[], metavar="ID",
+                   help="run only this catalogue case, with its controls (repeatable)")
+    q.add_argument("--expected", default=None, metavar="FILE",
+                   help="judge the verdict against this expectation (as `pairproof expect`) instead of requiring "
+                        "every case to pass: exit 0 only if exactly the expected cases failed")
+    q.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
+    q.set_defaults(func=run)
+
+
+def _run_end():
+    """A plugin that learns what pytest.main's exit code does not tell apart: a Ctrl-C/SIGTERM, or a stop by
+    ``pytest.exit`` or by a worker that could not build the target (and why). (Built here: pytest is imported
+    only when a run starts.)"""
+    import pytest
+
+    class RunEnd:
+        interrupted = False
+        stopped = ""
+
+        def pytest_keyboard_interrupt(self, excinfo) -> None:
+            if isinstance(excinfo.value, KeyboardInterrupt):
+                self.interrupted = True
+            else:
+                self.stopped = str(getattr(excinfo.value, "msg", excinfo.value))
+
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_testnodedown(self, node, error) -> None:
+            self.stopped = getattr(node, "workeroutput", {}).get("pairproof_unbuildable", "") or self.stopped
+
+    return RunEnd()
+
+
+def run(args: argparse.Namespace) -> int:
+    from acceptance import targets
+    from acceptance.cli import inputs
+    from acceptance.cli.expect import compare, load_expectation
+
+    inputs.positive(args.n, "-n", zero=True)
+    inputs.case_ids(args.case)
+    image(args)
+    targets.load(args.target)  # unknown target: SetupError before anything is touched
+    from acceptance.targets.profiles import load as load_profile
+
+    # a bad profile: SetupError naming the file and field, before anything runs; none given: the target's own
+    profile = load_profile(args.profile or targets.default_profile(args.target))
+    problems = targets.preflight(args.target)
+    if problems:
+        raise SetupError(f"target {args.target!r} cannot run here: " + "; ".join(problems))
+    inputs.state_dir(args.state_dir)
+    reports = inputs.reports_dir(args.reports_dir)
+    inputs.outside_state(reports, args.state_dir)
+    inputs.environment()
+    inputs.owned_pytest_args(args.pytest_args, [reports, Path(args.state_dir)])
+    expected = load_expectation(args.expected) if args.expected else None
+    if expected is not None and expected.target != args.target:
+        raise SetupError(f"--expected {args.expected} describes target {expected.target!r}, not --target "
+                         f"{args.target}: give the expectation of the target qualified")
+    import pytest
+
+    from acceptance import cases
+    from acceptance.cli.report import build_pages
+    from reports import reportset
+
+    suite = [
+        str(Path(cases.__file__).parent),
+        "--target", args.target,
+        "--profile", str(profile.path),
+        "--pairproof-state-dir", args.state_dir,
+        "-p", "no:cacheprovider", "-p", "no:benchmark",  # (pytest-benchmark makes .benchmarks/ where it runs)
+        # the CLI imported the suite's packages before pytest could register them for rewriting
+        "-W", "ignore::pytest.PytestAssertRewriteWarning",
+        *(f"--case={c}" for c in args.case),
+    ]
+    inputs.pytest_args(suite, args.pytest_args)  # pytest's own usage check and a dry collection, nothing written
+    existed = inputs.nearest_existing(reports)
+    staged = reportset.stage(reports)
+    pytest_args = [*suite, "--pairproof-verdict", str(staged / "verdict.json"),
+                   "--alluredir", str(staged / "allure-results"), "-v", "-rfE"]
+    if args.n:
+        # one worker per module, so a case's refusal and controls judge one platform run (DESIGN §5 rule 1)
+        pytest_args += ["-n", str(args.n), "--dist", "loadfile"]
+    end = _run_end()
+    published = False
+    previous = signal.signal(signal.SIGTERM, terminate_like_interrupt)
+    try:
+        code = pytest.main(pytest_args + args.pytest_args, plugins=[end])
+        if end.interrupted:
+            print(f"pairproof: qualify interrupted: the run's instances were torn down; the reports in {reports} "
+                  "are left as they were", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if code == pytest.ExitCode.USAGE_ERROR:
+            raise SetupError(end.stopped or "pytest refused the run (its message is above); fix the arguments, the "
+                             "target or the machine, then run again")
+        if code == pytest.ExitCode.OK and {"--collect-only", "--co"} & set(args.pytest_args):
+            return int(code)  # a listing (what the message for a selection of nothing suggests): no verdict, no reports
+        if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not (staged / "verdict.json").exists():
+            print(f"pairproof: qualify ended without a verdict (pytest exit {int(code)}"
+                  f"{': ' + end.stopped if end.stopped else ''}); the reports in {reports} are left as they were",
+                  file=sys.stderr)
+            return EXIT_FAILED
+        build_pages(staged, reports)
+        reportset.publish(reports, staged)
+        published = True
+    except (OSError, ExceptionGroup) as exc:  # (pytest.main lets a session-end hook's error out as a group)
+        full = _out_of_space(exc)
+        if full is None:
+            raise
+        raise SetupError(f"qualify could not write its reports in {reports} ({full.strerror}): free space there or "
+                         f"choose another --reports-dir; the reports in {reports} are left as they were") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if not published:
+            reportset.discard(staged)
+            inputs.unmake(reports, existed)
+    print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}, "
+          f"summary page {reports / 'summary.html'}")
+    if expected is not None:
+        return compare(reports, expected)
+    return int(code)
+
+
+def _out_of_space(exc: BaseException) -> OSError | None:
+    """The disk-full (or over-quota) error in ``exc`` or in the group it is, else None."""
+    import errno
+
+    if isinstance(exc, OSError):
+        return exc if exc.errno in (errno.ENOSPC, errno.EDQUOT) else None
+    if isinstance(exc, BaseExceptionGroup):
+        return next((found for inner in exc.exceptions if (found := _out_of_space(inner)) is not None), None)
+    return None
