@@ -468,7 +468,7 @@ def check_driver(args: argparse.Namespace) -> int:
               f"{result.detail}" + (f" ({result.seconds:.2f} s)" if result.seconds else ""))
     previous = signal.signal(signal.SIGTERM, _terminate_like_interrupt)  # teardown runs as on Ctrl-C
     try:
-        results = conformance.run(driver, say)
+        results = conformance.run(driver, say, start_command=profile.process)
     finally:
         signal.signal(signal.SIGTERM, previous)
     bad = [r.name for r in results if r.state == "fails" or (r.name == "core" and r.state != "works")]

@@ -34,8 +34,8 @@ Where each part lives (this module only re-exports them; ``from acceptance.contr
   one-method broken arrangements, the ``Lab`` a driver may use, and their shared round trip).
 - ``registry.py``: ``Facet``, ``FACETS``, ``CORE``, ``OPTIONAL_CORE``, ``facets_of``, ``core_missing``.
 - ``view.py``: ``TargetView``, ``UndeclaredFacetError``, ``view_violations``.
-- ``checking.py``: what check-driver's round trips share; ``conformance.py``: ``pairproof check-driver``'s
-  runner.
+- ``sandbox.py``: the sandbox rules SBX-1..SBX-6 as checks; ``checking.py``: what the checks share;
+  ``conformance.py``: ``pairproof check-driver``'s runner.
 
 The package imports nothing of ``acceptance`` but ``acceptance.errors``, except the runner's two named arrows
 (``conformance.py``'s docstring); ``tests/unit/test_contract.py`` holds it to that.

@@ -1,7 +1,8 @@
 """``pairproof check-driver``: a conformance run for a driver, in seconds, not the suite.
 
 It builds the driver as a qualification would (``TargetOptions``, a run of its own), checks the core with one
-small real round trip per method, then exercises each facet the driver claims (``registry.FACETS``: the driver has every
+small real round trip per method, then the sandbox rules (``sandbox.RULES``, SBX-1..SBX-6: what the core cases
+assume of a sandbox), then exercises each facet the driver claims (``registry.FACETS``: the driver has every
 method of it) with the round trip its facet module holds (``facets/<group>.py``, ``round_trip``), and says
 line by line: *works*, *missing* (with the cases that will be not covered for it) or *fails* (with the
 error). It proves the driver is wired, not that the platform is isolated: that is what ``pairproof qualify``
@@ -30,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from acceptance.contract import sandbox
 from acceptance.contract.checking import OTHER, OWNER, Checker, check, until_gone
 from acceptance.contract.core import LOCATIONS, PROOF_NAMESPACES, Artifacts, Identity, InstanceRef
 from acceptance.contract.facets import (
@@ -183,9 +185,10 @@ def cases_needing(facet: str) -> list[str]:
     return [c.id for c in catalogue.load().values() if facet in c.facets]
 
 
-def run(target, say: Callable[[Result], None]) -> list[Result]:
-    """Check ``target`` (a built driver): the core, then facet by facet; closes it. One ``Result`` per line,
-    core first, close last."""
+def run(target, say: Callable[[Result], None], *, start_command: str | None = None) -> list[Result]:
+    """Check ``target`` (a built driver): the core, the sandbox rules, then facet by facet; closes it. One
+    ``Result`` per line, core first, close last. ``start_command``: the profile's ``[start]`` process, which
+    SBX-3 looks for among the sandbox's processes."""
     checker = Checker(target, f"ppcheck{secrets.token_hex(6)}", claimed=facets_of(target))
     results: list[Result] = []
     missing = core_missing(target)
@@ -195,6 +198,13 @@ def run(target, say: Callable[[Result], None]) -> list[Result]:
     claimed = checker.claimed
     try:
         core_ok = not missing and _step(results, say, "core", lambda: core(checker)).state == "works"
+        for rule, (what, body) in sandbox.RULES.items():
+            if not core_ok:
+                _said(results, say, Result(rule, "not checked", f"{what}: the core does not work"))
+            elif rule == "SBX-3":
+                _step(results, say, rule, lambda b=body: b(checker, start_command), f"{what}: ")
+            else:
+                _step(results, say, rule, lambda b=body: b(checker), f"{what}: ")
         for name, facet in FACETS.items():
             if name not in claimed:
                 has = [m for m in facet.methods if hasattr(target, m)]
