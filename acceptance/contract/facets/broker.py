@@ -27,6 +27,7 @@ class Broker(Protocol):
 
 
 def round_trip(c: Checker) -> str:
+    """The endpoint is a URL, the refusals a list, run control answers (a 404 for a run that does not exist)."""
     t, ref = c.target, c.ref
     endpoint = t.broker_endpoint(ref)
     check(isinstance(endpoint, str) and "://" in endpoint, f"broker_endpoint: {endpoint!r} is not a URL")

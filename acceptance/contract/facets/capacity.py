@@ -49,6 +49,8 @@ class Capacity(Protocol):
 
 
 def round_trip(c: Checker) -> str:
+    """The arithmetic agrees with the platform's own figure for its fleet, refuses a 1 MB host, and
+    ``host_limits`` enters and leaves."""
     t = c.target
     fleet_need = t.fleet_need()
     for key in ("memory_mb", "disk_mb", "host_memory_mb", "host_disk_mb"):

@@ -31,6 +31,8 @@ class Credentials(Protocol):
 
 
 def round_trip(c: Checker) -> str:
+    """Capabilities are stable until ``rotate`` changes them; with the model facet, the proxy itself refuses
+    the old model capability and takes the new one (``revoke`` is irreversible: not exercised)."""
     t, ref = c.target, c.ref
     before = dict(t.capabilities(ref))
     check(before and all(isinstance(v, str) for v in before.values()), f"capabilities: {before!r}")

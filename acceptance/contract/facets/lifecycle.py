@@ -35,6 +35,8 @@ class Lifecycle(Protocol):
 
 
 def round_trip(c: Checker) -> str:
+    """Sleep stops (``running`` says so), wake restarts, freeze keeps the same sandbox, recreate gives the
+    next generation with the volume kept."""
     t, ref = c.target, c.ref
     t.sleep(ref)
     check(not t.running(OWNER), "running() is still true after sleep")

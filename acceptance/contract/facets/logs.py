@@ -19,6 +19,7 @@ class PlatformLog(Protocol):
 
 
 def round_trip(c: Checker) -> str:
+    """A request id given to a turn is in the platform's own record (or the provider's, with the model facet)."""
     t, ref = c.target, c.ref
     nonce = f"pp-{secrets.token_hex(8)}"
     t.turn(ref, "hello again", request_id=nonce)

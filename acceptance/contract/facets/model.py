@@ -54,6 +54,8 @@ def _owner_usage(usage: Mapping) -> tuple[int, int, int]:
 
 
 def round_trip(c: Checker) -> str:
+    """A scripted reply comes back through a turn, the provider records the call, and the meter grows by
+    exactly what the provider billed; with credentials, the instance's own capability is answered."""
     t, ref = c.target, c.ref
     word = f"pong{secrets.token_hex(4)}"
     before = len(t.provider_records())

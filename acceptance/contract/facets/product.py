@@ -25,6 +25,7 @@ class Product(Protocol):
 
 
 def round_trip(c: Checker) -> str:
+    """Every route is listed; a person and an operator each get a status from a plain GET route."""
     t = c.target
     routes = t.product_routes()
     check(routes and all(len(r) == 3 for r in routes), f"product_routes: {routes!r}"[:300])

@@ -22,6 +22,8 @@ class Recovery(Protocol):
 
 
 def round_trip(c: Checker) -> str:
+    """The journal is a list; with lifecycle, a crash then ``recover`` admits a working successor of the next
+    generation."""
     t, ref = c.target, c.ref
     check(isinstance(t.journal(ref), list), "journal is not a list")
     if "lifecycle" not in c.claimed:

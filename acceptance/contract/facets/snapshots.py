@@ -28,6 +28,8 @@ class Snapshots(Protocol):
 
 
 def round_trip(c: Checker) -> str:
+    """A snapshot is listed, a restore brings back the volume as it was (what was written later is gone),
+    and its bytes at rest are not empty."""
     t, ref = c.target, c.ref
     snap = t.snapshot(ref)
     check(snap in t.snapshots(OWNER), f"snapshot {snap} is not in snapshots({OWNER.name})")

@@ -40,6 +40,7 @@ class ToolSurface(Protocol):
 
 
 def round_trip(c: Checker) -> str:
+    """Every tools method answers in kind; an instance started under the deployed managed config runs."""
     t, ref = c.target, c.ref
     intended = t.intended_tools()
     check(isinstance(intended, Mapping) and intended, "intended_tools is empty")
