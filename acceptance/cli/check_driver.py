@@ -69,12 +69,12 @@ def run(args: argparse.Namespace) -> int:
               f"{result.detail}" + (f" ({result.seconds:.2f} s)" if result.seconds else ""))
     previous = signal.signal(signal.SIGTERM, terminate_like_interrupt)  # teardown runs as on Ctrl-C
     try:
-        results = conformance.run(driver, say)
+        results = conformance.run(driver, say, start_command=profile.process)
     finally:
         signal.signal(signal.SIGTERM, previous)
     bad = [r.name for r in results if r.state == "fails" or (r.name == "core" and r.state != "works")]
     unchecked = [r.name for r in results if r.state == "not checked"]
-    claimed = [r for r in results if r.state in ("works", "fails") and r.name not in ("core", "close")]
+    claimed = [r for r in results if r.state in ("works", "fails") and r.name in conformance.FACETS]
     missing = [r.name for r in results if r.state == "missing" and r.name != "core"]
     verdict = "PASSED" if not bad and not unchecked else "FAILED"
     core = "works" if "core" not in bad else "does not work"

@@ -40,12 +40,11 @@ from typing import Any
 import testinfra.host
 from testinfra.backend import base
 
-from acceptance.contract import InstanceRef, Principal, Target
+from acceptance.contract import PROOF_NAMESPACES, InstanceRef, Principal, Target
 from acceptance.errors import ProofError
 from canaries import Mint
 from canaries import detect as detect_module
 
-PROOF_NAMESPACES = ("mnt", "pid", "net", "user", "uts", "ipc")
 PROOF_TAG = "PAIRPROOF-PROOF"
 WRAPPER = (
     'printf "%s %s" "' + PROOF_TAG + '" "$1"; '

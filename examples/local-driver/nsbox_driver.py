@@ -84,7 +84,9 @@ class NsBoxDriver:
 
     # -- the core --
 
-    def provision(self, principal, *, memory_limit_mb=None, request_id=""):
+    def provision(self, principal, *, memory_limit_mb=None, settings=None, request_id=""):
+        if settings is not None:  # the contract: refuse rather than start the agent under other settings
+            raise TargetError("nsbox's agent takes no user settings: it cannot start with the ones given")
         key = self._key(principal)
         self.box.record(f"provision {key} request_id={request_id or '-'}")
         self._start(key, self._uid(principal), memory_mb=memory_limit_mb or 256)

@@ -1,7 +1,7 @@
-"""``pairproof check-driver``: on the reference target the core and every facet work (exit 0, about 6 s);
-on a wrapper without snapshots the facet is missing, naming the cases it leaves not covered, and the rest
-works; on one whose ``rotate`` changes nothing the credentials facet fails (exit 1); bad input exits 2.
-Each driver run takes 6-12 s (the module about 50 s on two busy cores), so none is marked slow."""
+"""``pairproof check-driver``: on the reference target the core, the sandbox rules (SBX-1..6) and every facet
+work (exit 0, about 6 s); on a wrapper without snapshots the facet is missing, naming the cases it leaves not
+covered, and the rest works; on one whose ``rotate`` changes nothing the credentials facet fails (exit 1); bad
+input exits 2. Each driver run takes 6-12 s (the module about 50 s on two busy cores), so none is marked slow."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 
 from acceptance import catalogue
 from acceptance.contract import FACETS
+from acceptance.contract.sandbox import RULES
 
 CHECKOUT = Path(__file__).resolve().parent.parent.parent
 
@@ -33,7 +34,7 @@ def states(out: str) -> dict[str, str]:
 def test_the_reference_target_passes_check_driver():
     result = check_driver("reference")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert states(result.stdout) == {name: "works" for name in ["core", *FACETS, "close"]}, result.stdout
+    assert states(result.stdout) == {name: "works" for name in ["core", *RULES, *FACETS, "close"]}, result.stdout
     assert "check-driver: PASSED" in result.stdout
 
 

@@ -1,8 +1,8 @@
 """The example driver in examples/local-driver (nsbox, written by following docs/writing-a-driver.md) keeps
-passing ``pairproof check-driver`` exactly as the doc tells a reader to run it: its core and the five
-broken arrangements it claims work, every other facet is reported missing (never claimed), and nothing
-it started is left behind; without its profile it refuses up front (exit 2, naming the fix). About 5-10 s
-on two busy cores, so not marked slow."""
+passing ``pairproof check-driver`` exactly as the doc tells a reader to run it: its core, the sandbox rules
+and the five broken arrangements it claims work, every other facet is reported missing (never claimed), and
+nothing it started is left behind; without its profile it refuses up front (exit 2, naming the fix). About
+5-10 s on two busy cores, so not marked slow."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from acceptance.contract import FACETS
+from acceptance.contract.sandbox import RULES
 
 CHECKOUT = Path(__file__).resolve().parent.parent.parent
 EXAMPLE = CHECKOUT / "examples" / "local-driver"
@@ -47,7 +48,7 @@ def test_the_example_driver_passes_check_driver(state_dir):
     lines = [line.split(None, 2) for line in result.stdout.splitlines() if line.startswith("  ")]
     found = {parts[0]: parts[1] for parts in lines}
     expected = {name: ("works" if name in CLAIMED else "missing") for name in FACETS}
-    assert found == {"core": "works", **expected, "close": "works"}, result.stdout
+    assert found == {"core": "works", **dict.fromkeys(RULES, "works"), **expected, "close": "works"}, result.stdout
     assert "check-driver: PASSED" in result.stdout
     assert list(state_dir.iterdir()) == [], "the driver left its state folder behind"
     assert "nsbox-" not in Path("/proc/self/mountinfo").read_text()

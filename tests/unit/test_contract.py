@@ -3,12 +3,26 @@ facet the target lacks is judged (not covered, naming it) by the verdict and by 
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 from acceptance import catalogue
-from acceptance.contract import CORE, FACETS, TargetView, UndeclaredFacetError, view_violations
+from acceptance.contract import (
+    CORE,
+    FACETS,
+    Lab,
+    Principal,
+    Target,
+    TargetView,
+    UndeclaredFacetError,
+    members,
+    view_violations,
+)
 from acceptance.errors import TargetError
 from acceptance.harness import pairing
 from acceptance.targets.reference import ReferenceTarget
@@ -149,3 +163,81 @@ def test_a_broken_or_failed_case_says_which_test_made_it_so_and_why():
     assert case["status"] == "broken"
     assert case["reason"] == "test_p broken: TargetError: the restore timed out"
     assert "SN-2 broken: test_p broken: TargetError: the restore timed out" in verdict_report.table(verdict)
+
+
+CONTRACT = Path(__file__).resolve().parents[2] / "acceptance" / "contract"
+# The contract's one consumer of the rest of acceptance (conformance.py's docstring names both arrows).
+CONFORMANCE_ARROWS = {("conformance.py", "acceptance.catalogue"), ("conformance.py", "acceptance.harness.lab")}
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return found
+
+
+def test_the_contract_imports_nothing_of_acceptance_but_its_errors():
+    """Drivers and the harness both stand on the contract: it stands on nothing of theirs (at import time or
+    inside a function), but for the two arrows of check-driver's runner, named."""
+    arrows = set()
+    for path in sorted(CONTRACT.rglob("*.py")):
+        for name in _imports(ast.parse(path.read_text())):
+            if name.startswith("acceptance.") and not name.startswith(("acceptance.contract", "acceptance.errors")):
+                arrows.add((path.relative_to(CONTRACT).as_posix(), name))
+
+    def named(where: str, name: str) -> bool:
+        return any(where == f and (name == m or name.startswith(m + ".")) for f, m in CONFORMANCE_ARROWS)
+    assert sorted(a for a in arrows if not named(*a)) == []
+    assert {(f, m) for f, m in CONFORMANCE_ARROWS if any(named(f, n) for g, n in arrows if g == f)} \
+        == CONFORMANCE_ARROWS  # the allowance is not stale
+
+
+def test_every_public_name_of_the_contract_is_exported():
+    import acceptance.contract as contract
+
+    assert sorted(contract.__all__) == sorted({*contract.__all__} & set(dir(contract)))
+    assert len(contract.__all__) == len(set(contract.__all__))
+    assert {"PROOF_NAMESPACES", "Lab", "Target", "FACETS", "TargetView"} <= set(contract.__all__)
+
+
+def _drivers() -> list[type]:
+    import sys
+
+    from support.local_target import LocalTarget
+    from support.partial_reference import WithoutSnapshots
+
+    from acceptance.targets.docker import DockerTarget
+    from acceptance.targets.hermes import HermesTarget
+    from acceptance.targets.hermes.unguarded import HermesUnguardedTarget
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "local-driver"))
+    try:
+        from nsbox_driver import NsBoxDriver
+    finally:
+        sys.path.pop(0)
+    return [ReferenceTarget, DockerTarget, HermesTarget, HermesUnguardedTarget, NsBoxDriver, LocalTarget,
+            WithoutSnapshots]
+
+
+def test_every_driver_takes_what_the_harness_passes_to_provision():
+    """The core signature is the harness's word: ``settings`` (TS-2, MD-3, MD-4), ``memory_limit_mb`` (RS-1),
+    ``request_id``; every driver in the tree binds all of them."""
+    core = inspect.signature(Target.provision).parameters
+    assert [n for n, p in core.items() if p.kind is p.KEYWORD_ONLY] == ["memory_limit_mb", "settings", "request_id"]
+    for driver in _drivers():
+        inspect.signature(driver.provision).bind(None, Principal("A", "org1", "alice"), memory_limit_mb=512,
+                                                 settings={"model": "x"}, request_id="req-1")
+
+
+def test_the_lab_protocol_is_what_drivers_use_of_the_lab_and_what_the_lab_has():
+    from acceptance.harness.lab import Lab as RealLab
+
+    assert inspect.signature(RealLab.connect) == inspect.signature(Lab.connect)
+    root = Path(__file__).resolve().parents[2]
+    sources = [*(root / "acceptance" / "targets").rglob("*.py"), *(root / "examples").rglob("*.py")]
+    used = {m for path in sources for m in re.findall(r"\blab\.(\w+)\(", path.read_text())}
+    assert used and used <= set(members(Lab)), used - set(members(Lab))

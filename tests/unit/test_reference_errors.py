@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 
 import pytest
 
-from acceptance.contract import InstanceRef, Principal
+from acceptance.contract import InstanceRef, Lab, Principal
 from acceptance.errors import CapacityRefusedError, HarnessError, TargetError
 from acceptance.targets import TargetOptions
 from acceptance.targets.reference import driver
@@ -75,7 +75,7 @@ def _call(target, name: str):
     """Call the public method ``name`` with plausible arguments; enter what it returns if it is a context."""
     method = getattr(target, name)
     hints = typing.get_type_hints(method, globalns=vars(driver), localns={"Principal": Principal,
-                                                                       "InstanceRef": InstanceRef})
+                                                                       "InstanceRef": InstanceRef, "Lab": Lab})
     args = [_argument(p, hints) for p in inspect.signature(method).parameters.values()
             if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     result = method(*args)

@@ -32,3 +32,13 @@ def test_every_method_the_doc_names_in_backticks_as_a_call_is_in_the_contract_or
     known = {*CORE, *OPTIONAL_CORE, *FACET_OF, "factory", "isinstance"}
     unknown = calls - known
     assert not unknown, unknown
+
+
+def test_the_sandbox_rules_are_cited_by_their_check_ids():
+    """Each rule of "What the sandbox must look like" is a check-driver check: the section names every id of
+    ``sandbox.RULES``, each once, as a rule of its own, and no id the checks do not have."""
+    from acceptance.contract.sandbox import RULES
+
+    section = DOC.read_text().split("### What the sandbox must look like", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"^- \*\*(SBX-\d+):", section, flags=re.M) == list(RULES)
+    assert set(re.findall(r"SBX-\d+", DOC.read_text())) == set(RULES)

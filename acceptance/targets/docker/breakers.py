@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from acceptance.contract import InstanceRef, Principal
+from acceptance.contract import InstanceRef, Lab, Principal
 from acceptance.errors import TargetError
 from acceptance.targets.reference.breakers import BROKEN_COMMAND, READY_DEADLINE, Breakers
 from runtime.agents import managed
@@ -103,7 +103,7 @@ class DockerBreakers(Breakers):
                                                "seccomp=unconfined"]}
         return self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
 
-    def _open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> InstanceRef:
+    def _open_egress(self, principal: Principal, lab: Lab, catalog_refresh: float = 0.0) -> InstanceRef:
         """A container whose network namespace is linked to the lab with a default route and the lab's
         resolver (a container joined to a network, but one that leads into the lab only). With
         ``catalog_refresh`` it runs the image's agent with its model-catalog refresh on."""

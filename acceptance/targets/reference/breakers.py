@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from acceptance.contract import InstanceRef, Principal
+from acceptance.contract import InstanceRef, Lab, Principal
 from acceptance.errors import TargetError
 from acceptance.targets.reference.helpers import LossyRelay, NoSeal, before_command, http_json, replace_args
 from runtime.product.store import ProductError
@@ -80,7 +80,7 @@ class Breakers:
             yield self._debug_logging()
 
     @contextmanager
-    def broken_open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> Iterator[InstanceRef]:
+    def broken_open_egress(self, principal: Principal, lab: Lab, catalog_refresh: float = 0.0) -> Iterator[InstanceRef]:
         with self._arrangement():
             yield self._open_egress(principal=principal, lab=lab, catalog_refresh=catalog_refresh)
 
@@ -204,7 +204,7 @@ class Breakers:
         os.chmod(resolv, 0o644)
         return resolv
 
-    def _open_egress(self, principal: Principal, lab, catalog_refresh: float = 0.0) -> InstanceRef:
+    def _open_egress(self, principal: Principal, lab: Lab, catalog_refresh: float = 0.0) -> InstanceRef:
         """A sandbox linked to the lab with a default route and the lab's resolver: open egress, as a
         sandbox on a bridged network would have, but into the lab only. With ``catalog_refresh`` it runs
         the agent with its model-catalog refresh on."""
