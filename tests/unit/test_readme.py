@@ -252,6 +252,17 @@ def test_the_first_screen_has_the_commands():
     assert any("examples/local-driver" in " ".join(a) for a in argv), "the own-platform lines name the example"
 
 
+def test_the_first_screen_names_every_command():
+    """Every subcommand the parser has is named on the first screen (the list argparse gives for a wrong one)."""
+    stderr = io.StringIO()
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(stderr):
+        parse_pairproof(["no-such-command"])
+    choices = re.findall(r"'([a-z-]+)'", stderr.getvalue().partition("choose from")[2])
+    assert len(choices) >= 10, stderr.getvalue()
+    screen = "\n".join(README.read_text().splitlines()[:FIRST_SCREEN])
+    assert [c for c in choices if f"`{c}`" not in screen] == []
+
+
 def test_every_first_screen_command_is_accepted_and_names_what_exists():
     """Each command's arguments parse with the real CLI, and every file, driver and profile it names exists."""
     problems = [p for block in fenced_blocks(README.read_text()) for p in check(block)]
