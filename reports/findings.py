@@ -63,7 +63,7 @@ FINDINGS: tuple[Finding, ...] = (
         ("offered but not intended", "intended but not offered", "offered twice", "routes differ", "model ",
          "did not apply", "mcp__mirror__", "tool_search", "add-mcp-server", "enable-tool-search", "add-toolsets"),
         "The managed layer pins `platform_toolsets.api_server`, `tools.tool_search.enabled: false` and the "
-        "product's MCP server (`acceptance/profiles/hermes/config.yaml`), and a user's settings reach hermes only "
+        "product's MCP server (`acceptance/targets/profiles/hermes/config.yaml`), and a user's settings reach hermes only "
         "through the platform's allowlist of exact leaves (`runtime/agents/settings.py`, `hermes.toml` `[settings]`), "
         "rewritten before every start."),
     Finding(
