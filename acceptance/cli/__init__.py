@@ -48,7 +48,9 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_SETUP)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line, every command's arguments: parsing with it runs nothing (the README's test
+    checks each command it shows against it)."""
     parser = _Parser(prog="pairproof", description="Qualify personal-agent isolation with paired canaries.",
                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -56,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         command.add_parser(sub)
     for command in sub.choices.values():  # every command, those added later included, documents the same codes
         command.epilog, command.formatter_class = EXIT_CODES, argparse.RawDescriptionHelpFormatter
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     # SIGTERM while inputs are checked (or a gate or report runs) is an interrupt too: 130, not death by signal.
     import threading
 
