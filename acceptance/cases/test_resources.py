@@ -22,6 +22,7 @@ import time
 import pytest
 
 from acceptance.errors import HarnessTimeout
+from acceptance.harness.evidence import attach
 
 ALLOCATE = "x = b'\\x01' * (400 << 20); print('allocated', len(x))"
 # A bounded fork bomb: fork children that wait, until fork fails or 1000 are alive; report, then reap.
@@ -106,17 +107,9 @@ def processes_outside_the_probes_cgroups(target, ref, host) -> tuple[dict, dict[
             raise HarnessTimeout(f"only the probe was found in {ref.key}'s pid namespace: the agent is not there")
     finally:
         sleeper.join(timeout=30)
-    _attach({"probe": own, "processes_in_namespace": len(members), "outside": others})
+    attach("processes of the instance and their cgroups",
+           {"probe": own, "processes_in_namespace": len(members), "outside": others})
     return own, others
-
-
-def _attach(record: dict) -> None:
-    try:
-        import allure
-    except ImportError:
-        return
-    allure.attach(json.dumps(record, indent=1), name="processes of the instance and their cgroups",
-                  attachment_type=allure.attachment_type.JSON)
 
 
 @pytest.mark.case("RS-1", "refusal", pair="A")
