@@ -56,6 +56,7 @@ from runtime.isolation.netns import socket_in
 from runtime.platform import LEASE_TTL, MODEL_TTL, Platform
 from runtime.registry import InstanceRecord, Registry
 from runtime.snapshots import SnapshotStore
+from runtime.wait import until
 
 DEFAULT_ROOT = Path("/var/lib/pairproof")
 DEFAULT_LIMITS = Limits(memory_bytes=256 << 20, pids_max=64)
@@ -613,8 +614,8 @@ class Controller:
         namespace: the agent's API port accepts a connection (``listening``), or a GET on it answers 2xx
         (``http``)."""
         ready, port = self.launch.ready, self.launch.turn.port
-        end = time.monotonic() + self.ready_deadline
-        while time.monotonic() < end:
+
+        def answers() -> bool:
             if not proc.alive():
                 raise SandboxError(f"agent of {proc.spec.instance_id} ended before ready ({proc.exit_report()})")
             try:
@@ -622,13 +623,13 @@ class Controller:
                     with socket_in(proc.host_pid) as probe:
                         probe.settimeout(1.0)
                         probe.connect(("127.0.0.1", port))
-                    return
-                if 200 <= agents.http_in(proc.host_pid, port, "GET", ready.path, None, timeout=1.0)[0] < 300:
-                    return
+                    return True
+                return 200 <= agents.http_in(proc.host_pid, port, "GET", ready.path, None, timeout=1.0)[0] < 300
             except (OSError, SandboxError):
-                pass  # not listening yet, or not answering yet
-            time.sleep(0.002)
-        raise SandboxError(f"agent of {proc.spec.instance_id} not ready within {self.ready_deadline}s")
+                return False  # not listening yet, or not answering yet
+
+        until(answers, self.ready_deadline, f"agent of {proc.spec.instance_id} not ready within {self.ready_deadline}s",
+              every=0.002)
 
     @logs_decision
     def sleep(self, instance_id: str, depth: str = "stopped") -> InstanceRecord:

@@ -10,7 +10,8 @@ them at the edge, keeping the detail (the command, its stderr, the path) in the 
     │   ├── InstanceNotFound    no instance for that id or (org, user) pair
     │   └── CapacityRefused     the capacity model does not admit the wake or provision; nothing changed
     ├── SandboxError        a sandbox failed to start, become ready or run a command
-    └── CgroupError         a cgroup could not be created, joined, limited or removed
+    ├── CgroupError         a cgroup could not be created, joined, limited or removed
+    └── DeadlineExceeded    a wait for a condition ran past its deadline (``runtime/wait.py``)
 """
 
 from __future__ import annotations
@@ -52,3 +53,9 @@ class SandboxError(RuntimeFault):
 
 class CgroupError(RuntimeFault):
     """A cgroup operation failed; unlike SandboxError this is about the limits, not the process."""
+
+
+class DeadlineExceeded(RuntimeFault):
+    """A condition the runtime waited for (an agent ready, a container gone, a cgroup frozen or empty) did
+    not hold within its deadline; raised by ``runtime.wait.until`` only. Unlike SandboxError or CgroupError
+    nothing is known to have failed: it was still not done when the runtime stopped waiting."""

@@ -25,6 +25,7 @@ from acceptance.harness import hostscan
 from acceptance.harness.evidence import attach, calls_of
 from acceptance.harness.lab.bpf import EGRESS
 from acceptance.harness.lab.capture import Capture, egress_counters
+from acceptance.harness.wait import until
 
 pytestmark = pytest.mark.usefixtures("planted")
 DNS_TARGETS = ("dns", "dns6")
@@ -317,11 +318,8 @@ def test_nt5_broken_own_lookups_are_seen(request, principals, target, lab, tmp_p
     with target.broken_open_egress(principal=principals["B"], lab=lab, catalog_refresh=seconds / 2) as leaky:
         # The window opens once the agent runs (its first lookup has arrived): a loaded machine is slow to
         # start it, and a window that closed before the agent started would show nothing of a refresh.
-        end = time.monotonic() + AGENT_START_DEADLINE
-        while not [r for r in lab.records(started) if r["kind"] == "dns"]:
-            if time.monotonic() > end:
-                raise TargetError(f"the agent made no lookup within {AGENT_START_DEADLINE}s of its start")
-            time.sleep(0.05)
+        until(lambda: [r for r in lab.records(started) if r["kind"] == "dns"], "the agent's first lookup after its start",
+              AGENT_START_DEADLINE)
         observed = _idle_observation({"refreshing": target.identity(leaky).host_pid}, seconds, tmp_path)
     _attach_observation("agent with its lookups on", seconds, observed["refreshing"])
     cap, before, after = observed["refreshing"]
