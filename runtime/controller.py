@@ -34,12 +34,13 @@ import secrets
 import shutil
 import threading
 import time
+import urllib.error
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import capacity
+from runtime import capacity, httpjson
 from runtime.agents import launch as agents
 from runtime.agents import managed
 from runtime.agents import settings as user_settings
@@ -596,12 +597,12 @@ class Controller:
         return self.wake(instance_id)
 
     def _ask_product(self, op: str, grant: str) -> bool:
-        import urllib.request
-
-        request = urllib.request.Request(f"{self.platform.product.url}/api/effects/{op}",
-                                         headers={"Authorization": f"Bearer {grant}", **requestid.headers()})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return bool(json.loads(response.read())["happened"])
+        url = f"{self.platform.product.url}/api/effects/{op}"
+        status, raw = httpjson.request("GET", url, None, {"Authorization": f"Bearer {grant}", **requestid.headers()},
+                                       timeout=httpjson.EFFECT_TIMEOUT)
+        if status >= 400:  # as urllib raised it, the recovery's caller sees the same error
+            raise urllib.error.HTTPError(url, status, f"the product answered {status}", None, None)
+        return bool(json.loads(raw)["happened"])
 
     def broker(self, instance_id: str) -> Broker:
         broker = self._brokers.get(instance_id)
