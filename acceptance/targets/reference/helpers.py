@@ -14,9 +14,7 @@ from contextlib import AbstractContextManager, contextmanager
 from acceptance.errors import CapacityRefusedError, HarnessError, TargetError
 from acceptance.harness import http
 from runtime.authority import requestid
-from runtime.authority.capabilities import AuthorityError
 from runtime.errors import CapacityRefused, RuntimeFault
-from runtime.product.store import ProductError
 from runtime.snapshots import SnapshotError
 
 
@@ -63,10 +61,10 @@ def request_header(request_id: str) -> dict[str, str]:
     return {requestid.HEADER: request_id} if request_id else {}
 
 
-# What a runtime call may fail with, besides the runtime's own errors: the host (files, processes, sockets,
-# HTTP), the registry and ledgers (sqlite), a service's answer that is not JSON, a credential refused.
-_FAILURES = (RuntimeFault, SnapshotError, AuthorityError, ProductError, OSError, sqlite3.Error,
-             subprocess.SubprocessError, json.JSONDecodeError)
+# What a runtime call may fail with, besides the runtime's own errors (all RuntimeFault, refusals of a
+# credential, a product request or a snapshot included): the host (files, processes, sockets, HTTP), the
+# registry and ledgers (sqlite), a service's answer that is not JSON.
+_FAILURES = (OSError, sqlite3.Error, subprocess.SubprocessError, json.JSONDecodeError)
 
 
 @contextmanager
@@ -81,7 +79,7 @@ def contract_errors() -> Iterator[None]:
         raise CapacityRefusedError(exc.reason) from exc
     except SnapshotError as exc:
         raise TargetError(f"{exc.reason}: {exc}") from exc
-    except (RuntimeFault, ProductError) as exc:
+    except RuntimeFault as exc:
         raise TargetError(str(exc)) from exc
     except _FAILURES as exc:
         raise TargetError(f"{type(exc).__name__}: {exc}") from exc
