@@ -30,7 +30,9 @@ class ProofError(HarnessError):
 
 class HarnessTimeout(HarnessError):
     """A wait for something the test needed to observe ran past its deadline: the harness could not
-    judge, so the test is broken (unlike an assertion, which is a finding about the property)."""
+    judge, so the test is broken (unlike an assertion, which is a finding about the property). Raised by
+    ``acceptance/harness/wait.until``, the harness's one deadline loop. Not a TargetError: cases read a
+    TargetError as the platform refusing, and a wait that ran out is no refusal."""
 
 
 class TargetError(HarnessError):

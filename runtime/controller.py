@@ -34,12 +34,13 @@ import secrets
 import shutil
 import threading
 import time
+import urllib.error
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import capacity
+from runtime import capacity, httpjson
 from runtime.agents import launch as agents
 from runtime.agents import managed
 from runtime.agents import settings as user_settings
@@ -56,6 +57,7 @@ from runtime.isolation.netns import socket_in
 from runtime.platform import LEASE_TTL, MODEL_TTL, Platform
 from runtime.registry import InstanceRecord, Registry
 from runtime.snapshots import SnapshotStore
+from runtime.wait import until
 
 DEFAULT_ROOT = Path("/var/lib/pairproof")
 DEFAULT_LIMITS = Limits(memory_bytes=256 << 20, pids_max=64)
@@ -595,12 +597,12 @@ class Controller:
         return self.wake(instance_id)
 
     def _ask_product(self, op: str, grant: str) -> bool:
-        import urllib.request
-
-        request = urllib.request.Request(f"{self.platform.product.url}/api/effects/{op}",
-                                         headers={"Authorization": f"Bearer {grant}", **requestid.headers()})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return bool(json.loads(response.read())["happened"])
+        url = f"{self.platform.product.url}/api/effects/{op}"
+        status, raw = httpjson.request("GET", url, None, {"Authorization": f"Bearer {grant}", **requestid.headers()},
+                                       timeout=httpjson.EFFECT_TIMEOUT)
+        if status >= 400:  # as urllib raised it, the recovery's caller sees the same error
+            raise urllib.error.HTTPError(url, status, f"the product answered {status}", None, None)
+        return bool(json.loads(raw)["happened"])
 
     def broker(self, instance_id: str) -> Broker:
         broker = self._brokers.get(instance_id)
@@ -613,8 +615,8 @@ class Controller:
         namespace: the agent's API port accepts a connection (``listening``), or a GET on it answers 2xx
         (``http``)."""
         ready, port = self.launch.ready, self.launch.turn.port
-        end = time.monotonic() + self.ready_deadline
-        while time.monotonic() < end:
+
+        def answers() -> bool:
             if not proc.alive():
                 raise SandboxError(f"agent of {proc.spec.instance_id} ended before ready ({proc.exit_report()})")
             try:
@@ -622,13 +624,13 @@ class Controller:
                     with socket_in(proc.host_pid) as probe:
                         probe.settimeout(1.0)
                         probe.connect(("127.0.0.1", port))
-                    return
-                if 200 <= agents.http_in(proc.host_pid, port, "GET", ready.path, None, timeout=1.0)[0] < 300:
-                    return
+                    return True
+                return 200 <= agents.http_in(proc.host_pid, port, "GET", ready.path, None, timeout=1.0)[0] < 300
             except (OSError, SandboxError):
-                pass  # not listening yet, or not answering yet
-            time.sleep(0.002)
-        raise SandboxError(f"agent of {proc.spec.instance_id} not ready within {self.ready_deadline}s")
+                return False  # not listening yet, or not answering yet
+
+        until(answers, self.ready_deadline, f"agent of {proc.spec.instance_id} not ready within {self.ready_deadline}s",
+              every=0.002)
 
     @logs_decision
     def sleep(self, instance_id: str, depth: str = "stopped") -> InstanceRecord:

@@ -1,25 +1,43 @@
-"""Small shared pieces for the runtime's JSON-over-HTTP servers (proxy, product server, broker).
+"""Small shared pieces for the runtime's JSON-over-HTTP servers (proxy, product server, broker) and its
+one HTTP client.
 
-One threaded server class that keeps quiet (a platform log must not carry request payloads) and one
+Servers: one threaded server class that keeps quiet (a platform log must not carry request payloads) and one
 helper to answer JSON; each server's handler stays a readable list of routes. Every request that carries
 a request id (``requestid.HEADER``) has it bound while it is handled, and its answer (status and refusal
 reason, never the payload or the path) is logged with it: the platform's own record that it saw that very
 request and what it decided.
+
+Client: ``request`` (one exchange, its status and body), or ``connect`` then ``send`` when the caller must
+tell "could not connect" from "sent, no answer" or read the answer as it comes; ``sse_events`` reads a
+server-sent-event stream one event at a time and ``sse_data`` gives an event's data fields. An HTTP error
+status is an answer, never an exception; ``OSError`` and ``http.client.HTTPException`` reach the caller,
+which maps them to its own answer (a 502 with a reason) or error. The reference agent is the exception: it
+is a stdlib-only script inside the sandbox and keeps its own client. Each timeout is a named purpose below.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
+import socket
 import socketserver
 import threading
+from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 from runtime.authority import requestid
 
 MAX_BODY = 1 << 20
 log = logging.getLogger("pairproof.requests")
+
+# How long the runtime waits for an answer, per purpose.
+PROVIDER_TIMEOUT = 60.0  # the model proxy's call to the provider
+FORWARD_TIMEOUT = 120.0  # the broker forwarding an agent's call (model, tools, run control): a whole model turn
+EFFECT_TIMEOUT = 30.0  # an effect's dispatch to the product, and asking the product whether it happened
+AGENT_TIMEOUT = 120.0  # the platform's own call to an agent's API (a turn's start and status, readiness)
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -102,3 +120,65 @@ def serve(server: QuietServer, name: str) -> threading.Thread:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, name=name, daemon=True)
     thread.start()
     return thread
+
+
+# -- the client ----------------------------------------------------------------------------------------
+
+def connect(url: str, timeout: float, *, sock: socket.socket | None = None) -> http.client.HTTPConnection:
+    """A connection to ``url``'s host, connected now (OSError if it cannot be), or over ``sock``, a socket
+    the caller has already connected (one made inside a sandbox's network namespace, say)."""
+    where = urlsplit(url)
+    conn = http.client.HTTPConnection(where.hostname, where.port or 80, timeout=timeout)
+    if sock is not None:
+        conn.sock = sock
+    else:
+        try:
+            conn.connect()
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def send(conn: http.client.HTTPConnection, method: str, url: str, body: bytes | None,
+         headers: Mapping[str, str]) -> http.client.HTTPResponse:
+    """Send one request on ``conn``; the response, its body not yet read."""
+    # The request target is the URL's rest as given (path, query), not re-encoded: what the caller forwards
+    # (an agent's run-control path, say) goes on byte for byte.
+    target = url.split(urlsplit(url).netloc, 1)[1] or "/"
+    conn.request(method, target, body=body, headers=dict(headers))
+    return conn.getresponse()
+
+
+def request(method: str, url: str, body: bytes | None = None, headers: Mapping[str, str] | None = None, *,
+            timeout: float, sock: socket.socket | None = None) -> tuple[int, bytes]:
+    """One request: (status, the whole body), whatever the status; the connection is closed after."""
+    conn = connect(url, timeout, sock=sock)
+    try:
+        response = send(conn, method, url, body, headers or {})
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def sse_events(response: http.client.HTTPResponse) -> Iterator[bytes]:
+    """Each server-sent event of ``response`` as it arrives: its lines and the blank line that ends it (the
+    last may lack it, if the stream ended without one). Lines are read up to 1 MB each."""
+    lines: list[bytes] = []
+    while True:
+        line = response.readline(1 << 20)
+        if not line:
+            if lines:
+                yield b"".join(lines)
+            return
+        lines.append(line)
+        if line in (b"\n", b"\r\n"):
+            yield b"".join(lines)
+            lines = []
+
+
+def sse_data(event: bytes) -> Iterator[bytes]:
+    """The data fields of one event, each stripped (event names, ids and comments skipped)."""
+    for line in event.splitlines():
+        if line.startswith(b"data:"):
+            yield line[len(b"data:"):].strip()

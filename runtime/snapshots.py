@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from runtime.errors import RuntimeFault
+
 MAGIC = b"PPSNAP1\n"
 
 
@@ -59,7 +61,7 @@ class AesGcmSealer:
             raise ValueError("the snapshot does not authenticate under its owner's key") from exc
 
 
-class SnapshotError(Exception):
+class SnapshotError(RuntimeFault):
     """A snapshot was refused (not the owner's, corrupt, truncated); ``reason`` is machine-readable."""
 
     def __init__(self, reason: str, message: str) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
 import pytest
 
 from acceptance.cases.judges.detectors import tokens_in
 from acceptance.errors import ProofError
 from acceptance.harness.evidence import attach, calls_of, replay
+from acceptance.harness.wait import settle, until
 from canaries.known import find_known
 
 pytestmark = pytest.mark.usefixtures("planted")
@@ -178,17 +178,16 @@ def answered(target, principal, purposes) -> dict[str, int]:
 
 def await_background(target, principal, purposes, label: str) -> dict[str, int]:
     """The background calls the provider answered for ``principal``, once every purpose of ``purposes`` has one:
-    what the agent did, whatever the meter made of it (the ledger is what the cases then check). ProofError
+    what the agent did, whatever the meter made of it (the ledger is what the cases then check). HarnessTimeout
     (broken) if that does not happen within BACKGROUND_DEADLINE: nothing to count."""
-    end = time.monotonic() + BACKGROUND_DEADLINE
-    while True:
-        seen = answered(target, principal, purposes)
-        if all(seen.values()):
-            return seen
-        if time.monotonic() > end:
-            raise ProofError(f"{label}: the agent made no background call ({seen} at the provider) within "
-                             f"{BACKGROUND_DEADLINE}s of its turn: nothing to count")
-        time.sleep(0.1)
+    seen: dict[str, int] = {}
+
+    def every_purpose() -> dict[str, int] | None:
+        seen.update(answered(target, principal, purposes))
+        return dict(seen) if all(seen.values()) else None
+
+    return until(every_purpose, lambda: f"{label}: a background call of each purpose after the turn (nothing to count; "
+                 f"{seen} at the provider)", BACKGROUND_DEADLINE, every=0.1)
 
 
 @pytest.mark.case("MD-3", "refusal", pair="F->proxy")
@@ -287,12 +286,7 @@ def metered_tables(target, users: set[tuple[str, str]], *, settle_on_equal: bool
         ledger = {k: tuple(int(v[f] or 0) for f in FIELDS) for k, v in target.ledger_usage().items() if k[:2] in users}
         return ledger, provider
 
-    deadline = time.monotonic() + SETTLE_SECONDS
-    ledger, provider = both()
-    while (ledger != provider) == settle_on_equal and time.monotonic() < deadline:
-        time.sleep(0.1)
-        ledger, provider = both()
-    return ledger, provider
+    return settle(both, lambda seen: (seen[0] != seen[1]) != settle_on_equal, SETTLE_SECONDS, 0.1)
 
 
 def _delta(after: dict, before: dict) -> dict:

@@ -22,9 +22,10 @@ from acceptance.cases.judges import holders, netprobes
 from acceptance.cases.judges.netprobes import A_RESOLVER_ANSWERED, NO_RESOLVER_ANSWERED, NO_ROUTE, REFUSED
 from acceptance.errors import ProofError, TargetError
 from acceptance.harness import hostscan
-from acceptance.harness.evidence import calls_of
+from acceptance.harness.evidence import attach, calls_of
 from acceptance.harness.lab.bpf import EGRESS
 from acceptance.harness.lab.capture import Capture, egress_counters
+from acceptance.harness.wait import until
 
 pytestmark = pytest.mark.usefixtures("planted")
 DNS_TARGETS = ("dns", "dns6")
@@ -52,9 +53,9 @@ def _everyone(case: str):
 def _looked(report: dict, lab, label: str, since: float) -> list[dict]:
     """Attach what the probe and the sink saw; the sink's records carrying ``label`` since ``since``."""
     carried = lab.records_carrying(label, since)
-    netprobes.attach("egress probe report (routes, attempts, resolvers, sockets knocked)", report)
-    netprobes.attach(f"lab sink: {len(lab.records(since))} records since the probe, {len(carried)} carry the canary",
-                     carried)
+    attach("egress probe report (routes, attempts, resolvers, sockets knocked)", report)
+    attach(f"lab sink: {len(lab.records(since))} records since the probe, {len(carried)} carry the canary",
+           carried)
     return carried
 
 
@@ -118,7 +119,7 @@ def test_nt1_broken_resolver_without_a_route_is_recorded(planted, lab, target, e
     with lab.stub_resolver(target.identity(nora).host_pid) as where:
         report = egress(nora, label)
     carried = _looked(report, lab, label, since)
-    netprobes.attach("stub resolver bound into the sandbox's namespace", where)
+    attach("stub resolver bound into the sandbox's namespace", where)
     assert report["unsafe_routes"] == [] and report["attempts"]["dns"] == NO_ROUTE
     assert report["getaddrinfo"] == A_RESOLVER_ANSWERED
     assert "answered" in report["knocks"].values()
@@ -183,8 +184,8 @@ def test_nt3_intruder_reaches_only_its_own_broker(intruder, instances, target, s
     report = netprobes.sweep_report(sandbox_host(ref), [target.broker_endpoint(instances["A"])])
     knocks = report["knocks"]
     held = holders.socket_holders(target.identity(ref).host_pid, report)
-    netprobes.attach(f"{intruder}'s knocks ({len(knocks)} sockets) and their answers", knocks)
-    netprobes.attach(f"the holders of the {len(held)} sockets {intruder} could connect to", held)
+    attach(f"{intruder}'s knocks ({len(knocks)} sockets) and their answers", knocks)
+    attach(f"the holders of the {len(held)} sockets {intruder} could connect to", held)
     own_broker = _answering_as(knocks, ref)
     if not own_broker:
         raise ProofError(f"the sweep from {intruder} never reached {intruder}'s own broker: it looked at {sorted(knocks)}")
@@ -199,7 +200,7 @@ def test_nt3_intruder_reaches_only_its_own_broker(intruder, instances, target, s
 def test_nt3_owner_reaches_its_broker(instances, target, sweep):
     """The very same sweep, from A, finds A's broker among what A's sandbox sees."""
     knocks = sweep(instances["A"], [target.broker_endpoint(instances["A"])])
-    netprobes.attach(f"A's knocks ({len(knocks)} sockets) and their answers", knocks)
+    attach(f"A's knocks ({len(knocks)} sockets) and their answers", knocks)
     assert _answering_as(knocks, instances["A"]) != []
 
 
@@ -217,11 +218,11 @@ def test_nt3_nothing_of_the_intruder_arrives_in_a_namespace(intruder, instances,
         knocks = sweep(instances[intruder], [target.broker_endpoint(instances["A"])])
     with Capture(a_pid, "ip or ip6 or arp", tmp_path / "owner.pcap") as during_owner:
         broker_call(instances["A"], "GET", "/whoami")
-    netprobes.attach(f"{intruder}'s knocks ({len(knocks)} sockets)", knocks)
-    netprobes.attach(f"capture in A's namespace during {intruder}'s knocks", during_intruder.summary())
-    netprobes.attach("capture in A's namespace during A's own call", during_owner.summary())
-    netprobes.attach_pcap(tmp_path / "intruder.pcap", f"A's namespace during {intruder}'s knocks.pcap")
-    netprobes.attach_pcap(tmp_path / "owner.pcap", "A's namespace during A's own call.pcap")
+    attach(f"{intruder}'s knocks ({len(knocks)} sockets)", knocks)
+    attach(f"capture in A's namespace during {intruder}'s knocks", during_intruder.summary())
+    attach("capture in A's namespace during A's own call", during_owner.summary())
+    attach(f"A's namespace during {intruder}'s knocks.pcap", tmp_path / "intruder.pcap")
+    attach("A's namespace during A's own call.pcap", tmp_path / "owner.pcap")
     if not during_owner.seen:
         raise ProofError("the capture in A's namespace saw nothing of A's own call to its broker: it is blind")
     assert during_intruder.seen == []
@@ -248,10 +249,10 @@ def _idle_observation(pids: dict[str, int], seconds: float, folder: Path) -> dic
 
 def _attach_observation(name: str, seconds: float, observed: tuple[Capture, dict, dict]) -> None:
     cap, before, after = observed
-    netprobes.attach(f"{name}: capture for {seconds}s", cap.summary())
-    netprobes.attach(f"{name}: egress counters of its namespace, before and after the window",
-                     {"before": before, "after": after})
-    netprobes.attach_pcap(cap.pcap, f"{name} for {seconds}s.pcap")
+    attach(f"{name}: capture for {seconds}s", cap.summary())
+    attach(f"{name}: egress counters of its namespace, before and after the window",
+           {"before": before, "after": after})
+    attach(f"{name} for {seconds}s.pcap", cap.pcap)
 
 
 def _to_endpoint(frames: list[dict], endpoint: str) -> list[dict]:
@@ -292,14 +293,14 @@ def test_nt5_idle_window_has_no_egress(request, instances, target, dedicated, sa
     for name, what in observed.items():
         _attach_observation(name, seconds, what)
         broker = _to_endpoint(what[0].seen, target.broker_endpoint(refs[name]))
-        netprobes.attach(f"{name}: SYNs to its own broker ({target.broker_endpoint(refs[name])}) in the window",
-                         broker)
+        attach(f"{name}: SYNs to its own broker ({target.broker_endpoint(refs[name])}) in the window",
+               broker)
         outside[name] = [frame for frame in what[0].seen if frame not in broker]
     assert outside == {"A": [], "fresh": []}
     assert {name: _moved(before, after) for name, (_, before, after) in observed.items()} == {"A": {}, "fresh": {}}
     assert {k: v for k, v in observed["fresh"][2].items() if v} == {}
     calls = {name: calls_of(target, ref.principal) - calls_before[name] for name, ref in refs.items()}
-    netprobes.attach("model calls the provider recorded of each instance's principal over the window", calls)
+    attach("model calls the provider recorded of each instance's principal over the window", calls)
     assert calls == {"A": 0, "fresh": 0}, "an idle instance called the model through its broker"
 
 
@@ -317,18 +318,15 @@ def test_nt5_broken_own_lookups_are_seen(request, principals, target, lab, tmp_p
     with target.broken_open_egress(principal=principals["B"], lab=lab, catalog_refresh=seconds / 2) as leaky:
         # The window opens once the agent runs (its first lookup has arrived): a loaded machine is slow to
         # start it, and a window that closed before the agent started would show nothing of a refresh.
-        end = time.monotonic() + AGENT_START_DEADLINE
-        while not [r for r in lab.records(started) if r["kind"] == "dns"]:
-            if time.monotonic() > end:
-                raise TargetError(f"the agent made no lookup within {AGENT_START_DEADLINE}s of its start")
-            time.sleep(0.05)
+        until(lambda: [r for r in lab.records(started) if r["kind"] == "dns"], "the agent's first lookup after its start",
+              AGENT_START_DEADLINE)
         observed = _idle_observation({"refreshing": target.identity(leaky).host_pid}, seconds, tmp_path)
     _attach_observation("agent with its lookups on", seconds, observed["refreshing"])
     cap, before, after = observed["refreshing"]
     lookups = [r for r in lab.records(started) if r["kind"] == "dns"]
     in_window = [r for r in lookups if cap.started_at <= r["at"] <= cap.stopped_at]
-    netprobes.attach("the lab's resolver: the agent's lookups", {"names": sorted({r.get("name") for r in lookups}),
-                                                                "inside the window": len(in_window)})
+    attach("the lab's resolver: the agent's lookups", {"names": sorted({r.get("name") for r in lookups}),
+                                                      "inside the window": len(in_window)})
     sent = lambda counters: counters.get("Udp.OutDatagrams", 0) + counters.get("Udp6OutDatagrams", 0)  # noqa: E731
     assert lookups
     assert sent(after) > 0, after  # the refusal's check of a fresh instance's whole life fails on it

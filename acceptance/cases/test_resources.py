@@ -17,11 +17,12 @@ import json
 import os
 import secrets
 import threading
-import time
 
 import pytest
 
 from acceptance.errors import HarnessTimeout
+from acceptance.harness.evidence import attach
+from acceptance.harness.wait import until
 
 ALLOCATE = "x = b'\\x01' * (400 << 20); print('allocated', len(x))"
 # A bounded fork bomb: fork children that wait, until fork fails or 1000 are alive; report, then reap.
@@ -84,15 +85,14 @@ def processes_outside_the_probes_cgroups(target, ref, host) -> tuple[dict, dict[
     sleeper = threading.Thread(target=host.run, args=("sleep %s", marker), daemon=True)
     sleeper.start()
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            members = _namespace_members(pid_ns)
-            probe = [pid for pid, cmd in members.items() if cmd == b"sleep\0" + marker.encode() + b"\0"]
-            if probe:
-                break
-            if time.monotonic() > deadline:
-                raise HarnessTimeout(f"the probe 'sleep {marker}' never showed up in {ref.key}'s pid namespace")
-            time.sleep(0.01)
+        members: dict = {}
+
+        def probe_seen() -> list[int]:
+            members.clear()
+            members.update(_namespace_members(pid_ns))
+            return [pid for pid, cmd in members.items() if cmd == b"sleep\0" + marker.encode() + b"\0"]
+
+        probe = until(probe_seen, f"the probe 'sleep {marker}' showing up in {ref.key}'s pid namespace", 20, every=0.01)
         own = _cgroups(probe[0])
         others = {}
         for pid, cmd in members.items():
@@ -106,17 +106,9 @@ def processes_outside_the_probes_cgroups(target, ref, host) -> tuple[dict, dict[
             raise HarnessTimeout(f"only the probe was found in {ref.key}'s pid namespace: the agent is not there")
     finally:
         sleeper.join(timeout=30)
-    _attach({"probe": own, "processes_in_namespace": len(members), "outside": others})
+    attach("processes of the instance and their cgroups",
+           {"probe": own, "processes_in_namespace": len(members), "outside": others})
     return own, others
-
-
-def _attach(record: dict) -> None:
-    try:
-        import allure
-    except ImportError:
-        return
-    allure.attach(json.dumps(record, indent=1), name="processes of the instance and their cgroups",
-                  attachment_type=allure.attachment_type.JSON)
 
 
 @pytest.mark.case("RS-1", "refusal", pair="A")

@@ -10,16 +10,24 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+
+import allure
 
 
 def attach(name: str, content: object) -> None:
-    """Attach ``content`` (text, or anything JSON can show) to the running test's Allure result."""
-    try:
-        import allure
-    except ImportError:  # reports without Allure still get the verdict
-        return
-    text = content if isinstance(content, str) else json.dumps(content, indent=2, sort_keys=True, default=str)
-    allure.attach(text, name=name, attachment_type=allure.attachment_type.TEXT)
+    """Attach ``content`` to the running test's Allure result: text as text, a ``Path`` as the file it names
+    (its suffix the extension; nothing when there is no file, e.g. a capture that never started), anything
+    else as JSON (indented, keys sorted). The suite's one way to attach: a test-tree lint keeps it single.
+    Outside an Allure run (no ``--alluredir``) allure records nothing and this is a no-op."""
+    if isinstance(content, Path):
+        if content.exists():
+            allure.attach.file(str(content), name=name, extension=content.suffix.lstrip(".") or None)
+    elif isinstance(content, str):
+        allure.attach(content, name=name, attachment_type=allure.attachment_type.TEXT)
+    else:
+        allure.attach(json.dumps(content, indent=2, sort_keys=True, default=str), name=name,
+                      attachment_type=allure.attachment_type.JSON)
 
 
 def calls_of(target, principal) -> int:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import allure
 import pytest
 
 from acceptance import catalogue
@@ -36,6 +37,7 @@ from acceptance.contract import (
 from acceptance.errors import ProofError, SetupError, TargetError
 from acceptance.harness import observers as observe
 from acceptance.harness import probes as probe
+from acceptance.harness.evidence import attach
 from acceptance.harness.keys import EVIDENCE_KEY, LACKS_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION, TARGET_VIEW
 from acceptance.targets import TargetOptions, load
 from acceptance.targets.profiles import AgentProfile
@@ -328,10 +330,6 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureR
 
 
 def _allure_labels(case: catalogue.Case | None, role: str, pair: str, nodeid: str, run: str) -> None:
-    try:
-        import allure
-    except ImportError:  # reports without Allure still get the verdict
-        return
     if case is None:
         return
     allure.dynamic.epic(case.boundary)
@@ -404,17 +402,8 @@ def lab(request: pytest.FixtureRequest, pairproof_run: Run) -> Iterator[object]:
         yield the_lab
     finally:
         the_lab.close()
-        _attach_file(the_lab.pcap_path, "lab sinks (whole run).pcap")
+        attach("lab sinks (whole run).pcap", the_lab.pcap_path)
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _attach_file(path: Path, name: str) -> None:
-    try:
-        import allure
-    except ImportError:
-        return
-    if path.exists():
-        allure.attach.file(str(path), name=name, extension="pcap")
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ from typing import Any
 
 from acceptance.errors import ProofError
 from acceptance.harness import probes as probe
+from acceptance.harness.evidence import attach
 from canaries import Mint, detect
 from canaries.detect import Hit
 from canaries.scan import AtRest, find_at_rest
@@ -270,7 +271,7 @@ def _keep(judged: Judged, what: str, log: probe.ProbeLog | None) -> None:
     record = judged.evidence(what)
     if log is not None:
         log.note("host scan", **record)
-    _attach(record, f"host scan: {what}")
+    attach(f"host scan: {what}", record)
 
 
 def _fail(log: probe.ProbeLog | None, exc: ProofError) -> ProofError:
@@ -403,9 +404,3 @@ def at_rest(blob: bytes, where: str, *, log: probe.ProbeLog | None = None) -> tu
     return scan, judged
 
 
-def _attach(record: dict[str, Any], name: str) -> None:
-    try:
-        import allure
-    except ImportError:
-        return
-    allure.attach(json.dumps(record, indent=1), name=name, attachment_type=allure.attachment_type.JSON)

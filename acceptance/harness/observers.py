@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import os
 import stat
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+
+# Cases wait for what they observe with ``observe.settle`` (the harness's one deadline loop lives in wait.py).
+from acceptance.harness.wait import settle as settle
 
 PROC = Path("/proc")
 NAMESPACES = ("user", "pid", "mnt", "net", "uts", "ipc", "cgroup")
 # The namespaces that make a sandbox one (a probe entered with nsenter shares both).
 SANDBOX_KEY = ("user", "pid")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -230,17 +230,6 @@ def _address(hex_address: str) -> str:
         return ".".join(str(b) for b in reversed(bytes.fromhex(hex_address)))
     words = [bytes.fromhex(hex_address[i:i + 8])[::-1].hex() for i in range(0, 32, 8)]
     return ":".join("".join(words)[i:i + 4] for i in range(0, 32, 4))
-
-
-def settle(observe: Callable[[], T], done: Callable[[T], bool], deadline: float = 3.0, step: float = 0.02) -> T:
-    """``observe()`` until ``done`` holds or the deadline passes; the last observation either way (the
-    kernel reaps a sandbox's processes a moment after its launcher exits)."""
-    end = time.monotonic() + deadline
-    seen = observe()
-    while not done(seen) and time.monotonic() < end:
-        time.sleep(step)
-        seen = observe()
-    return seen
 
 
 def _mountinfo(path: Path) -> list[tuple[str, str, str]]:

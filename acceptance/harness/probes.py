@@ -42,6 +42,7 @@ from testinfra.backend import base
 
 from acceptance.contract import PROOF_NAMESPACES, InstanceRef, Principal, Target
 from acceptance.errors import ProofError
+from acceptance.harness.evidence import attach
 from canaries import Mint
 from canaries import detect as detect_module
 
@@ -303,14 +304,10 @@ def engine_for(target: object) -> tuple[Path | None, str]:
 
 
 def _attach(record: ProbeRecord) -> None:
-    """Attach one probe's transcript to the running test's Allure result (a no-op without Allure)."""
-    try:
-        import allure
-    except ImportError:
-        return
+    """Attach one probe's transcript to the running test's Allure result."""
     text = (f"[{record.principal}@{record.instance}] $ {record.command}\n# proof: {record.proof or 'NONE'}\n"
             f"# rc={record.rc}\n{record.stdout_head}" + (f"\n# stderr: {record.stderr_head}" if record.stderr_head else ""))
-    allure.attach(text, name=f"probe in {record.principal} ({record.instance})", attachment_type=allure.attachment_type.TEXT)
+    attach(f"probe in {record.principal} ({record.instance})", text)
 
 
 def host(target: Target, ref: InstanceRef, log: ProbeLog) -> testinfra.host.Host:
@@ -487,7 +484,7 @@ def _judge_and_keep(h: testinfra.host.Host, kind: str, *, roots: list[str], skip
                      could_not_read=len(problems) if errors is None else errors, problems=problems[:20], own_canaries=len(own),
                      sentinels=[*sentinels, "(its own environment)"], sentinels_not_written=dict(unwritten or {}),
                      missing_own=sorted(missing), **({"engine": engine} if engine else {}))
-    _attach_json(backend.log.evidence[-1], f"{kind} in {backend.ref.principal.name} ({backend.ref.key})")
+    attach(f"{kind} in {backend.ref.principal.name} ({backend.ref.key})", backend.log.evidence[-1])
     try:
         judge_completeness(f"the {kind} in {backend.ref.key}", files=files, bytes_read=bytes_read,
                            truncated=truncated, problems=problems, missing_own=missing, errors=errors)
@@ -573,9 +570,3 @@ def dump_files(lines: list[dict[str, Any]]) -> dict[str, bytes]:
     return {path: b"".join(chunks) for path, chunks in by_path.items()}
 
 
-def _attach_json(record: dict[str, Any], name: str) -> None:
-    try:
-        import allure
-    except ImportError:
-        return
-    allure.attach(json.dumps(record, indent=1), name=name, attachment_type=allure.attachment_type.JSON)

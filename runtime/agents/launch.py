@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+from runtime import httpjson
 from runtime.agents import managed as managed_files
 from runtime.agents.settings import UserSettings
 from runtime.errors import ConfigError, SandboxError
@@ -234,7 +235,7 @@ REFERENCE = AgentLaunch(
 )
 
 
-def http_in(pid: int, port: int, method: str, path: str, body: bytes | None, *, timeout: float = 120.0,
+def http_in(pid: int, port: int, method: str, path: str, body: bytes | None, *, timeout: float = httpjson.AGENT_TIMEOUT,
             headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     """One HTTP request to 127.0.0.1:``port`` inside the network namespace of ``pid``, from the host (the
     platform's path to an agent when it runs no broker)."""
@@ -249,13 +250,8 @@ def http_in(pid: int, port: int, method: str, path: str, body: bytes | None, *, 
     except OSError:
         sock.close()
         raise
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    conn.sock = sock
     try:
-        conn.request(method, path, body=body, headers={"Content-Type": "application/json", **(headers or {})})
-        response = conn.getresponse()
-        return response.status, response.read()
+        return httpjson.request(method, f"http://127.0.0.1:{port}{path}", body,
+                                {"Content-Type": "application/json", **(headers or {})}, timeout=timeout, sock=sock)
     except http.client.HTTPException as exc:
         raise SandboxError(f"agent's API answered {method} {path} out of HTTP: {type(exc).__name__}") from exc
-    finally:
-        conn.close()

@@ -30,12 +30,10 @@ import re
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import deque
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
+from runtime import httpjson
 from runtime.authority import requestid
 from runtime.authority.journal import Journal
 from runtime.authority.mcp_filter import McpFilter
@@ -136,12 +134,9 @@ class Broker:
 
     def _post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         # The request's id goes on with it: the proxy and the product log their decision under it too.
-        request = urllib.request.Request(url, body, {**headers, **requestid.headers()}, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=120) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
+            return httpjson.request("POST", url, body, {**headers, **requestid.headers()},
+                                    timeout=httpjson.FORWARD_TIMEOUT)
         except OSError as exc:
             return 502, json.dumps({"error": {"reason": "upstream_unreachable", "message": str(exc)}}).encode()
 
@@ -185,11 +180,11 @@ class Broker:
         # The agent's adapter speaks x-api-key; the proxy wants the capability as a Bearer token. What the
         # agent sent is dropped, never forwarded: the sandbox holds no credential to forward.
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {capability}", **requestid.headers()}
-        split = urlsplit(self.proxy_url)
-        conn = http.client.HTTPConnection(split.hostname, split.port, timeout=120)
+        url = self.proxy_url.rstrip("/") + path
+        conn = None
         try:
-            conn.request("POST", split.path.rstrip("/") + path, raw, headers)
-            response = conn.getresponse()
+            conn = httpjson.connect(url, httpjson.FORWARD_TIMEOUT)
+            response = httpjson.send(conn, "POST", url, raw, headers)
             if relay is None or not response.getheader("Content-Type", "").startswith("text/event-stream"):
                 return response.status, response.read()
             relay.start_stream(response.status)
@@ -203,7 +198,8 @@ class Broker:
         except (OSError, http.client.HTTPException) as exc:
             return 502, json.dumps({"error": {"reason": "upstream_unreachable", "message": str(exc)}}).encode()
         finally:
-            conn.close()
+            if conn is not None:
+                conn.close()
 
     def forward_runctl(self, method: str, path: str, raw: bytes | None) -> tuple[int, bytes]:
         if method == "POST" and path == RUNCTL_ROUTES[0][1].pattern:
@@ -215,7 +211,7 @@ class Broker:
         deadline = time.monotonic() + RUNCTL_STARTUP
         while True:
             sock = socket_in(self.sandbox_pid)
-            sock.settimeout(120)
+            sock.settimeout(httpjson.FORWARD_TIMEOUT)
             try:
                 sock.connect(("127.0.0.1", self.agent_port))
                 break
@@ -225,19 +221,14 @@ class Broker:
                 if time.monotonic() > deadline:
                     return 502, json.dumps({"error": {"reason": "agent_unreachable", "message": str(exc)}}).encode()
                 time.sleep(0.02)
-        conn = http.client.HTTPConnection("127.0.0.1", self.agent_port, timeout=120)
-        conn.sock = sock
+        headers = {"Content-Type": "application/json", **requestid.headers()}
+        if self._runctl_key:
+            headers["Authorization"] = f"Bearer {self._runctl_key}"
         try:
-            headers = {"Content-Type": "application/json", **requestid.headers()}
-            if self._runctl_key:
-                headers["Authorization"] = f"Bearer {self._runctl_key}"
-            conn.request(method, path, body=raw, headers=headers)
-            response = conn.getresponse()
-            return response.status, response.read()
+            return httpjson.request(method, f"http://127.0.0.1:{self.agent_port}{path}", raw, headers,
+                                    timeout=httpjson.FORWARD_TIMEOUT, sock=sock)
         except (OSError, http.client.HTTPException) as exc:
             return 502, json.dumps({"error": {"reason": "agent_unreachable", "message": str(exc)}}).encode()
-        finally:
-            conn.close()
 
     # -- the two listeners ---------------------------------------------------------------------------
 
@@ -408,19 +399,17 @@ def _upstream_error(request_id: object, status: int, answer: dict) -> dict:
 
 def dispatch_effect(product_url: str, journal: Journal, op: str, request: dict, grant: str) -> tuple[int, bytes]:
     """Send one effectful call with its idempotency key, journaling what is known at each step."""
-    split = urlsplit(product_url)
-    conn = http.client.HTTPConnection(split.hostname, split.port, timeout=30)
+    url = product_url.rstrip("/") + "/mcp"
     try:
-        conn.connect()
+        conn = httpjson.connect(url, httpjson.EFFECT_TIMEOUT)
     except OSError as exc:
         journal.mark(op, "not_dispatched", attempt=True)
         return 502, json.dumps({"error": {"reason": "not_dispatched", "message": str(exc)}}).encode()
     journal.mark(op, "dispatched", attempt=True)
     try:
-        conn.request("POST", split.path.rstrip("/") + "/mcp", body=json.dumps(request).encode(),
-                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {grant}",
-                              "Idempotency-Key": op, **requestid.headers()})
-        response = conn.getresponse()
+        response = httpjson.send(conn, "POST", url, json.dumps(request).encode(),
+                                 {"Content-Type": "application/json", "Authorization": f"Bearer {grant}",
+                                  "Idempotency-Key": op, **requestid.headers()})
         body = response.read()
     except (OSError, http.client.HTTPException) as exc:
         # Sent, and no answer: it may or may not have happened. Only the product can say.

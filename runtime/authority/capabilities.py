@@ -21,8 +21,10 @@ import threading
 import time
 from dataclasses import dataclass
 
+from runtime.errors import RuntimeFault
 
-class AuthorityError(Exception):
+
+class AuthorityError(RuntimeFault):
     """A capability was refused; ``reason`` is the machine-readable code servers answer with."""
 
     def __init__(self, reason: str, message: str) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from runtime.errors import CgroupError, PreflightError
+from runtime.wait import until
 
 ROOT_NAME = "pairproof"
 
@@ -115,19 +116,18 @@ def _signal_all(cg: Cgroup) -> None:
 
 def _kill_and_wait(cg: Cgroup, deadline: float) -> None:
     # Only processes pairproof placed in this cgroup can be here, so killing them is killing our own.
-    end = time.monotonic() + deadline
-    while True:
-        pids = cg.pids()
-        if not pids:
-            return
-        for pid in pids:
+    left: list[int] = []
+
+    def empty() -> bool:
+        left[:] = cg.pids()
+        for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        if time.monotonic() > end:
-            raise CgroupError(f"processes {sorted(pids)} in {cg.path} survived SIGKILL for {deadline}s")
-        time.sleep(0.01)
+        return not left
+
+    until(empty, deadline, lambda: f"processes {sorted(left)} in {cg.path} survived SIGKILL for {deadline}s")
 
 
 def _read(path: Path) -> str:
@@ -139,11 +139,7 @@ def _read(path: Path) -> str:
 
 def _settle(what: str, done, deadline: float) -> None:
     """Poll ``done()`` until it holds; a freeze or thaw the kernel has not finished in time is an error."""
-    end = time.monotonic() + deadline
-    while not done():
-        if time.monotonic() > end:
-            raise CgroupError(f"{what} did not complete within {deadline}s")
-        time.sleep(0.0005)
+    until(done, deadline, f"{what} did not complete within {deadline}s", every=0.0005)
 
 
 def _rmdir(path: Path, deadline: float = 5.0) -> None:

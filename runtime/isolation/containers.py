@@ -41,6 +41,7 @@ from runtime.isolation import cgroups
 from runtime.isolation.cgroups import Limits
 from runtime.isolation.cleanup import process_start_time
 from runtime.isolation.sandbox import NAMESPACES, SANDBOX_PATH, ExecOutcome, SandboxSpec
+from runtime.wait import until
 
 LABEL_RUN = "pairproof.run"
 LABEL_INSTANCE = "pairproof.instance"
@@ -155,20 +156,12 @@ class ContainerSandbox:
             os.kill(self.host_pid, signal.SIGKILL)
         except ProcessLookupError:
             return
-        end = time.monotonic() + 10
-        while self.alive():
-            if time.monotonic() > end:
-                raise SandboxError(f"container {self.container_id[:12]} survived SIGKILL of its pid 1")
-            time.sleep(0.01)
+        until(lambda: not self.alive(), 10, f"container {self.container_id[:12]} survived SIGKILL of its pid 1")
 
     def stop(self, deadline: float = 10.0) -> None:
         """Remove the container (killed first) and wait until no process of it is left."""
         self.engine.remove(self.container_id)
-        end = time.monotonic() + deadline
-        while self.alive():
-            if time.monotonic() > end:
-                raise SandboxError(f"container {self.container_id[:12]} still runs after its removal")
-            time.sleep(0.01)
+        until(lambda: not self.alive(), deadline, f"container {self.container_id[:12]} still runs after its removal")
 
 
 class DockerEngine:
@@ -282,14 +275,12 @@ class DockerEngine:
 
     def _exit_code(self, exec_id: str) -> int:
         # The stream ends a moment before the engine records the exit code.
-        end = time.monotonic() + 10
-        while True:
+        def exited() -> dict | None:
             info = self.client.api.exec_inspect(exec_id)
-            if not info.get("Running") and info.get("ExitCode") is not None:
-                return int(info["ExitCode"])
-            if time.monotonic() > end:
-                raise SandboxError(f"docker exec {exec_id[:12]} has no exit code 10 s after its output ended")
-            time.sleep(0.005)
+            return info if not info.get("Running") and info.get("ExitCode") is not None else None
+
+        info = until(exited, 10, f"docker exec {exec_id[:12]} has no exit code 10 s after its output ended", every=0.005)
+        return int(info["ExitCode"])
 
     def run_binary_inside(self, proc: ContainerSandbox, host_path: str, args: Sequence[str], *,
                           env: Mapping[str, str] | None = None, stdin: bytes | None = None,

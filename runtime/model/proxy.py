@@ -42,11 +42,9 @@ import re
 import sqlite3
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from runtime import httpjson
 from runtime.authority import requestid
 from runtime.authority.capabilities import AuthorityError, Current, TokenAuthority
 from runtime.httpjson import JsonHandler, QuietServer, serve
@@ -204,12 +202,9 @@ class ModelProxy:
 
     def _forward(self, style: str, path: str, body: dict, claims) -> tuple[int, dict]:
         headers = self._prepare(style, body, claims)
-        request = urllib.request.Request(self.provider_url + path, json.dumps(body).encode(), headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"{}")
+        status, raw = httpjson.request("POST", self.provider_url + path, json.dumps(body).encode(), headers,
+                                       timeout=httpjson.PROVIDER_TIMEOUT)
+        return status, json.loads(raw if status < 400 else raw or b"{}")
 
     def _relay(self, handler, style: str, path: str, body: dict, claims) -> tuple[int, dict, _Relay | None]:
         """Forward a streaming call and relay its events to ``handler``'s caller as they arrive, each only
@@ -219,11 +214,11 @@ class ModelProxy:
             options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
             body["stream_options"] = {**options, "include_usage": True}  # the usage chunk is what is metered
         headers = self._prepare(style, body, claims)
-        split = urlsplit(self.provider_url)
-        conn = http.client.HTTPConnection(split.hostname, split.port, timeout=60)
+        url = self.provider_url.rstrip("/") + path
+        conn = None
         try:
-            conn.request("POST", split.path.rstrip("/") + path, json.dumps(body).encode(), headers)
-            response = conn.getresponse()
+            conn = httpjson.connect(url, httpjson.PROVIDER_TIMEOUT)
+            response = httpjson.send(conn, "POST", url, json.dumps(body).encode(), headers)
             if response.status != 200 or not response.getheader("Content-Type", "").startswith("text/event-stream"):
                 raw = response.read()
                 conn.close()
@@ -232,11 +227,12 @@ class ModelProxy:
                 except ValueError:
                     return 502, {"error": {"reason": "provider_bad_answer", "message": "not JSON"}}, None
         except (OSError, http.client.HTTPException) as exc:
-            conn.close()
+            if conn is not None:
+                conn.close()
             return 502, {"error": {"reason": "provider_unreachable", "message": type(exc).__name__}}, None
         stream, relay = _Stream(style, body), _Relay(self, handler, claims)
         try:
-            while event := _read_event(response):
+            for event in httpjson.sse_events(response):
                 stream.feed(event)
                 if stream.final(event):
                     relay.last = event  # sent by finish(), once the call is metered
@@ -318,18 +314,6 @@ class ModelProxy:
         return Handler
 
 
-def _read_event(response) -> bytes:
-    """One server-sent event (its lines and the blank line that ends it), b"" at the end of the stream."""
-    lines = []
-    while True:
-        line = response.readline(1 << 20)
-        if not line:
-            return b"".join(lines)
-        lines.append(line)
-        if line in (b"\n", b"\r\n"):
-            return b"".join(lines)
-
-
 class _Relay:
     """The caller's side of a relayed stream: each event is sent only while the instance's authority holds;
     once it has ended, the caller gets the reason (an error event, or a 403 if nothing was sent yet) and no
@@ -392,10 +376,7 @@ class _Stream:
         self._prompt = len(json.dumps(body.get("messages"), sort_keys=True)) + len(json.dumps(body.get("system") or ""))
 
     def feed(self, event: bytes) -> None:
-        for line in event.splitlines():
-            if not line.startswith(b"data:"):
-                continue
-            data = line[len(b"data:"):].strip()
+        for data in httpjson.sse_data(event):
             if data == b"[DONE]":
                 continue
             try:

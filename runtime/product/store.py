@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runtime.errors import RuntimeFault
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, org TEXT NOT NULL, owner TEXT NOT NULL,
@@ -42,7 +44,7 @@ CREATE TABLE IF NOT EXISTS audit (
 """
 
 
-class ProductError(Exception):
+class ProductError(RuntimeFault):
     """A refused request: an HTTP status and a machine-readable reason; nothing was changed."""
 
     def __init__(self, status: int, reason: str, message: str) -> None:

@@ -70,22 +70,3 @@ def sweep_report(host, urls: list[str]) -> dict:
     """The socket probe's whole report: ``knocks``, ``connected`` (the sockets a connect reached) and
     ``entries`` (what each is)."""
     return run_probe(host, "socket_probe.py", urls)
-
-
-def attach(name: str, value: object) -> None:
-    """Attach ``value`` (text, or JSON-able) to the Allure report, if Allure is there."""
-    try:
-        import allure
-    except ImportError:
-        return
-    text = value if isinstance(value, str) else json.dumps(value, indent=1, sort_keys=True, default=str)
-    allure.attach(text, name=name, attachment_type=allure.attachment_type.TEXT)
-
-
-def attach_pcap(path: Path, name: str) -> None:
-    try:
-        import allure
-    except ImportError:
-        return
-    if path.exists():
-        allure.attach.file(str(path), name=name, extension="pcap")

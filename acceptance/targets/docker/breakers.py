@@ -9,12 +9,12 @@ link) are the reference platform's and are inherited as they are."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from acceptance.contract import InstanceRef, Lab, Principal
 from acceptance.errors import TargetError
+from acceptance.harness.wait import until
 from acceptance.targets.reference.breakers import BROKEN_COMMAND, READY_DEADLINE, Breakers
 from runtime.agents import managed
 from runtime.isolation.sandbox import SandboxSpec
@@ -54,12 +54,15 @@ class DockerBreakers(Breakers):
             raise
         self._broken[key] = proc
         ready = spec.control_dir / "ready"
-        end = time.monotonic() + READY_DEADLINE
-        while not ready.exists():
-            if not proc.alive() or time.monotonic() > end:
-                raise TargetError(f"broken arrangement {key} did not come up within {READY_DEADLINE}s "
-                                  f"({proc.exit_report() if not proc.alive() else 'still running'})")
-            time.sleep(0.005)
+
+        def up() -> bool:
+            if ready.exists():
+                return True
+            if not proc.alive():
+                raise TargetError(f"broken arrangement {key} ended before it came up ({proc.exit_report()})")
+            return False
+
+        until(up, f"broken arrangement {key} coming up", READY_DEADLINE, every=0.005)
         return InstanceRef(principal, key, 0)
 
     def _stop_broken(self, key: str) -> None:

@@ -24,6 +24,7 @@ import os
 import secrets
 
 from acceptance.errors import SetupError, TargetError
+from acceptance.harness import http
 from acceptance.targets import TargetOptions
 from acceptance.targets.profiles import load as load_profile
 from acceptance.targets.reference.driver import ReferenceTarget, clean
@@ -66,14 +67,14 @@ def _answer(raw: bytes) -> dict:
     except ValueError:
         pass
     events = []
-    for line in raw.decode(errors="replace").splitlines():
-        if line.startswith("data:"):
+    for event in http.sse_events(raw.decode(errors="replace").splitlines()):
+        for field, value in event:
+            if field != "data":
+                raise TargetError(f"hermes answered neither JSON nor server-sent events: {raw[:200]!r}")
             try:
-                events.append(json.loads(line[5:].strip()))
+                events.append(json.loads(value))
             except ValueError:
-                raise TargetError(f"hermes answered an event that is not JSON: {line[:200]!r}") from None
-        elif line and not line.startswith(":"):
-            raise TargetError(f"hermes answered neither JSON nor server-sent events: {raw[:200]!r}")
+                raise TargetError(f"hermes answered an event that is not JSON: {value[:200]!r}") from None
     return {"events": events}
 
 
@@ -141,23 +142,15 @@ class HermesTarget(ReferenceTarget):
     def runctl(self, ref, method: str, path: str, body=None, *, request_id: str = ""):
         """As the reference driver; hermes answers a run's events as server-sent events, which come back as
         ``{"events": [each event's data, parsed]}``."""
-        import urllib.error
-        import urllib.request
-
         from acceptance.targets.reference.helpers import request_header
 
-        data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
-        request = urllib.request.Request(self.controller.broker(ref.key).runctl_url + path, data,
-                                         {"Content-Type": "application/json", **request_header(request_id)},
-                                         method=method)
         try:
-            with urllib.request.urlopen(request, timeout=120) as response:
-                status, raw = response.status, response.read()
-        except urllib.error.HTTPError as exc:
-            status, raw = exc.code, exc.read()
+            answer = http.request(method, self.controller.broker(ref.key).runctl_url + path, http.json_body(method, body),
+                                  {"Content-Type": "application/json", **request_header(request_id)},
+                                  timeout=http.DRIVER_TIMEOUT)
         except OSError as exc:
             raise TargetError(f"the broker of {ref.key} did not answer {method} {path}: {exc}") from exc
-        return status, _answer(raw)
+        return answer.status, _answer(answer.body)
 
     def _open_egress(self, principal, lab, catalog_refresh: float = 0.0):
         """As the reference driver's (a default route and a resolver into the lab only: the sandbox reaches

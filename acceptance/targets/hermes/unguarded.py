@@ -28,6 +28,7 @@ from pathlib import Path
 
 from acceptance.contract import InstanceRef, Principal
 from acceptance.errors import TargetError
+from acceptance.harness.evidence import attach
 from acceptance.targets import TargetOptions
 from acceptance.targets.hermes.driver import HermesTarget, clean, preflight
 from acceptance.targets.profiles import HERE as PROFILES
@@ -55,15 +56,6 @@ def leaf_by_leaf(base: dict, over: dict) -> dict:
     return out
 
 
-def _attach(name: str, text: str) -> None:
-    """What hermes said, on the running test's Allure result (nothing without Allure)."""
-    try:
-        import allure
-    except ImportError:
-        return
-    allure.attach(text, name=name, attachment_type=allure.attachment_type.TEXT)
-
-
 class HermesUnguardedTarget(HermesTarget):
     name = DEFAULT_PROFILE
 
@@ -86,7 +78,7 @@ class HermesUnguardedTarget(HermesTarget):
         if result.rc != 0:
             raise TargetError(f"writing {USER_CONFIG} in {ref.key} failed with {result.rc}: "
                               f"{result.stderr.decode(errors='replace')[:300]}")
-        _attach(f"user config.yaml written in {ref.key}", text)
+        attach(f"user config.yaml written in {ref.key}", text)
         self.sleep(ref)
         self.wake(ref)
 
@@ -139,7 +131,7 @@ class HermesUnguardedTarget(HermesTarget):
         script = 'for f in "$@"; do [ -e "$f" ] && grep -i -h "managed" -- "$f"; done; exit 0'
         result = self.exec(ref, ["/bin/sh", "-c", script, "managed-log", *HERMES_LOGS])
         lines = result.stdout.decode(errors="replace").strip()
-        _attach(f"hermes on its managed file ({ref.key})",
+        attach(f"hermes on its managed file ({ref.key})",
                 lines or f"hermes logged no line naming its managed scope in {', '.join(HERMES_LOGS)}")
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from acceptance.contract import InstanceRef, Lab, Principal
 from acceptance.errors import TargetError
+from acceptance.harness.wait import until
 from acceptance.targets.reference.helpers import LossyRelay, NoSeal, before_command, http_json, replace_args
 from runtime.product.store import ProductError
 
@@ -130,11 +130,15 @@ class Breakers:
         proc = self.controller.launch_extra(key, command, uid=uid, volume=volume, edit=edit)
         self._broken[key] = proc
         ready = proc.spec.control_dir / "ready"
-        end = time.monotonic() + READY_DEADLINE
-        while not ready.exists():
-            if not proc.alive() or time.monotonic() > end:
-                raise TargetError(f"broken arrangement {key} did not come up within {READY_DEADLINE}s")
-            time.sleep(0.005)
+
+        def up() -> bool:
+            if ready.exists():
+                return True
+            if not proc.alive():
+                raise TargetError(f"broken arrangement {key} ended before it came up")
+            return False
+
+        until(up, f"broken arrangement {key} coming up", READY_DEADLINE, every=0.005)
         return InstanceRef(principal, key, 0)
 
     def _stop_broken(self, key: str) -> None:

@@ -8,63 +8,37 @@ import inspect
 import json
 import sqlite3
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 
 from acceptance.errors import CapacityRefusedError, HarnessError, TargetError
+from acceptance.harness import http
 from runtime.authority import requestid
-from runtime.authority.capabilities import AuthorityError
 from runtime.errors import CapacityRefused, RuntimeFault
-from runtime.product.store import ProductError
 from runtime.snapshots import SnapshotError
 
 
 def http_json(method: str, url: str, body: Mapping[str, object] | None, headers: dict[str, str] | None = None
           ) -> tuple[int, dict]:
-    data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
-    request = urllib.request.Request(url, data, {"Content-Type": "application/json", **(headers or {})},
-                                     method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            raw = response.read()
-            return response.status, json.loads(raw) if raw else {}
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else {}
+    answer = http.request(method, url, http.json_body(method, body), {"Content-Type": "application/json", **(headers or {})},
+                          timeout=http.DRIVER_TIMEOUT)
+    return answer.status, answer.json()
 
 
 def sse_data(method: str, url: str, body: Mapping[str, object], headers: dict[str, str] | None = None
              ) -> tuple[int, Iterator[str]]:
     """A request answered with server-sent events: the status, and each event's data as it arrives (an
     answer that is not a stream: its body, as the one item)."""
-    import http.client
-    from urllib.parse import urlsplit
-
-    where = urlsplit(url)
-    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=120)
-    conn.request(method, where.path, json.dumps(body).encode(), {"Content-Type": "application/json", **(headers or {})})
-    response = conn.getresponse()
+    conn, response = http.open_stream(method, url, json.dumps(body).encode(),
+                                      {"Content-Type": "application/json", **(headers or {})},
+                                      timeout=http.DRIVER_TIMEOUT)
 
     def events() -> Iterator[str]:
         try:
             if "text/event-stream" not in (response.getheader("Content-Type") or ""):
                 yield response.read().decode(errors="replace")
                 return
-            data: list[str] = []
-            while True:
-                line = response.readline(1 << 20)
-                if not line:
-                    if data:
-                        yield "\n".join(data)
-                    return
-                text = line.decode(errors="replace").rstrip("\r\n")
-                if text.startswith("data:"):
-                    data.append(text[len("data:"):].strip())
-                elif not text and data:
-                    yield "\n".join(data)
-                    data = []
+            yield from http.sse_data(http.lines_of(response))
         finally:
             conn.close()
 
@@ -87,10 +61,10 @@ def request_header(request_id: str) -> dict[str, str]:
     return {requestid.HEADER: request_id} if request_id else {}
 
 
-# What a runtime call may fail with, besides the runtime's own errors: the host (files, processes, sockets,
-# HTTP), the registry and ledgers (sqlite), a service's answer that is not JSON, a credential refused.
-_FAILURES = (RuntimeFault, SnapshotError, AuthorityError, ProductError, OSError, sqlite3.Error,
-             subprocess.SubprocessError, json.JSONDecodeError)
+# What a runtime call may fail with, besides the runtime's own errors (all RuntimeFault, refusals of a
+# credential, a product request or a snapshot included): the host (files, processes, sockets, HTTP), the
+# registry and ledgers (sqlite), a service's answer that is not JSON.
+_FAILURES = (OSError, sqlite3.Error, subprocess.SubprocessError, json.JSONDecodeError)
 
 
 @contextmanager
@@ -105,7 +79,7 @@ def contract_errors() -> Iterator[None]:
         raise CapacityRefusedError(exc.reason) from exc
     except SnapshotError as exc:
         raise TargetError(f"{exc.reason}: {exc}") from exc
-    except (RuntimeFault, ProductError) as exc:
+    except RuntimeFault as exc:
         raise TargetError(str(exc)) from exc
     except _FAILURES as exc:
         raise TargetError(f"{type(exc).__name__}: {exc}") from exc
@@ -159,18 +133,12 @@ class ProductHttpClient:
 
     def request(self, method: str, path: str, body: Mapping[str, object] | None = None,
                 headers: Mapping[str, str] | None = None) -> tuple[int, object]:
-        data = json.dumps(body).encode() if body is not None else (b"{}" if method == "POST" else None)
-        request = urllib.request.Request(self.base + path, data, {"Content-Type": "application/json",
-                                                                  "Authorization": f"Bearer {self.token}", **(headers or {})},
-                                         method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                raw, status, kind = response.read(), response.status, response.headers.get("Content-Type", "")
-        except urllib.error.HTTPError as exc:
-            raw, status, kind = exc.read(), exc.code, exc.headers.get("Content-Type", "")
-        if kind.startswith("text/html"):
-            return status, raw.decode()
-        return status, json.loads(raw) if raw else None
+        answer = http.request(method, self.base + path, http.json_body(method, body, empty_post=b"{}"),
+                              {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}",
+                               **(headers or {})}, timeout=http.PRODUCT_TIMEOUT)
+        if answer.content_type.startswith("text/html"):
+            return answer.status, answer.body.decode()
+        return answer.status, json.loads(answer.body) if answer.body else None
 
 
 class NoSeal:
