@@ -1,15 +1,11 @@
-"""SN-1..SN-3 and LF-1..LF-5, LF-7..LF-9: snapshots keep private state private at rest and belong to their
-owner; rotation, revocation and recreation leave no old credential working; a crash loses nothing and repeats
-nothing; a frozen instance acts for nobody, is seen by nobody, and a revocation thrown on it outlives the thaw.
+"""LF-1..LF-5, LF-7..LF-9: rotation, revocation and recreation leave no old credential working; a crash loses
+nothing and repeats nothing; a frozen instance acts for nobody, is seen by nobody, and a revocation thrown on
+it outlives the thaw (SN-1..SN-3, snapshots, are in ``test_snapshots.py``).
 
 A refused capability is judged by what it bought, not by the words of the refusal: the proxy's status and,
 decisively, whether the provider recorded a call for that principal because of it (``evidence.replay``).
 
-SN-1 does not take the snapshot's bytes on the driver's word alone: every file the platform wrote under its
-state folder while taking the snapshot (the instances' volumes aside: they are the private state itself)
-is found, the driver's ``snapshot_bytes`` must be one of them, and everything the snapshot left is scanned.
-So a staging copy, a second archive or an index written beside the sealed snapshot is at rest too. What it
-cannot see: a store outside the state folder the driver names (object storage, another host). LF-3 checks
+LF-3 checks
 the broker address the driver gives against the sockets the host shows listening in the instance's
 network namespace. A frozen instance is taken to be frozen only when the host's own cgroup freezer says so
 for every one of its processes, and a wake after it to be a thaw only when the same sandbox process runs again
@@ -19,199 +15,19 @@ for every one of its processes, and a wake after it to be a thaw only when the s
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from acceptance.cases.test_model import BODY
 from acceptance.cases.test_process import HostProcess, instance_processes, probe_processes, reached, sightings
-from acceptance.contract import LOCATIONS
 from acceptance.errors import ProofError, TargetError
-from acceptance.harness import hostscan
 from acceptance.harness import observers as observe
 from acceptance.harness.evidence import attach, calls_of, replay
-from acceptance.harness.probes import ProbeLog
 from acceptance.harness.wait import until
-from canaries.scan import AtRest
 
 pytestmark = pytest.mark.usefixtures("planted")
 
-
-def at_rest(blob: bytes, where: str, log: ProbeLog | None = None) -> AtRest:
-    """Every canary in stored bytes through every compression and archive layer (``canaries.scan`` opens them,
-    at any offset), each layer searched by the suite's engine on the host (``hostscan``: the static probe when
-    built, which also decodes percent, JSON escapes and DNS labels; else detect.py), which proves in the same
-    run that it sees its own sentinels. A scan that reached one of its bounds could not look at everything,
-    which is a harness failure (broken)."""
-    scan, judged = hostscan.at_rest(blob, where, log=log)
-    layers = [f"{layer.path} ({layer.size} bytes)" for layer in scan.layers]
-    attach(f"at rest: {where}", {"summary": scan.summary(), "layers": layers, "problems": scan.problems,
-                                 "damaged": scan.partial, "engine": judged.report.engine})
-    if scan.problems:
-        message = f"the at-rest scan of {where} could not look at everything: {scan.problems[0]}"
-        raise log.fail(message) if log is not None else ProofError(message)
-    return scan
-
-
-def _files(root: Path, skip: list[Path]) -> dict[Path, tuple[int, int]]:
-    """(size, mtime) of every regular file under ``root``, outside the folders in ``skip``."""
-    found = {}
-    skipped = {p.resolve() for p in skip}
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if (Path(folder) / d).resolve() not in skipped]
-        for name in names:
-            path = Path(folder) / name
-            try:
-                info = path.lstat()
-            except FileNotFoundError:
-                continue
-            if path.is_file() and not path.is_symlink():
-                found[path] = (info.st_size, info.st_mtime_ns)
-    return found
-
-
-def written_by(target, operation) -> tuple[object, dict[Path, tuple[int, int] | None]]:
-    """Run ``operation``; return its result and every file it left new or changed in the platform's state,
-    live volumes aside, each with what it was before (None: new). What a snapshot leaves at rest may be more
-    than the file it names: a staging copy, a cache."""
-    art = target.artifacts()
-    skip = list(art.volumes.values())
-    before = _files(art.state_dir, skip)
-    result = operation()
-    after = _files(art.state_dir, skip)
-    return result, {p: before.get(p) for p, stamp in sorted(after.items()) if before.get(p) != stamp}
-
-
-def left_by_snapshot(written: dict[Path, tuple[int, int] | None], blob: bytes) -> list[Path]:
-    """Of the files an operation wrote, those a snapshot leaves at rest: every new file, and every changed file
-    beside the snapshot's own (the platform's other stores, a journal or a ledger that happened to change at
-    the same moment, legitimately hold private data and are not the snapshot's)."""
-    own = [p for p in written if p.stat().st_size == len(blob) and p.read_bytes() == blob]
-    folders = {p.parent for p in own}
-    return [p for p, was in written.items() if was is None or p.parent in folders]
-
-
-def _owner_reads_back(target, ref, tokens: dict[str, str], why: str) -> None:
-    """Every one of the owner's canaries reads back from ``ref``; otherwise what was scanned is not known to
-    be the owner's data, and a refusal built on it proved nothing (a harness failure, broken)."""
-    missing = [loc for loc, token in tokens.items() if token not in target.read_back(ref, loc)]
-    if missing:
-        raise ProofError(f"{why}: after restoring the scanned snapshot, {', '.join(missing)} did not come back")
-
-
-# -- SN-1 ---------------------------------------------------------------------------------------------
-
-@pytest.mark.case("SN-1", "refusal", pair="A->rest")
-def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_log):
-    """No canary of A is in what A's snapshot leaves at rest, in any encoding, whatever the store did with it.
-
-    Ways it could fail that the probe looks for: no encryption at all; encryption of a copy while a
-    plaintext staging tar or cache stays beside it (every file the snapshot left new or changed in the
-    platform's state is scanned, live volumes aside); any common compression or archive (zstd, gzip,
-    zlib, xz, lzma, bz2, tar, zip), nested and at any offset behind a header; raw, base64 or hex bytes
-    (and percent, JSON escapes and DNS labels when the static probe is the engine).
-    Not seen here: files a platform writes outside its own state folder, and plaintext appended to a store
-    elsewhere in it that existed before the snapshot.
-    The same snapshot is then restored into A and every canary comes back: the bytes scanned are a
-    snapshot of A's data, not an empty or unrelated file."""
-    nonce = probe_log.platform_probe(instances["A"], "snapshot of A's volume")
-    snap, changed = written_by(target, lambda: target.snapshot(instances["A"], request_id=nonce))
-    blob = target.snapshot_bytes(snap)
-    written = left_by_snapshot(changed, blob)
-    if not any(p.stat().st_size == len(blob) and p.read_bytes() == blob for p in written):
-        raise TargetError(f"the driver's bytes of snapshot {snap} are in no file the platform wrote at rest under "
-                          f"its state folder while taking it ({len(changed)} files written)")
-    scans = [at_rest(blob, f"snapshot {snap}", probe_log)] + [at_rest(p.read_bytes(), str(p), probe_log) for p in written]
-    attach("SN-1 what was scanned", {"snapshot bytes": len(blob), "files the snapshot left": [str(p) for p in written],
-                                     "bytes scanned over all layers": sum(s.bytes_scanned for s in scans)})
-    assert set().union(*(s.tokens for s in scans)) & planted.of("A") == set()
-    probe_log.confirm(nonce, target.platform_log())
-    _owner_reads_back(target, target.restore(snap, into=instances["A"]), planted.tokens["A"], "SN-1")
-
-
-@pytest.mark.case("SN-1", "X", pair="A->rest")
-def test_sn1_broken_unencrypted_snapshot_is_detected(instances, planted, target):
-    """Through the platform's own snapshot path with encryption switched off, the same at-rest scan finds
-    every canary of A through the store's compression, and that very snapshot restores them."""
-    with target.broken_unencrypted_snapshot():
-        snap = target.snapshot(instances["A"])
-        scan = at_rest(target.snapshot_bytes(snap), f"unencrypted snapshot {snap}")
-        restored = target.restore(snap, into=instances["A"])
-    assert planted.of("A") <= scan.tokens
-    _owner_reads_back(target, restored, planted.tokens["A"], "SN-1 X")
-
-
-# -- SN-2 ---------------------------------------------------------------------------------------------
-
-def _restore_outcome(target, snap: str, into, request_id: str = "") -> str | None:
-    """None if the platform restored ``snap`` into ``into``; the refusal's text (ids blanked) otherwise."""
-    try:
-        target.restore(snap, into=into, request_id=request_id)
-    except TargetError as exc:
-        return str(exc).replace(snap, "<id>")
-    return None
-
-
-@pytest.mark.parametrize("intruder", [pytest.param(n, marks=pytest.mark.case("SN-2", "refusal", pair=f"{n}->A"), id=n)
-                                      for n in ("B", "C")])
-def test_sn2_others_cannot_list_or_restore_a_snapshot(intruder, instances, principals, planted, target, probe_log):
-    """A's snapshot is not in the intruder's list; restoring it into the intruder's instance does not happen
-    (the platform refuses, and the intruder's state still holds its own canaries and none of A's, at every
-    location); and the refusal is the same as for a snapshot that does not exist, so it tells nobody that
-    A's exists.
-
-    Ways it could fail that the probe looks for: no owner check (with a shared key, or with the snapshot's
-    own owner's key used to open it); a restore that reports a refusal after swapping the volume; a
-    listing keyed by organization; a refusal that names the snapshot's owner or says it is damaged."""
-    snap = target.snapshot(instances["A"])
-    listed = target.snapshots(principals[intruder])
-    assert snap not in listed
-    nonce = probe_log.platform_probe(instances[intruder], f"restore {snap} into {intruder}")
-    refused = _restore_outcome(target, snap, instances[intruder], request_id=nonce)
-    own = {loc: target.read_back(instances[intruder], loc) for loc in LOCATIONS}
-    attach("SN-2 what was compared", {"intruder's snapshots listed": len(listed), "restore refused": refused,
-                                      "locations read back": {loc: len(text) for loc, text in own.items()}})
-    assert [loc for loc, text in own.items() if any(t in text for t in planted.of("A"))] == []
-    assert [loc for loc, token in planted.tokens[intruder].items() if token not in own[loc]] == []
-    assert refused is not None, "the platform restored A's snapshot into another principal's instance"
-    missing = _restore_outcome(target, "0123456789abcdef", instances[intruder])
-    assert missing is not None and refused == missing.replace("0123456789abcdef", "<id>")
-    probe_log.confirm(nonce, target.platform_log())
-
-
-@pytest.mark.case("SN-2", "P", pair="A->A")
-def test_sn2_owner_restores_with_canaries_intact(instances, principals, planted, target):
-    snap = target.snapshot(instances["A"])
-    assert snap in target.snapshots(principals["A"])
-    restored = target.restore(snap, into=instances["A"])
-    for location, token in planted.tokens["A"].items():
-        assert token in target.read_back(restored, location)
-
-
-# -- SN-3 ---------------------------------------------------------------------------------------------
-
-@pytest.mark.case("SN-3", "refusal", pair="A->proxy")
-def test_sn3_restored_instance_has_a_new_generation_and_old_tokens_die(instances, target, refused_by_proxy):
-    """After a restore the instance reports the next generation, and the model capability it held before
-    buys no model call (whichever check stops it: generation, lease)."""
-    old = target.capabilities(instances["A"])["model"]
-    before = target.wake(instances["A"]).generation
-    restored = target.restore(target.snapshot(instances["A"]), into=instances["A"])
-    assert restored.generation == before + 1
-    assert not replay(refused_by_proxy, target, restored, old, BODY, "pre-restore capability").admitted
-
-
-@pytest.mark.case("SN-3", "P", pair="A->proxy")
-def test_sn3_new_token_works(instances, target):
-    restored = target.restore(target.snapshot(instances["A"]), into=instances["A"])
-    before = calls_of(target, restored.principal)
-    assert target.model_call(target.capabilities(restored)["model"], BODY)[0] == 200
-    assert calls_of(target, restored.principal) == before + 1
-
-
-# -- LF-1 / LF-2 / LF-3 ---------------------------------------------------------------------------------
 
 @pytest.fixture
 def gina(dedicated):
