@@ -9,7 +9,8 @@
     ├── HarnessTimeout  a wait for a condition ran out of time (the harness could not observe)
     ├── TargetError     a target could not be loaded or failed an operation of the contract
     │   └── CapacityRefusedError   the platform's capacity model refused a wake or provision (the reason)
-    └── SetupError      the machine or the arguments cannot run a qualification (exit 2, one line)
+    ├── SetupError      the machine or the arguments cannot run a qualification (exit 2, one line)
+    └── ScriptError     a script given to the lab's fake provider, or its own setup, is malformed
 """
 
 from __future__ import annotations
@@ -47,3 +48,8 @@ class CapacityRefusedError(TargetError):
 
 class SetupError(HarnessError):
     """Bad input or a missing machine feature; the message names the problem and the fix."""
+
+
+class ScriptError(HarnessError):
+    """A script the harness gives the lab's fake provider (``harness/lab/provider.py``) is malformed, or the
+    provider was set up wrongly (no key, already serving); the message names the field."""

@@ -104,8 +104,8 @@ def test_a_launch_spec_out_of_shape_is_refused(make, match):
 
 
 def test_the_reference_launch_runs_the_runtime_agent():
-    assert agents.REFERENCE.files == (Path(agents.__file__).with_name("agent.py"),)
-    assert agents.REFERENCE.command[-1] == "/opt/pairproof/agent.py"
+    assert agents.REFERENCE.files == (Path(agents.__file__).with_name("reference.py"),)
+    assert agents.REFERENCE.command[-1] == "/opt/pairproof/reference.py"
 
 
 def test_a_runs_turn_without_an_events_route_reads_the_reply_from_the_finished_status():

@@ -193,7 +193,7 @@ def test_qualify_refuses_an_expectation_of_another_target_before_running(tmp_pat
 
 
 def test_the_checked_in_expectation_of_hermes_unguarded_loads():
-    loaded = expectation.load(ROOT / "acceptance" / "expectations" / "hermes-unguarded.toml", list(load_catalogue()))
+    loaded = expectation.load(ROOT / "acceptance" / "targets" / "expectations" / "hermes-unguarded.toml", list(load_catalogue()))
     assert loaded.target == "hermes-unguarded"
     assert {"TS-2", "TS-3"} <= set(loaded.fails)
     assert all(f.why and f.evidence for f in loaded.fails.values())

@@ -28,7 +28,7 @@ def test_agent_uses_the_standard_library_only():
     """The agent runs under the sandbox's system Python with nothing else installed."""
     import sys
 
-    tree = ast.parse((Path(runtime.__file__).parent / "agent.py").read_text())
+    tree = ast.parse((Path(runtime.__file__).parent / "agents" / "reference.py").read_text())
     modules = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     modules |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert modules - set(sys.stdlib_module_names) - {"__future__"} == set()

@@ -25,7 +25,7 @@ from acceptance.errors import ProofError
 from acceptance.harness import probes as probe_module
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-DUMP_PY = REPO / "acceptance" / "cases" / "dump.py"
+DUMP_PY = REPO / "acceptance" / "cases" / "inside" / "dump.py"
 TOKEN = "ppcanary-0123abcd-b-mem-0123456789abcdef"
 NOBODY = 65534
 A = InstanceRef(Principal("A", "org1", "alice"), "a-1")

@@ -23,7 +23,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def _edited(tmp_path: Path, old: str, new: str) -> Path:
-    text = REFERENCE.read_text().replace('files = ["../../runtime/agent.py"]', 'files = ["agent.py"]')
+    text = REFERENCE.read_text().replace('files = ["../../../runtime/agents/reference.py"]', 'files = ["agent.py"]')
     assert text.count(old) == 1, old
     return _write(tmp_path, text.replace(old, new))
 
@@ -64,7 +64,7 @@ def test_a_tool_the_profile_does_not_name_is_a_setup_error_not_a_finding():
     ('volume = "save notes.txt: {token}"', 'volume = "save notes.txt"', r"\[plant\]\.volume"),
     ('task = "task: renew the parking permit, reference {token}"\n', "", r"\[plant\]\.task"),
     ('files = ["agent.py"]', 'files = ["missing.py"]', r"\[start\]\.files"),
-    ('command = ["/usr/bin/python3", "-I", "-S", "/opt/pairproof/agent.py"]', "command = []", r"\[start\]\.command"),
+    ('command = ["/usr/bin/python3", "-I", "-S", "/opt/pairproof/reference.py"]', "command = []", r"\[start\]\.command"),
     ('shell = "shell"', "shell = 1", r"\[tools\]\.shell"),
     ("[surface]", "[surfaces]", "top level"),
     ('key_file = "/run/agent/runctl.key"', 'key_file = "runctl.key"', r"\[turn\]\.key_file"),
@@ -194,7 +194,7 @@ def test_background_settings_without_a_settings_section_go_to_the_agent_itself(t
 def test_background_settings_the_allowlist_would_drop_are_refused(tmp_path, wanted, named):
     """With [settings] the platform writes a user's settings through its allowlist: a background setting it would
     drop never reaches the agent, so the profile is refused, naming it."""
-    text = REFERENCE.read_text().replace('files = ["../../runtime/agent.py"]', 'files = ["agent.py"]')
+    text = REFERENCE.read_text().replace('files = ["../../../runtime/agents/reference.py"]', 'files = ["agent.py"]')
     text = text.replace("[ready]", SETTINGS + "\n[ready]").replace(PURPOSES, PURPOSES + f"\nsettings = {wanted}")
     path = _write(tmp_path, text)
     with pytest.raises(ProfileError, match=rf"profile {path}: \[background\]\.settings: {named}"):

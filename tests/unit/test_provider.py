@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from acceptance.harness.lab.provider import ProviderMock
-from runtime.errors import ConfigError
+from acceptance.errors import ScriptError
 
 KEY = "sk-test-0123456789"
 HI = [{"role": "user", "content": "hi"}]  # json.dumps(HI, sort_keys=True) gives 20 tokens
@@ -149,7 +149,7 @@ def test_with_nothing_queued_the_reply_is_ok(mock, style):
 
 
 def test_script_checks_every_step_before_queueing_any(mock):
-    with pytest.raises(ConfigError, match=r"steps\[1\]\.arguments must be an object"):
+    with pytest.raises(ScriptError, match=r"steps\[1\]\.arguments must be an object"):
         mock.script("alice", [{"reply": "first"}, {"tool": "search", "arguments": ["x"]}])
     assert "ok" == text_of("openai", openai(mock, user="alice")[1])
 
@@ -165,7 +165,7 @@ def test_script_checks_every_step_before_queueing_any(mock):
     ([{}], r"steps\[0\] has neither 'reply' nor 'tool'"),
 ])
 def test_a_bad_step_is_refused_naming_the_field(mock, steps, field):
-    with pytest.raises(ConfigError, match=field):
+    with pytest.raises(ScriptError, match=field):
         mock.script("alice", steps)
 
 
@@ -391,15 +391,15 @@ def test_stop_frees_the_port_and_is_idempotent():
 
 def test_start_twice_and_url_before_start_are_refused():
     mock = ProviderMock(KEY)
-    with pytest.raises(ConfigError, match="start"):
+    with pytest.raises(ScriptError, match="start"):
         _ = mock.url
     with mock:
-        with pytest.raises(ConfigError, match="already serves"):
+        with pytest.raises(ScriptError, match="already serves"):
             mock.start()
 
 
 def test_an_empty_key_is_refused():
-    with pytest.raises(ConfigError, match="key must be a non-empty string"):
+    with pytest.raises(ScriptError, match="key must be a non-empty string"):
         ProviderMock("")
 
 

@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from runtime.errors import ConfigError
+from acceptance.errors import ScriptError
 
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
@@ -63,39 +63,39 @@ def completion_tokens(step: dict[str, Any]) -> int:
 
 
 def parse_steps(steps: object) -> list[dict[str, Any]]:
-    """Checked, normalized copies of ``steps``; raises ConfigError naming the first bad field."""
+    """Checked, normalized copies of ``steps``; raises ScriptError naming the first bad field."""
     if not isinstance(steps, list):
-        raise ConfigError(f"steps must be a list: {STEP_FORMS}")
+        raise ScriptError(f"steps must be a list: {STEP_FORMS}")
     parsed = []
     for i, step in enumerate(steps):
         where = f"steps[{i}]"
         if not isinstance(step, dict):
-            raise ConfigError(f"{where} must be an object: {STEP_FORMS}")
+            raise ScriptError(f"{where} must be an object: {STEP_FORMS}")
         if "reply" in step:
             if set(step) - {"reply", "delay"}:
-                raise ConfigError(f"{where} mixes 'reply' with {sorted(set(step) - {'reply', 'delay'})}: {STEP_FORMS}")
+                raise ScriptError(f"{where} mixes 'reply' with {sorted(set(step) - {'reply', 'delay'})}: {STEP_FORMS}")
             if not isinstance(step["reply"], str):
-                raise ConfigError(f"{where}.reply must be a string")
+                raise ScriptError(f"{where}.reply must be a string")
             delay = step.get("delay", 0)
             if not isinstance(delay, (int, float)) or isinstance(delay, bool) or not 0 <= delay <= 30:
-                raise ConfigError(f"{where}.delay must be a number of seconds from 0 to 30 (a turn held in flight)")
+                raise ScriptError(f"{where}.delay must be a number of seconds from 0 to 30 (a turn held in flight)")
             parsed.append({"reply": step["reply"], **({"delay": float(delay)} if delay else {})})
         elif "tool" in step:
             if set(step) - {"tool", "arguments"}:
-                raise ConfigError(f"{where} has unknown fields {sorted(set(step) - {'tool', 'arguments'})}: {STEP_FORMS}")
+                raise ScriptError(f"{where} has unknown fields {sorted(set(step) - {'tool', 'arguments'})}: {STEP_FORMS}")
             if not isinstance(step["tool"], str) or not step["tool"]:
-                raise ConfigError(f"{where}.tool must be a non-empty string (the tool's name)")
+                raise ScriptError(f"{where}.tool must be a non-empty string (the tool's name)")
             arguments = step.get("arguments", {})
             if not isinstance(arguments, dict):
-                raise ConfigError(f"{where}.arguments must be an object")
+                raise ScriptError(f"{where}.arguments must be an object")
             try:
                 # A round trip both proves the arguments can go on the wire and detaches them from the caller.
                 arguments = json.loads(json.dumps(arguments))
             except (TypeError, ValueError) as e:
-                raise ConfigError(f"{where}.arguments must be JSON-serializable: {e}") from None
+                raise ScriptError(f"{where}.arguments must be JSON-serializable: {e}") from None
             parsed.append({"tool": step["tool"], "arguments": arguments})
         else:
-            raise ConfigError(f"{where} has neither 'reply' nor 'tool': {STEP_FORMS}")
+            raise ScriptError(f"{where} has neither 'reply' nor 'tool': {STEP_FORMS}")
     return parsed
 
 
@@ -302,7 +302,7 @@ class ProviderMock:
     def __init__(self, key: str, *, host: str = "127.0.0.1", port: int = 0) -> None:
         if not isinstance(key, str) or not key:
             # An empty key would make the bare "Bearer " header a valid credential.
-            raise ConfigError("key must be a non-empty string: the provider key the platform must present")
+            raise ScriptError("key must be a non-empty string: the provider key the platform must present")
         self._key, self._host, self._port = key, host, port
         self._lock = threading.Lock()
         self._scripts: dict[str, deque[dict[str, Any]]] = {}
@@ -313,7 +313,7 @@ class ProviderMock:
 
     def start(self) -> ProviderMock:
         if self._server is not None:
-            raise ConfigError(f"the provider mock already serves {self.url}: stop() it before starting it again")
+            raise ScriptError(f"the provider mock already serves {self.url}: stop() it before starting it again")
         self._server = _Server((self._host, self._port), self)
         # stop() waits up to one poll interval for the loop to notice; a short one keeps teardowns quick.
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
@@ -339,14 +339,14 @@ class ProviderMock:
     @property
     def url(self) -> str:
         if self._server is None:
-            raise ConfigError("the provider mock has no address until start() binds it")
+            raise ScriptError("the provider mock has no address until start() binds it")
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
     def script(self, user: str, steps: list[dict[str, Any]]) -> None:
         """Queue ``steps`` for end user ``user``; all are checked first, so a bad step queues none."""
         if not isinstance(user, str):
-            raise ConfigError("user must be a string (the end-user id; '' for requests that carry none)")
+            raise ScriptError("user must be a string (the end-user id; '' for requests that carry none)")
         parsed = parse_steps(steps)
         with self._lock:
             self._scripts.setdefault(user, deque()).extend(parsed)
@@ -364,7 +364,7 @@ class ProviderMock:
 
     # -- requests ---------------------------------------------------------------------------------------
 
-    def _handle(self, method: str, path: str, headers: Message, raw: bytes | None) -> _Response:
+    def handle(self, method: str, path: str, headers: Message, raw: bytes | None) -> _Response:
         style = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}.get(path)
         if style is not None:
             if method != "POST":
@@ -386,14 +386,14 @@ class ProviderMock:
         try:
             body = _json(raw)
             if not isinstance(body, dict):
-                raise ConfigError("the body must be a JSON object {'user': str, 'steps': [...]}")
+                raise ScriptError("the body must be a JSON object {'user': str, 'steps': [...]}")
             unknown = set(body) - {"user", "steps"}
             if unknown:
-                raise ConfigError(f"unknown fields {sorted(unknown)}: the body is {{'user': str, 'steps': [...]}}")
+                raise ScriptError(f"unknown fields {sorted(unknown)}: the body is {{'user': str, 'steps': [...]}}")
             if "user" not in body or "steps" not in body:
-                raise ConfigError(f"{'user' if 'user' not in body else 'steps'} is required")
+                raise ScriptError(f"{'user' if 'user' not in body else 'steps'} is required")
             self.script(body["user"], body["steps"])
-        except ConfigError as e:
+        except ScriptError as e:
             return _Response(400, _error("openai", "invalid_request_error", str(e)))
         with self._lock:
             queued = len(self._scripts.get(body["user"], ()))
@@ -402,7 +402,7 @@ class ProviderMock:
     def _model(self, style: str, path: str, headers: Message, raw: bytes | None) -> _Response:
         try:
             body = _json(raw)
-        except ConfigError:
+        except ScriptError:
             body = None
         call = _Call.read(style, path, body)
         try:
@@ -465,11 +465,11 @@ class ProviderMock:
 
 def _json(raw: bytes | None) -> Any:
     if raw is None:
-        raise ConfigError(f"the body has an invalid Content-Length or exceeds {MAX_BODY_BYTES} bytes")
+        raise ScriptError(f"the body has an invalid Content-Length or exceeds {MAX_BODY_BYTES} bytes")
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as e:
-        raise ConfigError(f"the body is not valid JSON: {e}") from None
+        raise ScriptError(f"the body is not valid JSON: {e}") from None
 
 
 class _Server(ThreadingHTTPServer):
@@ -507,7 +507,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Silent: request lines and errors would carry payload fragments into the platform's logs."""
 
     def _dispatch(self, method: str) -> None:
-        response = self.server.mock._handle(method, urlsplit(self.path).path, self.headers, self._body())
+        response = self.server.mock.handle(method, urlsplit(self.path).path, self.headers, self._body())
         if response.events:
             self._stream(response)
             return

@@ -28,7 +28,7 @@ from acceptance.harness.lab.sink import ADDRESSES, ADDRESSES6
 from runtime.isolation import cleanup
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CANARY = b"ppcanary-"  # every canary's first bytes (canaries.detect's RAW_PATTERN): any run's is a leak
 # Addresses a container or the lab can have: the lab's ranges (a broken control's veth is 100.65.n.2 and
 # fd00:65:n::2), the sink's stand-ins, and loopback, which a container with network none has only (on a

@@ -24,7 +24,7 @@ from runtime.isolation import cleanup, containers
 from runtime.isolation.cgroups import Limits
 from runtime.isolation.sandbox import SandboxSpec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 STAND_IN_C = r"""
 #include <dirent.h>
 #include <stdio.h>
@@ -170,7 +170,7 @@ def test_clean_removes_the_containers_of_a_sigkilled_run(root, run):
         import sys, time
         sys.path.insert(0, {str(REPO)!r})
         from acceptance.targets.docker import image
-        from runtime import containers
+        from runtime.isolation import containers
         from runtime.controller import Controller
         c = Controller({str(root)!r}, {run!r}, engine=containers.DockerEngine(image.ensure("reference"), {run!r}))
         c.wake(c.provision("org1", "dave").id)

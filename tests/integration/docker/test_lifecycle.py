@@ -28,7 +28,7 @@ import pytest
 from runtime.isolation import cleanup, containers
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CASES = ("--case", "NT-1", "--case", "RS-2")
 RUN_DEADLINE = 600.0
 CONTAINER_DEADLINE = 120.0

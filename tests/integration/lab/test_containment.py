@@ -40,7 +40,7 @@ def test_the_capture_sees_lab_traffic_where_there_is_some():
     code = (
         "import subprocess, threading, socket, time, sys\n"
         f"sys.path.insert(0, {os.getcwd()!r})\n"
-        "from tests.lab.test_containment import watch\n"
+        "from tests.integration.lab.test_containment import watch\n"
         "subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)\n"
         "subprocess.run(['ip', 'addr', 'add', '198.51.100.10/32', 'dev', 'lo'], check=True)\n"
         "stop, seen, ready = threading.Event(), [], threading.Event()\n"

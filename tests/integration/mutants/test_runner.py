@@ -90,7 +90,7 @@ def test_the_source_digest_is_the_source_as_shipped(tmp_path):
     (tree / "runtime" / "__pycache__").mkdir(exist_ok=True)
     (tree / "runtime" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"compiled")
     assert runner.source_digest(tree) == runner.source_digest()
-    sandbox = tree / "runtime" / "sandbox.py"
+    sandbox = tree / "runtime" / "isolation" / "sandbox.py"
     sandbox.write_bytes(sandbox.read_bytes() + b" ")
     changed = runner.source_digest(tree)
     assert changed["runtime"] != runner.source_digest()["runtime"]
@@ -104,7 +104,7 @@ def test_a_mutant_that_no_longer_applies_is_an_error(tmp_path):
     from mutants.errors import PatchDoesNotApply
 
     tree = copy_suite(tmp_path / "tree")
-    stale = Mutant("stale", "", ("FS-1",), (Edit("sandbox.py", "text that is not in the runtime", ""),))
+    stale = Mutant("stale", "", ("FS-1",), (Edit("isolation/sandbox.py", "text that is not in the runtime", ""),))
     with pytest.raises(PatchDoesNotApply, match="no longer applies"):
         apply(stale, tree)
     outcome = runner.run_mutant(stale, tmp_path / "work", None, "/var/lib/pairproof")
@@ -130,7 +130,7 @@ def test_every_catalogue_entry_applies_to_the_current_runtime(tmp_path, target):
 _CONFIG_OF = """
 import json, sys
 from pathlib import Path
-from runtime import containers
+from runtime.isolation import containers
 from runtime.isolation.cgroups import Limits
 from runtime.isolation.sandbox import SandboxSpec
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-SUPPORT = str(Path(__file__).resolve().parent.parent)
-CHECKOUT = str(Path(__file__).resolve().parent.parent.parent)
+SUPPORT = str(Path(__file__).resolve().parents[2])
+CHECKOUT = str(Path(__file__).resolve().parents[3])
 MODES = [pytest.param([], id="single"), pytest.param(["-n", "2"], id="xdist")]
 
 # FS-1 needs broken_shared_volume, which the local target does not have.

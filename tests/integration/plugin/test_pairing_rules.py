@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-SUPPORT = str(Path(__file__).resolve().parent.parent)
-CHECKOUT = str(Path(__file__).resolve().parent.parent.parent)  # this checkout's plugin, not an installed copy
+SUPPORT = str(Path(__file__).resolve().parents[2])
+CHECKOUT = str(Path(__file__).resolve().parents[3])  # this checkout's plugin, not an installed copy
 MODES = [pytest.param([], id="single"), pytest.param(["-n", "2"], id="xdist")]
 
 PROBING = """
@@ -310,7 +310,7 @@ def test_control(sandbox_host, instances):
 @pytest.mark.parametrize("body", [
     # A scan that did not prove it looked (a canary planted for the prober is not found), its ProofError
     # swallowed by the test: the detector's probe still carried a valid proof line.
-    pytest.param("from acceptance import probe\n"
+    pytest.param("from acceptance.harness import probes as probe\n"
                  "    try:\n        probe.scan(sandbox_host(instances['A']), ['/tmp'], own={'never-planted'})\n"
                  "    except ProofError:\n        pass", id="scan-proof-error-caught"),
     pytest.param("sandbox_host(instances['A']).run('true')\n"
@@ -349,7 +349,7 @@ def test_a_refusal_that_asserts_before_confirming_still_fails(run):
 
 BLIND_SCAN = """
 import pytest
-from acceptance import fixtures
+from acceptance.harness import fixtures
 
 fixtures.VISIBLE_ROOTS[:] = ["/tmp", "/proc"]  # a small scan: A's /tmp is a fresh tmpfs of its own (below)
 

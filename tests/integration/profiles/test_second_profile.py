@@ -23,7 +23,7 @@ from acceptance.targets.reference import create
 from runtime.isolation import cleanup
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "tests" / "support" / "tiny_agent.toml"
 # The cases that need no more than the core and the broker, from the catalogue's facets: the broker, and the
 # broken arrangements that are sandboxes the driver builds (their X controls run no agent). NT-5 is left out:

@@ -51,7 +51,7 @@ def test_controller_sigkill_then_recovery_keeps_one_effect():
     run = f"ctlcrash-{os.getpid()}"
     try:
         first = subprocess.run([sys.executable, "-c", FIRST_LIFE, str(root), run], capture_output=True, text=True,
-                               timeout=120, cwd=Path(__file__).resolve().parents[2])
+                               timeout=120, cwd=Path(__file__).resolve().parents[3])
         assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
         died = json.loads(first.stdout.strip().splitlines()[-1])
         provider = ProviderMock("crash-provider-key").start()

@@ -162,7 +162,7 @@ def test_a_static_binary_runs_by_descriptor_in_a_sandbox_without_python_or_shell
 
 # -- the static probe's scan and dump, end to end, in a sandbox with no Python and no shell ---------------
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 A = InstanceRef(Principal("A", "org1", "alice"), "bare-scan")
 
 
