@@ -34,7 +34,7 @@ def test_the_reference_profile_is_the_default_and_names_its_tools():
     assert profile.tool("notes_create") == "notes_create" and profile.tool("memory") == "memory_note"
     assert set(profile.plant) == set(profile.state) == {"memory", "transcript", "task", "volume"}
     assert profile.plant_message("memory", "TOKEN").endswith("TOKEN")
-    assert [f.name for f in profile.files] == ["agent.py"] and all(f.is_file() for f in profile.files)
+    assert [f.name for f in profile.files] == ["reference.py"] and all(f.is_file() for f in profile.files)
     assert TargetOptions("r", Path("/tmp"), {}).profile == profile
 
 

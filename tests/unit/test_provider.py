@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from acceptance.harness.lab.provider import ProviderMock
 from acceptance.errors import ScriptError
+from acceptance.harness.lab.provider import ProviderMock
 
 KEY = "sk-test-0123456789"
 HI = [{"role": "user", "content": "hi"}]  # json.dumps(HI, sort_keys=True) gives 20 tokens

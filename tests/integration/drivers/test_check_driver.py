@@ -15,7 +15,7 @@ import pytest
 from acceptance import catalogue
 from acceptance.contract import FACETS
 
-CHECKOUT = Path(__file__).resolve().parent.parent.parent
+CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 def check_driver(target: str) -> subprocess.CompletedProcess:
