@@ -25,7 +25,7 @@ WALK_LIMIT = 100000
 MOUNTS_WALKED_UNDER = ("/usr",)  # skipped for its size (the host's /usr in a bubblewrap sandbox), not its mounts
 
 
-def _hex_ip(text, family):
+def hex_ip(text, family):
     raw = bytes.fromhex(text)
     if family == socket.AF_INET:
         return socket.inet_ntop(family, raw[::-1])
@@ -45,7 +45,7 @@ def _inet(proto, family, wanted_state):
         if len(fields) < 4 or fields[3] != wanted_state:
             continue
         address, port = fields[1].split(":")
-        host = _hex_ip(address, family)
+        host = hex_ip(address, family)
         if host in ("0.0.0.0", "::"):
             host = "127.0.0.1" if family == socket.AF_INET else "::1"
         found.append({"proto": proto, "family": family, "host": host, "port": int(port, 16),

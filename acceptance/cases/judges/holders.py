@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from acceptance.cases.inside.listeners import _hex_ip
+from acceptance.cases.inside.listeners import hex_ip
 from acceptance.errors import TargetError
 
 DIAG = """
@@ -46,7 +46,7 @@ def _inet_table(pid: int, proto: str, family: int) -> list[tuple[str, int, int]]
         fields = line.split()
         if len(fields) > 9 and fields[3] == "0A":
             address, port = fields[1].split(":")
-            found.append((_hex_ip(address, family), int(port, 16), int(fields[9])))
+            found.append((hex_ip(address, family), int(port, 16), int(fields[9])))
     return found
 
 
