@@ -68,7 +68,7 @@ def load(path: str | Path, catalogue_ids: list[str] | None = None) -> Expectatio
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ExpectationError(f"--expected {path}: no such file; give an expectation such as "
-                               "acceptance/expectations/hermes-unguarded.toml") from None
+                               "acceptance/targets/expectations/hermes-unguarded.toml") from None
     except IsADirectoryError:
         raise ExpectationError(f"--expected {path}: is a folder, not a file; give the expectation's .toml") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -2,7 +2,7 @@
 (``acceptance/profiles/hermes-unguarded.toml``: no managed layer the platform checks; the model and the
 product's tools in the user's own config, which the user and the agent may change). The platform around it
 (sandbox, broker, proxy, product) is the same, and so is the surface signed off (``intended_tools``): its
-verdict is expected to fail (``acceptance/expectations/hermes-unguarded.toml``), and its failures are the
+verdict is expected to fail (``acceptance/targets/expectations/hermes-unguarded.toml``), and its failures are the
 product of the qualification.
 
 hermes's own handling is built here, in the driver, never in the runtime (whose only paths are the guarded
