@@ -9,6 +9,7 @@ session's summary lists any test of this tier over ``SLOW`` seconds (a busy mach
 
 from __future__ import annotations
 
+import _posixsubprocess
 import contextlib
 import os
 import subprocess
@@ -45,8 +46,6 @@ def no_processes(test: str) -> Iterator[None]:
             raise ProcessInUnitTest(f"{test} starts a process ({what}): tests/unit starts none (no root, no subprocess, "
                                     f"under {SLOW:g} s each): {MOVE}")
         return refused
-
-    import _posixsubprocess
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(subprocess.Popen, "_execute_child", refuse("subprocess.Popen"))
