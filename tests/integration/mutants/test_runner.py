@@ -180,7 +180,7 @@ def test_every_docker_mutant_changes_what_a_container_is_made_with(tmp_path):
     shipped = _config_in(tree, tmp_path)
     assert shipped["networks"] == [] and shipped["config"]["network_mode"] == "none"
     docker_mutants = load(CATALOGUES["docker"])
-    assert {e.file for m in docker_mutants for e in m.edits} == {"containers.py"}
+    assert {e.file for m in docker_mutants for e in m.edits} == {"isolation/containers.py"}
     for mutant in docker_mutants:
         apply(mutant, tree)
         mutated = _config_in(tree, tmp_path)
