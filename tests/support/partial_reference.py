@@ -6,7 +6,7 @@
 The class really lacks those methods (it is built from the contract's registry, not by raising from them),
 so ``isinstance(t, contract.Snapshots)`` is false, as it would be for a platform that keeps no snapshots.
 A qualification of it must report exactly the cases whose catalogue entry needs ``snapshots`` as not
-covered, naming the facet, and pass every other one (tests/integration/test_partial_target.py).
+covered, naming the facet, and pass every other one (tests/integration/drivers/test_partial_target.py).
 
 ``rotate_does_nothing``: the same, snapshots included, but ``rotate`` changes nothing: a facet the driver
 claims that does not work, which ``pairproof check-driver`` must report as failing. So are

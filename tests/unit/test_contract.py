@@ -214,11 +214,15 @@ def _drivers() -> list[type]:
     from acceptance.targets.hermes import HermesTarget
     from acceptance.targets.hermes.unguarded import HermesUnguardedTarget
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "local-driver"))
+    example = Path(__file__).resolve().parents[2] / "examples" / "local-driver"
+    sys.path.insert(0, str(example))
     try:
         from nsbox_driver import NsBoxDriver
     finally:
         sys.path.pop(0)
+        # Leave no module of the example behind: another test asks whether it imports without that path.
+        for name in [n for n, m in sys.modules.items() if str(getattr(m, "__file__", "") or "").startswith(str(example))]:
+            del sys.modules[name]
     return [ReferenceTarget, DockerTarget, HermesTarget, HermesUnguardedTarget, NsBoxDriver, LocalTarget,
             WithoutSnapshots]
 

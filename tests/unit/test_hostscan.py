@@ -3,128 +3,16 @@ encoding it claims, and name it; a blind, crippled or failing engine makes the s
 
 from __future__ import annotations
 
-import gzip
-import os
-import stat
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from acceptance.errors import ProofError
 from acceptance.harness import hostscan
-from acceptance.harness import probes as probe
-from canaries import Mint, detect
+from canaries import Mint
 
-REPO = Path(__file__).resolve().parents[2]
 MINT = Mint("0123abcd")
 TOKEN = MINT.mint("a", "mem").token
-OTHER = MINT.mint("a", "tr").token
-
-
-@pytest.fixture
-def built(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """The static probe as the engine, and a private TMPDIR to see that nothing is left behind in it."""
-    binary = Path(os.environ.get("PAIRPROOF_PROBE", probe.PROBE_BUILT))
-    if not binary.exists():
-        pytest.fail(f"no static probe at {binary}: run tools/build-probe (tools/setup-machine does)")
-    monkeypatch.setenv("PAIRPROOF_PROBE", str(binary))
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    return binary
-
-
-def _script(path: Path, text: str) -> Path:
-    path.write_text(text)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
-
-
-def test_bytes_are_scanned_by_the_static_probe_and_hits_carry_their_labels(built: Path, tmp_path: Path) -> None:
-    """Hits in bytes held in memory come back under the caller's label, the engine's layer suffix kept, with
-    encodings detect.py does not know; the evidence names the engine and counts what was asked apart from the
-    sentinels; the private folder is gone after."""
-    percent = "".join(f"%{ord(c):02x}" for c in OTHER).encode()
-    log = probe.ProbeLog("n")
-    judged = hostscan.scan_blobs([("the log", b"x " + TOKEN.encode()), ("a backup", gzip.compress(percent))],
-                                 "two blobs", log=log)
-    assert {(h["token"], h["encoding"], h["where"]) for h in judged.hits} == {
-        (TOKEN, "raw", "the log"), (OTHER, "percent", "a backup (gzip)")}
-    (evidence,) = log.evidence
-    assert evidence["kind"] == "host scan" and evidence["engine"] == f"static probe {built}"
-    assert (evidence["files"], evidence["hits"], evidence["could_not_read"]) == (2, 2, 0)
-    assert list((tmp_path / "tmp").iterdir()) == []
-
-
-def test_at_rest_opens_layers_anywhere_and_the_engine_decodes_within(built: Path) -> None:
-    """A gzip stream behind a store's header (which the probe, opening streams only at a file's start, would not
-    open) is opened by find_at_rest and its layer searched by the probe, which finds a JSON-escaped token."""
-    escaped = "".join(f"\\u{ord(c):04x}" for c in TOKEN).encode()
-    scan, judged = hostscan.at_rest(b"STORE-HEADER\x00\x01" + gzip.compress(escaped), "snap")
-    assert [(h.token, h.encoding, h.where) for h in scan.hits] == [(TOKEN, "json-escape", "snap > gzip@14")]
-    assert scan.problems == [] and judged.report.engine == f"static probe {built}"
-
-
-def test_host_files_are_read_in_place(built: Path, tmp_path: Path) -> None:
-    capture = tmp_path / "sink.pcap"
-    capture.write_bytes(b"\xd4\xc3\xb2\xa1" + b"\x00" * 40 + b"\x18" + TOKEN.encode() + b"\x03lab\x07example\x00")
-    judged = hostscan.scan_files([capture], "the pcap")
-    assert [(h["token"], h["where"]) for h in judged.hits] == [(TOKEN, str(capture))]
-    with pytest.raises(ProofError, match="does not exist"):
-        hostscan.scan_files([tmp_path / "absent.pcap"], "the pcap")
-
-
-def test_an_engine_blind_to_an_encoding_it_claims_is_a_proof_error(built: Path, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """detect.py standing in for the static probe finds the token, but not the sentinels in percent, JSON
-    escapes, DNS labels or any compression: the scan did not prove it looked, and the log keeps the failure."""
-    stand_in = _script(tmp_path / "ppscan", "#!" + sys.executable + " -I\n" + Path(detect.__file__).read_text())
-    monkeypatch.setenv("PAIRPROOF_PROBE", str(stand_in))
-    log = probe.ProbeLog("n")
-    with pytest.raises(ProofError, match="blind to that encoding") as caught:
-        hostscan.scan_blobs([("the log", TOKEN.encode())], "the log", log=log)
-    for missed in ("percent", "json-escape", "dns-labels", "(gzip)", "(zstd)", "(member m.gz)"):
-        assert missed in str(caught.value)
-    assert log.failures == [str(caught.value)]
-
-
-@pytest.mark.parametrize("report", [
-    pytest.param('{"scanned_files": 9, "errors": 0, "bytes": 1, "truncated": 0, "problems": [], "end": "pairproof-scan-end"}',
-                 id="hides-every-hit"),
-    pytest.param('{"scanned_files": 0, "errors": 0, "bytes": 0, "truncated": 0, "problems": []}', id="no-end-mark"),
-])
-def test_an_engine_that_reports_nothing_real_is_a_proof_error(built: Path, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch, report: str) -> None:
-    monkeypatch.setenv("PAIRPROOF_PROBE", str(_script(tmp_path / "ppscan", f"#!/bin/sh\necho '{report}'\n")))
-    with pytest.raises(ProofError):
-        hostscan.tokens_in(TOKEN.encode(), "the log")
-
-
-def test_an_engine_that_reads_fewer_files_or_cuts_one_short_is_a_proof_error(built: Path, tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real probe with a small --max-file-bytes forced (it cuts the big blob short), or with the first blob
-    skipped: each is a ProofError naming why."""
-    cut = _script(tmp_path / "cut", f'#!/bin/sh\nexec {built} "$@" --max-file-bytes 100\n')
-    monkeypatch.setenv("PAIRPROOF_PROBE", str(cut))
-    with pytest.raises(ProofError, match="cut"):
-        hostscan.scan_blobs([("big", b"." * 1000 + TOKEN.encode())], "big")
-    skip = _script(tmp_path / "skip", f'#!/bin/sh\nlast=""; for a; do last="$a"; done\n'
-                                      f'exec {built} "$@" --skip "$(dirname "$last")/blobs/000000"\n')
-    monkeypatch.setenv("PAIRPROOF_PROBE", str(skip))
-    with pytest.raises(ProofError, match="it read 9 files of the 10"):
-        hostscan.scan_blobs([("first", TOKEN.encode()), ("second", b"clean")], "two")
-
-
-def test_without_a_static_probe_detect_py_is_the_engine_and_says_so(monkeypatch: pytest.MonkeyPatch,
-                                                                    tmp_path: Path) -> None:
-    monkeypatch.delenv("PAIRPROOF_PROBE", raising=False)
-    monkeypatch.setattr(probe, "PROBE_BUILT", tmp_path / "none")
-    judged = hostscan.scan_blobs([("the log", b"x " + TOKEN.encode())], "the log")
-    assert judged.tokens == {TOKEN}
-    assert judged.report.engine.startswith("detect.py (no static probe")
-    assert judged.evidence("x")["sentinels_found"] == "9 in 1 files"
 
 
 def test_a_bad_probe_setting_is_a_proof_error_not_a_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

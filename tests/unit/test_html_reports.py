@@ -65,24 +65,6 @@ def test_summary_page_has_the_matrix_pairing_and_mutants(tmp_path):
     assert "http" not in (tmp_path / "summary.html").read_text().replace("charset", "")
 
 
-def test_allure_report_is_one_file_or_says_why_not(tmp_path, monkeypatch):
-    results = tmp_path / "allure-results"
-    results.mkdir()
-    (results / "x-result.json").write_text(json.dumps({"uuid": "x", "name": "t", "status": "passed", "start": 1, "stop": 2}))
-    message = allure_html.build(results, tmp_path / "allure-report.html")
-    if allure_html.find() is None:
-        assert "skipped" in message and "npm install" in message
-    else:
-        assert message.startswith("Allure HTML report:"), message
-        assert (tmp_path / "allure-report.html").stat().st_size > 10_000
-    monkeypatch.setenv("PAIRPROOF_ALLURE", "/nonexistent")
-    monkeypatch.setenv("PAIRPROOF_TOOLS", str(tmp_path / "no-tools"))
-    monkeypatch.setattr(allure_html, "LOCAL", tmp_path / "none")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(allure_html.shutil, "which", lambda _: None)
-    assert "skipped" in allure_html.build(results, tmp_path / "other.html")
-
-
 def test_every_case_is_in_the_matrix_in_its_row_with_its_status(tmp_path):
     """Cases whose refusals name no principal pair, and cases with no refusal at all (not covered), are in
     their boundary's row too (they once left the lifecycle, recovery, operator, tool surface and capacity

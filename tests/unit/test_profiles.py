@@ -229,3 +229,30 @@ def test_the_hermes_profiles_stop_a_run_held_by_hermess_own_approval_prompt():
     for name in ("hermes", "hermes-unguarded"):
         turn = launch_of(profiles.load(name)).turn
         assert (turn.held, turn.stop) == (("waiting_for_approval",), "POST /v1/runs/{id}/stop")
+
+
+def test_the_schema_is_a_valid_draft_2020_12_schema_naming_the_contracts_locations():
+    """profile.schema.json is what every profile is checked against; its [state] and [plant] must list exactly the
+    locations of the contract (it cannot import them)."""
+    import jsonschema
+
+    from acceptance.contract import LOCATIONS
+
+    jsonschema.Draft202012Validator.check_schema(profiles.SCHEMA)
+    for section in ("state", "plant"):
+        assert profiles.SCHEMA["properties"][section]["required"] == list(LOCATIONS)
+        assert list(profiles.SCHEMA["properties"][section]["properties"]) == list(LOCATIONS)
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ('events_field = "events"\n', "", r"\[turn\]\.events_field: required with events"),
+    ('run_id_field = "run_id"\n', "", r"\[turn\]\.run_id_field: a turn of style runs .* needs this field"),
+    ('kind = "listening"', 'kind = "http"', r"\[ready\]\.path: a ready check of kind http needs the path"),
+    ("[surface]", "[surfaces]", r"top level: unknown keys \['surfaces'\]: use name, dialect, start"),
+])
+def test_a_rule_that_holds_with_another_field_names_both(tmp_path, old, new, message):
+    """The schema's conditional rules (a runs turn, events with their field, an http ready check) say why the
+    field is needed; an unknown key lists the known ones."""
+    path = _edited(tmp_path, old, new)
+    with pytest.raises(ProfileError, match=rf"profile {path}: {message}"):
+        profiles.load(str(path))

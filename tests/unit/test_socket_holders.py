@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -15,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from acceptance.cases.judges import holders
-from runtime.isolation.netns import socket_in
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="entering another network namespace needs root")
 
@@ -50,57 +48,6 @@ def sandbox(tmp_path):
     finally:
         proc.kill()
         proc.wait()
-
-
-def _entries(port: int, folder: Path, *extra: tuple[str, dict]) -> dict:
-    entries = {f"tcp 127.0.0.1:{port}": {"proto": "tcp", "family": socket.AF_INET, "host": "127.0.0.1", "port": port},
-               "unix @pairproof-holders-test": {"proto": "unix", "path": "\0pairproof-holders-test"},
-               f"unix-file {folder}/own.sock (stream)": {"proto": "unix-file", "path": f"{folder}/own.sock"}}
-    entries.update(dict(extra))
-    return {"connected": sorted(entries), "entries": entries}
-
-
-def test_the_sandboxs_own_listeners_are_held_by_it(sandbox):
-    pid, port, folder = sandbox
-    held = holders.socket_holders(pid, _entries(port, folder))
-    assert {w: [(h["pid"], h["own"]) for h in hs] for w, hs in held.items()} == {w: [(pid, True)] for w in held}
-    assert holders.holder_findings("B", held, []) == ([], [])
-
-
-def test_a_listener_bound_into_the_namespace_from_outside_is_a_finding_unless_it_is_the_broker(sandbox):
-    pid, port, folder = sandbox
-    outsider = socket_in(pid)
-    try:
-        outsider.bind(("127.0.0.1", 0))
-        outsider.listen()
-        where = f"tcp 127.0.0.1:{outsider.getsockname()[1]}"
-        report = _entries(port, folder, (where, {"proto": "tcp", "family": socket.AF_INET, "host": "127.0.0.1",
-                                                 "port": outsider.getsockname()[1]}))
-        held = holders.socket_holders(pid, report)
-        assert [(h["pid"], h["own"]) for h in held[where]] == [(os.getpid(), False)]
-        findings, unfound = holders.holder_findings("B", held, [])
-        assert unfound == [] and len(findings) == 1 and findings[0].startswith(f"{where} (socket ")
-        assert f"pid {os.getpid()}" in findings[0] and "outside B's sandbox" in findings[0]
-        assert holders.holder_findings("B", held, [where]) == ([], [])  # the same socket, as B's own broker
-    finally:
-        outsider.close()
-
-
-def test_a_socket_file_bound_in_another_namespace_is_found_through_its_file(sandbox):
-    """A socket the host's namespace holds, reached by its path (as a mounted engine socket would be): not in
-    the sandbox's own tables, found by the file's device and inode among every namespace's sockets."""
-    pid, port, folder = sandbox
-    host_side = socket.socket(socket.AF_UNIX)
-    try:
-        host_side.bind(str(folder / "engine.sock"))
-        host_side.listen()
-        where = f"unix-file {folder}/engine.sock (stream)"
-        held = holders.socket_holders(pid, _entries(port, folder, (where, {"proto": "unix-file",
-                                                                           "path": f"{folder}/engine.sock"})))
-        assert [(h["pid"], h["own"]) for h in held[where]] == [(os.getpid(), False)]
-        assert len(holders.holder_findings("B", held, [])[0]) == 1
-    finally:
-        host_side.close()
 
 
 def test_a_connectable_socket_without_a_holder_is_unfound():

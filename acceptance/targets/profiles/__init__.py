@@ -2,8 +2,11 @@
 
 A profile says how the agent is started, how it is known ready, how a turn reaches it and how its reply is
 read, where its private state lives, what it calls its tools and how a canary is planted in each location.
-The suite plants and probes through it; a driver translates it into its platform's own launch spec. The
-fields (``reference.toml`` is the worked example):
+The suite plants and probes through it; a driver translates it into its platform's own launch spec. A
+profile's shape is ``profile.schema.json`` (JSON Schema, draft 2020-12); this module checks what a schema
+cannot say (the files and folders it names exist, a background setting is one the allowlist keeps) and words
+every error as ``profile <file>: <where>: <what is wrong and what it must be>``. The fields (``reference.toml``
+is the worked example):
 
 ``name``
     the profile's name (reports, errors).
@@ -59,6 +62,7 @@ fields (``reference.toml`` is the worked example):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -67,17 +71,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from acceptance.contract import LOCATIONS
+import jsonschema
+
 from acceptance.errors import SetupError
 
 HERE = Path(__file__).resolve().parent
 DEFAULT = "reference"
-READY_KINDS = ("listening", "http")
-STYLES = ("runs", "sync")
-SYNTAXES = ("json", "yaml")  # of a managed file and of a user's settings file
-SETTING_KINDS = ("text", "bool", "int")
-RUNS_FIELDS = ("run_id_field", "status", "status_field", "done", "events", "events_field")
-BIND_ROOT = "/opt/"
+# The shape of a profile (draft 2020-12): every field's type, the values it takes and what it must be, which the
+# messages quote (``description``). tests/unit/test_profiles.py checks its locations are the contract's.
+SCHEMA = json.loads((HERE / "profile.schema.json").read_text())
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 # Where tools/setup-machine installs agents: the checkout's .tools, or the folder this variable names (an
 # installed pairproof, as tox runs it, is not beside the checkout).
 TOOLS_ENV, TOOLS_PREFIX = "PAIRPROOF_TOOLS", "$PAIRPROOF_TOOLS/"
@@ -187,205 +190,98 @@ def load(name_or_path: str | Path | None = None) -> AgentProfile:
     return _parse(path, raw)
 
 
+def _where(section: tuple[object, ...], root: dict) -> str:
+    """Where in a profile: ``[turn].port``, ``top level.name``, ``[start].binds.'/usr/x'`` (a key that is no plain
+    word quoted), ``[start].files[0]``."""
+    if not section:
+        return "top level"
+    first, rest = section[0], section[1:]
+    out = f"[{first}]" if root["properties"].get(first, {}).get("type") == "object" else f"top level.{first}"
+    for key in rest:
+        out += f"[{key}]" if isinstance(key, int) else f".{key}" if re.fullmatch(r"\w+", key) else f".{key!r}"
+    return out
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    """One schema error as the rest of the module words them: where, what is wrong, what it must be (the failing
+    schema's ``description``)."""
+    at, schema, wanted = tuple(error.absolute_path), error.schema, error.schema.get("description", "")
+    if "propertyNames" in error.schema_path:  # the failing name is the instance; the path ends at its table
+        return f"{_where((*at, error.instance), SCHEMA)}: {error.instance!r} is not {wanted}"
+    if error.validator == "required":
+        missing = re.match(r"'(.*)' is a required property", error.message).group(1)
+        if "then" in error.schema_path:  # a rule that holds only with another field: its reason is the schema's
+            return f"{_where((*at, missing), SCHEMA)}: {wanted}"
+        return f"{_where((*at, missing), SCHEMA)}: required ({schema['properties'][missing].get('description', '')})"
+    if error.validator == "dependentRequired":
+        missing, given = re.match(r"'(.*)' is a dependency of '(.*)'", error.message).groups()
+        return f"{_where((*at, missing), SCHEMA)}: required with {given} ({schema['properties'][missing]['description']})"
+    if error.validator == "additionalProperties":
+        known = ", ".join(schema.get("properties", {}))
+        return f"{_where(at, SCHEMA)}: unknown keys {sorted(set(error.instance) - set(schema['properties']))}: use {known}"
+    if error.validator == "enum":
+        return f"{_where(at, SCHEMA)}: {error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
+    return f"{_where(at, SCHEMA)}: {error.instance!r} is not {wanted}"
+
+
+def _source(path: Path, item: str) -> Path:
+    """A host path the profile names relative to itself (``$PAIRPROOF_TOOLS/`` at its start: that folder)."""
+    if item.startswith(TOOLS_PREFIX):
+        return (Path(os.environ.get(TOOLS_ENV) or TOOLS_BUILT) / item.removeprefix(TOOLS_PREFIX)).resolve()
+    return (path.parent / item).resolve()
+
+
 def _parse(path: Path, raw: dict) -> AgentProfile:
+    # The shape is the schema's (profile.schema.json); what it cannot say is checked here: the files and folders
+    # named exist, and a background setting is one the allowlist keeps.
     def bad(where: str, problem: str) -> ProfileError:
         return ProfileError(f"profile {path}: {where}: {problem}")
 
-    def table(key: str, optional: bool = False) -> dict:
-        value = raw.get(key, {} if optional else None)
-        if not isinstance(value, dict):
-            raise bad(f"[{key}]", "missing" if value is None else "must be a table")
-        return value
-
-    def text(section: dict, where: str, key: str, default: str | None = None) -> str:
-        value = section.get(key, default)
-        if not isinstance(value, str) or (default is None and not value):
-            raise bad(f"{where}.{key}", "a non-empty string is required" if value is None or value == ""
-                      else f"must be a string, not {type(value).__name__}")
-        return value
-
-    def strings(section: dict, where: str, key: str) -> tuple[str, ...]:
-        value = section.get(key)
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-            raise bad(f"{where}.{key}", "a non-empty list of non-empty strings is required")
-        return tuple(value)
-
-    def route(section: dict, where: str, key: str, method: str) -> str:
-        value = text(section, where, key)
-        verb, _, target = value.partition(" ")
-        if verb != method or not target.startswith("/") or " " in target:
-            raise bad(f"{where}.{key}", f"{value!r} is not '{method} /path'")
-        return value
-
-    unknown = set(raw) - {"name", "start", "ready", "turn", "surface", "state", "plant", "tools", "arguments",
-                          "dialect", "managed", "settings", "background"}
-    if unknown:
-        raise bad("top level", f"unknown keys {sorted(unknown)}")
-    name = text(raw, "top level", "name")
-    start = table("start")
-    command = strings(start, "[start]", "command")
+    error = jsonschema.exceptions.best_match(VALIDATOR.iter_errors(raw))
+    if error is not None:
+        raise ProfileError(f"profile {path}: {_message(error)}")
+    start, ready, turn = raw["start"], raw["ready"], raw["turn"]
     files = []
     for item in start.get("files", []):
-        if not isinstance(item, str) or not item:
-            raise bad("[start].files", "each entry must be a path (a non-empty string)")
         source = (path.parent / item).resolve()
         if not source.is_file():
             raise bad("[start].files", f"{item!r} ({source}) is not a file")
         files.append(source)
-    env = start.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise bad("[start].env", "must be a table of strings")
     binds: dict[str, Path] = {}
-    raw_binds = start.get("binds", {})
-    if not isinstance(raw_binds, dict):
-        raise bad("[start].binds", "must be a table: folder inside -> host folder")
-    for inside, host in raw_binds.items():
-        if not inside.startswith(BIND_ROOT) or ".." in Path(inside).parts or inside.rstrip("/") == "/opt/pairproof":
-            raise bad(f"[start].binds.{inside!r}", "the folder inside must be under /opt/ (not /opt/pairproof)")
-        if not isinstance(host, str) or not host:
-            raise bad(f"[start].binds.{inside!r}", "the host folder must be a path (a non-empty string)")
-        if host.startswith(TOOLS_PREFIX):
-            source = (Path(os.environ.get(TOOLS_ENV) or TOOLS_BUILT) / host.removeprefix(TOOLS_PREFIX)).resolve()
-        else:
-            source = (path.parent / host).resolve()
-        if not source.is_dir():
-            raise bad(f"[start].binds.{inside!r}", f"{host!r} ({source}) is not a folder: is the agent installed? "
+    for inside, host in start.get("binds", {}).items():
+        binds[inside] = _source(path, host)
+        if not binds[inside].is_dir():
+            raise bad(f"[start].binds.{inside!r}", f"{host!r} ({binds[inside]}) is not a folder: is the agent installed? "
                       "(tools/setup-machine installs the agents the shipped profiles name)")
-        binds[inside] = source
-    process = text(start, "[start]", "process", "")
-    if set(start) - {"command", "files", "env", "binds", "process"}:
-        raise bad("[start]", f"unknown keys {sorted(set(start) - {'command', 'files', 'env', 'binds', 'process'})}")
-
-    ready = table("ready")
-    kind = text(ready, "[ready]", "kind")
-    if kind not in READY_KINDS:
-        raise bad("[ready].kind", f"{kind!r} is not one of {', '.join(READY_KINDS)}")
-    ready_out: dict[str, object] = {"kind": kind}
+    ready_out: dict[str, object] = {"kind": ready["kind"]}
     if "deadline" in ready:
-        deadline = ready["deadline"]
-        if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or not 0 < deadline <= 300:
-            raise bad("[ready].deadline", "seconds from start to ready: a number above 0, at most 300")
-        ready_out["deadline"] = float(deadline)
-    if set(ready) - {"kind", "path", "deadline"}:
-        raise bad("[ready]", f"unknown keys {sorted(set(ready) - {'kind', 'path', 'deadline'})}")
-    if kind == "http":
-        ready_out["path"] = text(ready, "[ready]", "path")
-        if not ready_out["path"].startswith("/"):
-            raise bad("[ready].path", "must start with '/'")
-
-    turn = table("turn")
-    style = text(turn, "[turn]", "style")
-    if style not in STYLES:
-        raise bad("[turn].style", f"{style!r} is not one of {', '.join(STYLES)}")
-    port = turn.get("port")
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
-        raise bad("[turn].port", "a TCP port number is required")
-    turn_out: dict[str, object] = {"style": style, "port": port, "start": route(turn, "[turn]", "start", "POST"),
-                                   "input_field": text(turn, "[turn]", "input_field"),
-                                   "reply_field": text(turn, "[turn]", "reply_field"),
-                                   "key_file": text(turn, "[turn]", "key_file", "")}
-    if style == "runs":
-        for key in ("run_id_field", "status_field"):
-            turn_out[key] = text(turn, "[turn]", key)
-        turn_out["status"] = route(turn, "[turn]", "status", "GET")
-        if "events" in turn or "events_field" in turn:
-            turn_out["events_field"] = text(turn, "[turn]", "events_field")
-            turn_out["events"] = route(turn, "[turn]", "events", "GET")
-        turn_out["done"] = strings(turn, "[turn]", "done")
-        turn_out["failed"] = strings(turn, "[turn]", "failed") if "failed" in turn else ()
-        turn_out["failed_reply_field"] = text(turn, "[turn]", "failed_reply_field", "")
-        turn_out["reply_type_field"] = text(turn, "[turn]", "reply_type_field", "")
-        turn_out["reply_type"] = text(turn, "[turn]", "reply_type", "")
-        turn_out["held"] = strings(turn, "[turn]", "held") if "held" in turn else ()
+        ready_out["deadline"] = float(ready["deadline"])
+    if ready["kind"] == "http":
+        ready_out["path"] = ready["path"]
+    turn_out: dict[str, object] = {key: turn[key] for key in ("style", "port", "start", "input_field", "reply_field")}
+    turn_out["key_file"] = turn.get("key_file", "")
+    if turn["style"] == "runs":
+        turn_out.update({key: turn[key] for key in ("run_id_field", "status_field", "status")})
+        if "events" in turn:
+            turn_out.update(events_field=turn["events_field"], events=turn["events"])
+        turn_out["done"] = tuple(turn["done"])
+        turn_out["failed"] = tuple(turn.get("failed", ()))
+        turn_out.update({key: turn.get(key, "") for key in ("failed_reply_field", "reply_type_field", "reply_type")})
+        turn_out["held"] = tuple(turn.get("held", ()))
         if "stop" in turn:
-            turn_out["stop"] = route(turn, "[turn]", "stop", "POST")
-        if turn_out["held"] and "stop" not in turn:
-            raise bad("[turn].stop", "held states need the route that stops a run (e.g. \"POST /v1/runs/{id}/stop\")")
-    known_turn = {"style", "port", "start", "input_field", "reply_field", "key_file", "failed", "failed_reply_field",
-                  "reply_type_field", "held", "stop",
-                  "reply_type", *RUNS_FIELDS}
-    if turn_out["key_file"] and not str(turn_out["key_file"]).startswith("/"):
-        raise bad("[turn].key_file", "must be an absolute path inside the sandbox")
-    if set(turn) - known_turn:
-        raise bad("[turn]", f"unknown keys {sorted(set(turn) - known_turn)}")
-
-    surface: dict[str, str] = {}
-    if "surface" in raw:
-        section = table("surface")
-        surface = {"route": route(section, "[surface]", "route", "GET"), "field": text(section, "[surface]", "field")}
-
-    state, plant = table("state"), table("plant")
-    for section, where in ((state, "[state]"), (plant, "[plant]")):
-        for location in LOCATIONS:
-            text(section, where, location)
-        if set(section) - set(LOCATIONS):
-            raise bad(where, f"unknown locations {sorted(set(section) - set(LOCATIONS))}: use {', '.join(LOCATIONS)}")
-    for location, where in state.items():
-        if not where.startswith("/"):
-            raise bad(f"[state].{location}", f"{where!r} must be an absolute path inside the sandbox")
-    for location, message in plant.items():
-        if "{token}" not in message:
-            raise bad(f"[plant].{location}", "the message must hold {token}")
-    tools = table("tools")
-    for key, value in tools.items():
-        if not isinstance(value, str) or not value:
-            raise bad(f"[tools].{key}", "the agent's name for the tool must be a non-empty string")
-    arguments = table("arguments", optional=True)
-    for key, value in arguments.items():
-        if key not in ("shell", "memory"):
-            raise bad(f"[arguments].{key}", "only the agent's own tools take templates here: shell, memory")
-        if not isinstance(value, dict) or not value or not all(isinstance(v, str) for v in value.values()):
-            raise bad(f"[arguments].{key}", "a table of string templates is required")
-    dialect = text(raw, "top level", "dialect", "")
-
+            turn_out["stop"] = turn["stop"]
     managed: dict[str, object] = {}
     if "managed" in raw:
-        section = table("managed")
-        if set(section) - {"file", "syntax", "schema", "sha256", "path"}:
-            raise bad("[managed]", f"unknown keys {sorted(set(section) - {'file', 'syntax', 'schema', 'sha256', 'path'})}")
+        section = raw["managed"]
         for key in ("file", "schema"):
-            source = (path.parent / text(section, "[managed]", key)).resolve()
-            if not source.is_file():
-                raise bad(f"[managed].{key}", f"{section[key]!r} ({source}) is not a file")
-            managed[key] = source
-        managed["syntax"] = text(section, "[managed]", "syntax")
-        if managed["syntax"] not in SYNTAXES:
-            raise bad("[managed].syntax", f"{managed['syntax']!r} is not one of {', '.join(SYNTAXES)}")
-        managed["sha256"] = text(section, "[managed]", "sha256")
-        if not re.fullmatch(r"[0-9a-f]{64}", str(managed["sha256"])):
-            raise bad("[managed].sha256", "the file's SHA-256, 64 lowercase hex digits, is required")
-        managed["path"] = text(section, "[managed]", "path")
-        if not re.fullmatch(r"/etc/[A-Za-z0-9._-]+/[A-Za-z0-9._-]+", str(managed["path"])) or ".." in str(managed["path"]):
-            raise bad("[managed].path", f"{managed['path']!r} must be /etc/<folder>/<file>")
-
-    settings: dict[str, object] = {}
-    if "settings" in raw:
-        section = table("settings")
-        if set(section) - {"path", "syntax", "allow"}:
-            raise bad("[settings]", f"unknown keys {sorted(set(section) - {'path', 'syntax', 'allow'})}")
-        settings["path"] = text(section, "[settings]", "path")
-        if not str(settings["path"]).startswith("/data/") or ".." in str(settings["path"]).split("/"):
-            raise bad("[settings].path", f"{settings['path']!r} must be a file on the volume, under /data/")
-        settings["syntax"] = text(section, "[settings]", "syntax")
-        if settings["syntax"] not in SYNTAXES:
-            raise bad("[settings].syntax", f"{settings['syntax']!r} is not one of {', '.join(SYNTAXES)}")
-        allow = section.get("allow")
-        if not isinstance(allow, dict):
-            raise bad("[settings].allow", "a table is required: dotted path -> kind (text, bool, int)")
-        for key, kind in allow.items():
-            if kind not in SETTING_KINDS:
-                raise bad(f"[settings].allow.{key!r}", f"{kind!r} is not one of {', '.join(SETTING_KINDS)}")
-        settings["allow"] = dict(allow)
-
+            managed[key] = (path.parent / section[key]).resolve()
+            if not managed[key].is_file():
+                raise bad(f"[managed].{key}", f"{section[key]!r} ({managed[key]}) is not a file")
+        managed.update({key: section[key] for key in ("syntax", "sha256", "path")})
+    settings = dict(raw.get("settings", {}))
     background: dict[str, object] = {}
     if "background" in raw:
-        section = table("background")
-        if set(section) - {"purposes", "settings"}:
-            raise bad("[background]", f"unknown keys {sorted(set(section) - {'purposes', 'settings'})}")
-        background["purposes"] = strings(section, "[background]", "purposes")
-        wanted = section.get("settings", {})
-        if not isinstance(wanted, dict):
-            raise bad("[background].settings", "a table of a user's settings is required")
+        wanted = raw["background"].get("settings", {})
         if wanted and settings:
             # The platform writes them through its allowlist: every leaf must be kept, or the agent never sees it.
             refused = _not_allowed(wanted, dict(settings["allow"]))
@@ -394,8 +290,9 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
                           "(or drop them), else the agent never makes the background call")
         # Without [settings] the agent applies its user's settings itself: the target's ``configure`` hands them over
         # as its user would (the reference agent's settings message, hermes-unguarded's driver's config.yaml).
-        background["settings"] = wanted
-    return AgentProfile(name=name, path=path, command=command, files=tuple(files), env=dict(env), ready=ready_out,
-                        turn=turn_out, state=dict(state), plant=dict(plant), tools=dict(tools), surface=surface,
-                        binds=binds, process=process, arguments=arguments, dialect=dialect, managed=managed,
-                        settings=settings, background=background)
+        background = {"purposes": tuple(raw["background"]["purposes"]), "settings": wanted}
+    return AgentProfile(name=raw["name"], path=path, command=tuple(start["command"]), files=tuple(files),
+                        env=dict(start.get("env", {})), ready=ready_out, turn=turn_out, state=dict(raw["state"]),
+                        plant=dict(raw["plant"]), tools=dict(raw["tools"]), surface=dict(raw.get("surface", {})),
+                        binds=binds, process=start.get("process", ""), arguments=raw.get("arguments", {}),
+                        dialect=raw.get("dialect", ""), managed=managed, settings=settings, background=background)

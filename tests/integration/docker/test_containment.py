@@ -128,7 +128,7 @@ def test_the_capture_sees_a_container_address_and_a_canary_on_an_interface():
     code = (
         "import subprocess, threading, socket, sys\n"
         f"sys.path.insert(0, {str(REPO)!r})\n"
-        "from tests.docker.test_containment import capture\n"
+        "from tests.integration.docker.test_containment import capture\n"
         "for c in (['link', 'add', 'pp0', 'type', 'veth', 'peer', 'name', 'pp1'], ['link', 'set', 'pp1', 'up'],\n"
         "          ['addr', 'add', '100.65.250.2/24', 'dev', 'pp0'], ['addr', 'add', '192.0.2.77/24', 'dev', 'pp0'],\n"
         "          ['link', 'set', 'pp0', 'up'],\n"

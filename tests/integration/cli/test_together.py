@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "together.py"
+TOOL = Path(__file__).resolve().parents[3] / "tools" / "together.py"
 
 
 def _run(*commands: str) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-LISTENERS = Path(__file__).resolve().parents[2] / "acceptance" / "cases" / "inside"
+LISTENERS = Path(__file__).resolve().parents[3] / "acceptance" / "cases" / "inside"
 MOUNT = "/usr/src"  # present on any Debian-like system; hidden by a tmpfs of the test's own mount namespace only
 
 

@@ -16,7 +16,7 @@ from acceptance import catalogue
 from acceptance.contract import FACETS
 from acceptance.contract.sandbox import RULES
 
-CHECKOUT = Path(__file__).resolve().parent.parent.parent
+CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 def check_driver(target: str) -> subprocess.CompletedProcess:

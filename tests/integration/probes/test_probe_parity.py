@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 DETECT_PY = REPO / "canaries" / "detect.py"
 VECTORS = REPO / "tests" / "vectors" / "canaries.bin"
 CHUNK = 1 << 20

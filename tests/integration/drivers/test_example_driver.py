@@ -17,7 +17,7 @@ import pytest
 from acceptance.contract import FACETS
 from acceptance.contract.sandbox import RULES
 
-CHECKOUT = Path(__file__).resolve().parent.parent.parent
+CHECKOUT = Path(__file__).resolve().parents[3]
 EXAMPLE = CHECKOUT / "examples" / "local-driver"
 CLAIMED = {"broken_shared_volume", "broken_shared_tmp", "broken_shared_pid_ns", "broken_same_uid",
            "broken_host_account_uid"}

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from canaries import detect
 from canaries.token import RAW_PATTERN
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HEX = "0123456789abcdef"
 ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 NOT_HEX = "ghijklmnopqrstuvwxyz"

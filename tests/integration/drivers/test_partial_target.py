@@ -16,7 +16,7 @@ import pytest
 from acceptance import catalogue
 
 pytestmark = pytest.mark.slow
-CHECKOUT = Path(__file__).resolve().parent.parent.parent
+CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 def test_a_target_without_snapshots_leaves_exactly_the_snapshot_cases_not_covered(tmp_path):

@@ -24,7 +24,7 @@ from acceptance.contract import ExecResult, Identity, InstanceRef, Principal
 from acceptance.errors import ProofError
 from acceptance.harness import probes as probe_module
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 DUMP_PY = REPO / "acceptance" / "cases" / "inside" / "dump.py"
 TOKEN = "ppcanary-0123abcd-b-mem-0123456789abcdef"
 NOBODY = 65534

@@ -20,7 +20,7 @@ from reports import html, reportset
 from reports import verdict as verdict_report
 
 pytestmark = pytest.mark.slow
-CHECKOUT = Path(__file__).resolve().parent.parent.parent
+CHECKOUT = Path(__file__).resolve().parents[3]
 DEADLINE = 240.0
 
 
