@@ -3,7 +3,7 @@
 The fake instance is the test process itself: the host's root, its user, pid and mount namespaces and its
 cgroups, which is what a driver that runs the agent unconfined would hand the suite. Each check is asked of it
 directly (no driver, no subprocess), and each must say which rule it broke. That they pass on real sandboxes is
-``pairproof check-driver reference`` (tests/integration/test_check_driver.py)."""
+``pairproof check-driver reference`` (tests/integration/drivers/test_check_driver.py)."""
 
 from __future__ import annotations
 
