@@ -450,5 +450,9 @@ def test_no_case_module_names_a_way_past_its_view():
     cases = Path(__file__).resolve().parents[2] / "acceptance" / "cases"
     words = re.compile(r"\bpairproof_target\b|getfixturevalue|__getattribute__|\._target\b|\._violations\b|"
                        r"[\"']_target[\"']|[\"']_violations[\"']")
-    found = [f"{path.name}: {hit}" for path in sorted(cases.glob("*.py")) for hit in words.findall(path.read_text())]
+    # rglob: the case helpers the cases call with ``target`` live in judges/ since the re-layout (a glob of
+    # cases/*.py alone no longer sees them); inside/ has no target, and is scanned at no cost.
+    scanned = sorted(cases.rglob("*.py"))
+    assert any(p.parent.name == "judges" for p in scanned), "no judge scanned: the case helpers moved again"
+    found = [f"{path.relative_to(cases)}: {hit}" for path in scanned for hit in words.findall(path.read_text())]
     assert found == []
