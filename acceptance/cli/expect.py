@@ -17,7 +17,7 @@ def add_parser(sub: Subcommands) -> None:
     e = sub.add_parser("expect", help="compare a verdict with a checked-in expectation of the cases that must fail "
                                       "(a target qualified to show its failures): 0 exactly as expected, 1 not")
     e.add_argument("--expected", required=True, metavar="FILE",
-                   help="the expectation, e.g. acceptance/expectations/hermes-unguarded.toml")
+                   help="the expectation, e.g. acceptance/targets/expectations/hermes-unguarded.toml")
     e.add_argument("--results", default="reports", help="folder with verdict.json and allure-results/")
     e.set_defaults(func=run)
 

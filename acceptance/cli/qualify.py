@@ -20,7 +20,7 @@ def add_parser(sub: Subcommands) -> None:
     q = sub.add_parser("qualify", help="run the suite on a target and write reports/")
     q.add_argument("--target", default="reference", help="target driver (default: reference)")
     q.add_argument("--profile", default=None, metavar="NAME|PATH",
-                   help="agent profile the target runs: a name in acceptance/profiles or a .toml file (default: the "
+                   help="agent profile the target runs: a name in acceptance/targets/profiles or a .toml file (default: the "
                         "target's own agent; reference for the reference target)")
     q.add_argument("--image", default="", metavar="IMAGE",
                    help="the image to qualify (--target docker; default: the reference agent image, built locally)")
