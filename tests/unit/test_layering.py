@@ -72,9 +72,9 @@ def test_each_case_lives_in_one_module():
     from pathlib import Path
 
     modules: dict[str, set[str]] = {}
-    for path in (Path(__file__).resolve().parents[2] / "acceptance" / "cases").glob("test_*.py"):
+    for path in (Path(__file__).resolve().parents[2] / "acceptance" / "cases").rglob("test_*.py"):
         for case in re.findall(r'case\("([A-Z]{2}-\d+)"', path.read_text()):
-            modules.setdefault(case, set()).add(path.name)
+            modules.setdefault(case, set()).add(path.as_posix().split("/acceptance/cases/", 1)[1])
     assert modules, "no case found: the pattern no longer matches how cases are marked"
     assert {case: sorted(m) for case, m in modules.items() if len(m) > 1} == {}
 
