@@ -394,7 +394,7 @@ def render(runs: Sequence[Run], command: str) -> Document:
                    + f", verdict {run.verdict.get('status', '?')} ({counts}), results `{run.folder}`")
     if unguarded is not None:
         root = Path(__file__).resolve().parents[1]
-        path = root / "acceptance" / "expectations" / f"{UNGUARDED}.toml"
+        path = root / "acceptance" / "targets" / "expectations" / f"{UNGUARDED}.toml"
         if path.exists():
             try:
                 compared = expectation.compare(unguarded.verdict, expectation.load(path.relative_to(root))

@@ -77,6 +77,8 @@ def test_the_document_says_what_the_runs_say(tmp_path, capsys, runs):
     row = next(line for line in text.splitlines() if line.startswith("| Background model calls"))
     assert "answered below: MD-3 passed, MD-4 passed" in row and "not yet: MD-3 failed" in row
     assert "**Not reproduced**" in text
+    # compared with the shipped expectation (a stale path skipped this line silently after the re-layout)
+    assert "`hermes-unguarded` against its expectation (`acceptance/targets/expectations/" in text
     assert "reproduced on hermes-unguarded: LF-4 yes, TS-1/TS-2 yes, TS-3 yes" in out
 
 

@@ -72,9 +72,9 @@ def test_each_case_lives_in_one_module():
     from pathlib import Path
 
     modules: dict[str, set[str]] = {}
-    for path in (Path(__file__).resolve().parents[2] / "acceptance" / "cases").glob("test_*.py"):
+    for path in (Path(__file__).resolve().parents[2] / "acceptance" / "cases").rglob("test_*.py"):
         for case in re.findall(r'case\("([A-Z]{2}-\d+)"', path.read_text()):
-            modules.setdefault(case, set()).add(path.name)
+            modules.setdefault(case, set()).add(path.as_posix().split("/acceptance/cases/", 1)[1])
     assert modules, "no case found: the pattern no longer matches how cases are marked"
     assert {case: sorted(m) for case, m in modules.items() if len(m) > 1} == {}
 
@@ -450,5 +450,9 @@ def test_no_case_module_names_a_way_past_its_view():
     cases = Path(__file__).resolve().parents[2] / "acceptance" / "cases"
     words = re.compile(r"\bpairproof_target\b|getfixturevalue|__getattribute__|\._target\b|\._violations\b|"
                        r"[\"']_target[\"']|[\"']_violations[\"']")
-    found = [f"{path.name}: {hit}" for path in sorted(cases.glob("*.py")) for hit in words.findall(path.read_text())]
+    # rglob: the case helpers the cases call with ``target`` live in judges/ since the re-layout (a glob of
+    # cases/*.py alone no longer sees them); inside/ has no target, and is scanned at no cost.
+    scanned = sorted(cases.rglob("*.py"))
+    assert any(p.parent.name == "judges" for p in scanned), "no judge scanned: the case helpers moved again"
+    found = [f"{path.relative_to(cases)}: {hit}" for path in scanned for hit in words.findall(path.read_text())]
     assert found == []
