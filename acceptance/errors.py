@@ -7,6 +7,7 @@
     ├── ProofError      a probe gave no valid proof that it ran inside the intended sandbox, or a scan
     │                   did not prove it looked (incomplete, or blind to the prober's own canaries)
     ├── HarnessTimeout  a wait for a condition ran out of time (the harness could not observe)
+    ├── UnexpectedRedirect  a platform answered 3xx to the harness's HTTP client (never followed, never judged)
     ├── TargetError     a target could not be loaded or failed an operation of the contract
     │   └── CapacityRefusedError   the platform's capacity model refused a wake or provision (the reason)
     ├── SetupError      the machine or the arguments cannot run a qualification (exit 2, one line)
@@ -55,3 +56,9 @@ class SetupError(HarnessError):
 class ScriptError(HarnessError):
     """A script the harness gives the lab's fake provider (``harness/lab/provider.py``) is malformed, or the
     provider was set up wrongly (no key, already serving); the message names the field."""
+
+
+class UnexpectedRedirect(HarnessError):
+    """A platform answered a harness request with a redirect (``harness/http.py``). The harness follows none
+    and judges none: a refusal checking ``status != 200`` would take "303, see elsewhere" for a refusal, so
+    the test is broken instead (DESIGN §5 rule 6)."""

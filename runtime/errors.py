@@ -14,6 +14,7 @@ live beside the code that makes them (named by module below), each with a machin
     ├── SandboxError        a sandbox failed to start, become ready or run a command
     ├── CgroupError         a cgroup could not be created, joined, limited or removed
     ├── DeadlineExceeded    a wait for a condition ran past its deadline (``runtime/wait.py``)
+    ├── UnsafeTarget        (httpjson.py) a composed URL whose host a joined path could have changed; also an OSError
     ├── AuthorityError      (authority/capabilities.py) a grant or capability was refused
     ├── ProductError        (product/store.py) the product refused a request (with its HTTP ``status``)
     └── SnapshotError       (snapshots.py) a snapshot was refused: not the owner's, corrupt, truncated
@@ -68,3 +69,9 @@ class DeadlineExceeded(RuntimeFault):
     """A condition the runtime waited for (an agent ready, a container gone, a cgroup frozen or empty) did
     not hold within its deadline; raised by ``runtime.wait.until`` only. Unlike SandboxError or CgroupError
     nothing is known to have failed: it was still not done when the runtime stopped waiting."""
+
+
+class UnsafeTarget(RuntimeFault, ConnectionRefusedError):
+    """A URL the platform composed (a base it holds + a path it was given) whose host is not the base's: the
+    path carried a userinfo (``http://127.0.0.1:8642@elsewhere/...``) or did not start with ``/``. Refused
+    before any connection, as an OSError, so every caller's "unreachable" handling fails it closed."""

@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from runtime.authority import requestid
+from runtime.errors import UnsafeTarget
 
 MAX_BODY = 1 << 20
 log = logging.getLogger("pairproof.requests")
@@ -124,10 +125,21 @@ def serve(server: QuietServer, name: str) -> threading.Thread:
 
 # -- the client ----------------------------------------------------------------------------------------
 
+def _checked(url: str):
+    """``url`` split, if what a caller joined to its base cannot have changed the host: no userinfo, an http
+    scheme, a host, and a target that starts with ``/`` (or is empty)."""
+    where = urlsplit(url)
+    rest = url.split(where.netloc, 1)[1] if where.netloc else url
+    if where.scheme != "http" or not where.hostname or "@" in where.netloc or (rest and not rest.startswith("/")):
+        raise UnsafeTarget(f"refused to send to {url!r}: its host is not the one its base names")
+    return where
+
+
 def connect(url: str, timeout: float, *, sock: socket.socket | None = None) -> http.client.HTTPConnection:
     """A connection to ``url``'s host, connected now (OSError if it cannot be), or over ``sock``, a socket
-    the caller has already connected (one made inside a sandbox's network namespace, say)."""
-    where = urlsplit(url)
+    the caller has already connected (one made inside a sandbox's network namespace, say). A URL whose host a
+    joined path could have changed is ``UnsafeTarget`` (an OSError), before anything is sent."""
+    where = _checked(url)
     conn = http.client.HTTPConnection(where.hostname, where.port or 80, timeout=timeout)
     if sock is not None:
         conn.sock = sock
@@ -145,7 +157,7 @@ def send(conn: http.client.HTTPConnection, method: str, url: str, body: bytes | 
     """Send one request on ``conn``; the response, its body not yet read."""
     # The request target is the URL's rest as given (path, query), not re-encoded: what the caller forwards
     # (an agent's run-control path, say) goes on byte for byte.
-    target = url.split(urlsplit(url).netloc, 1)[1] or "/"
+    target = url.split(_checked(url).netloc, 1)[1] or "/"
     conn.request(method, target, body=body, headers=dict(headers))
     return conn.getresponse()
 

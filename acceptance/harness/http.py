@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from acceptance.errors import UnexpectedRedirect
+
 DRIVER_TIMEOUT = 120.0  # a driver's call to the platform: a turn behind it may take a whole model answer
 PRODUCT_TIMEOUT = 60.0  # a case's call to the product's own API (records, renders, conversations)
 MAX_LINE = 1 << 20  # one line of a stream, read at most: an instance's bytes are bounded (DESIGN 5.11)
@@ -44,7 +46,13 @@ def _open(method: str, url: str, body: bytes | None, headers: Mapping[str, str] 
     try:
         # The request target is the URL's rest as given (path and query), not re-encoded.
         conn.request(method, url.split(where.netloc, 1)[1] or "/", body=body, headers=dict(headers or {}))
-        return conn, conn.getresponse()
+        response = conn.getresponse()
+        if 300 <= response.status < 400:
+            # Not followed, and not an answer a case may judge: a held call answered "303, see elsewhere" would
+            # read as refused to ``status != 200``. The harness cannot judge it, so the test is broken.
+            raise UnexpectedRedirect(f"{method} {url} answered {response.status} to "
+                                     f"{response.getheader('Location')!r}; the harness follows no redirect")
+        return conn, response
     except BaseException:
         conn.close()
         raise

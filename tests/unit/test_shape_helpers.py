@@ -10,12 +10,12 @@ from contextlib import contextmanager
 
 import pytest
 
-from acceptance.errors import HarnessTimeout
+from acceptance.errors import HarnessTimeout, TargetError, UnexpectedRedirect
 from acceptance.harness import http as harness_http
 from acceptance.harness import wait
 from runtime import httpjson
 from runtime import wait as runtime_wait
-from runtime.errors import DeadlineExceeded, RuntimeFault
+from runtime.errors import DeadlineExceeded, RuntimeFault, UnsafeTarget
 
 
 def test_until_returns_the_first_truthy_value():
@@ -53,6 +53,12 @@ class _Echo(http.server.BaseHTTPRequestHandler):
     """Answers 404 with the request line's target as a JSON body (and a text/event-stream on /sse)."""
 
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        if self.path.startswith("/moved"):
+            self.send_response(int(self.path.rsplit("/", 1)[1]))
+            self.send_header("Location", "/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/sse":
             body = b": hi\n\ndata: a\ndata: b\n\nevent: x\n\ndata: c"
             kind = "text/event-stream"
@@ -115,3 +121,32 @@ def test_server_sent_events_are_split_alike_on_both_sides():
     assert data == ["a\nb", "c"]  # events without data skipped, the unterminated last one kept
     assert list(harness_http.sse_events([": c", "event: x", "data:  y ", "", "", "id"])) == \
         [[("event", "x"), ("data", "y")], [("id", "")]]
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_a_redirect_is_neither_followed_nor_an_answer_a_case_could_judge(code):
+    """A held call answered "303, see elsewhere" must not read as refused to ``status != 200``: the harness's
+    client raises its own error (the test is broken), never a TargetError a refusal could take for a refusal."""
+    with _server() as base:
+        for call in (harness_http.request, harness_http.open_stream):
+            with pytest.raises(UnexpectedRedirect, match=f"answered {code}") as raised:
+                call("GET", f"{base}/moved/{code}", timeout=5)
+            assert not isinstance(raised.value, TargetError)
+
+
+# A path joined to a base the platform holds must not change the host it goes to. Four members of the class:
+# a userinfo ("base@host"), and paths that do not start with "/" (a port's digits, a second port, a query).
+@pytest.mark.parametrize("path", ["@127.0.0.2:9/v1/messages", "0/v1/messages", ":9/x", "?to=elsewhere"])
+def test_a_joined_path_that_could_change_the_host_is_refused_before_any_connection(path):
+    with _server() as base:
+        with pytest.raises((UnsafeTarget, ValueError)) as raised:
+            httpjson.request("POST", base + path, b"{}", timeout=5)
+        if isinstance(raised.value, UnsafeTarget):  # refused as unreachable: every caller fails it closed
+            assert isinstance(raised.value, OSError) and isinstance(raised.value, RuntimeFault)
+        with pytest.raises((UnsafeTarget, ValueError)):
+            httpjson.connect(base + path, 5)
+
+
+def test_a_path_that_starts_with_a_slash_goes_to_the_bases_host():
+    with _server() as base:
+        assert httpjson.request("GET", base + "//elsewhere/x", timeout=5)[0] == 404
