@@ -179,23 +179,29 @@ def test_sn2_owner_restores_with_canaries_intact(instances, principals, planted,
 
 # -- SN-3 ---------------------------------------------------------------------------------------------
 
-@pytest.mark.case("SN-3", "refusal", pair="A->proxy")
-def test_sn3_restored_instance_has_a_new_generation_and_old_tokens_die(instances, target, refused_by_proxy):
+# SN-3 restores an instance of its own: a restore of A here would judge A's model path after every case before
+# it spent A's allowance (on hermes the P control met spend_exhausted once SN moved after the product cases),
+# and a refusal that a spent allowance explains proves nothing about generations.
+@pytest.fixture
+def sam(dedicated):
+    return dedicated("S", "sam")
+
+
+@pytest.mark.case("SN-3", "refusal", pair="S->proxy")
+def test_sn3_restored_instance_has_a_new_generation_and_old_tokens_die(sam, target, refused_by_proxy):
     """After a restore the instance reports the next generation, and the model capability it held before
     buys no model call (whichever check stops it: generation, lease)."""
-    old = target.capabilities(instances["A"])["model"]
-    before = target.wake(instances["A"]).generation
-    restored = target.restore(target.snapshot(instances["A"]), into=instances["A"])
+    before = target.wake(sam).generation
+    old = target.capabilities(sam)["model"]
+    restored = target.restore(target.snapshot(sam), into=sam)
     assert restored.generation == before + 1
     assert not replay(refused_by_proxy, target, restored, old, BODY, "pre-restore capability").admitted
 
 
-@pytest.mark.case("SN-3", "P", pair="A->proxy")
-def test_sn3_new_token_works(instances, target):
-    restored = target.restore(target.snapshot(instances["A"]), into=instances["A"])
+@pytest.mark.case("SN-3", "P", pair="S->proxy")
+def test_sn3_new_token_works(sam, target):
+    target.wake(sam)
+    restored = target.restore(target.snapshot(sam), into=sam)
     before = calls_of(target, restored.principal)
     assert target.model_call(target.capabilities(restored)["model"], BODY)[0] == 200
     assert calls_of(target, restored.principal) == before + 1
-
-
-# -- LF-1 / LF-2 / LF-3 ---------------------------------------------------------------------------------
