@@ -151,8 +151,19 @@ def principals() -> Mapping[str, Principal]:
 
 @pytest.fixture(scope="session")
 def instances(pairproof_target: Target) -> dict[str, InstanceRef]:
-    """A, B and C's instances, awake; torn down with the target."""
-    return {name: pairproof_target.provision(p) for name, p in PRINCIPALS.items()}
+    """A, B and C's instances, awake; torn down with the target. Where the target has a model path, each of
+    the three is given a spend cap the whole session cannot reach (``SESSION_SPEND_USD``): they run every
+    case's turns, so under the platform's default cap a control late in the session could meet
+    ``spend_exhausted`` (SN-3's did, on hermes) and a refusal could be explained by a spent allowance. The
+    caps themselves are judged on users of their own (MD-3)."""
+    made = {name: pairproof_target.provision(p) for name, p in PRINCIPALS.items()}
+    if isinstance(pairproof_target, ModelPath):
+        for principal in PRINCIPALS.values():
+            pairproof_target.set_spend_cap(principal, SESSION_SPEND_USD)
+    return made
+
+
+SESSION_SPEND_USD = 100.0
 
 
 @pytest.fixture(scope="session")
