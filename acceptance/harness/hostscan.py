@@ -42,7 +42,7 @@ from typing import Any
 from acceptance.errors import ProofError
 from acceptance.harness import probes as probe
 from acceptance.harness.evidence import attach
-from canaries import Mint, detect
+from canaries import Mint, detect, records
 from canaries.detect import Hit
 from canaries.scan import AtRest, find_at_rest
 
@@ -353,6 +353,54 @@ def scan_blobs(blobs: Sequence[tuple[str, bytes]], what: str, *, log: probe.Prob
 def tokens_in(data: bytes, what: str = "bytes carried out", *, log: probe.ProbeLog | None = None) -> set[str]:
     """The canary-shaped tokens in ``data`` (``scan_blobs`` of one blob)."""
     return scan_blobs([(what, data)], what, log=log).tokens
+
+
+# The label of the split sentinels' views: never a label of what the caller hands in.
+JOIN_SENTINEL = "pairproof join sentinel"
+
+
+def tokens_in_records(data: bytes, what: str, *, log: probe.ProbeLog | None = None) -> set[str]:
+    """The canary-shaped tokens in record-structured bytes (a log, a dump of rows), the records scanned alone and
+    joined: ``canaries.records.join_records`` makes the views in which a payload cut across records is whole
+    again, and the engine searches the bytes and every view in one run (``scan_blobs``, with its sentinels).
+
+    The join proves it sees in the same run (its X control): a fresh token cut in every form the views join
+    (``canaries.records.split_forms``) goes through the same join and engine and must be found, and found in no
+    record alone. A join that reached its bound, or a split sentinel not found, is a harness failure (broken).
+    The completeness record (records, pieces, bytes per view, what no view joins) is attached."""
+    try:
+        joined = records.join_records(data, what)
+        if joined.problems:
+            raise ProofError(f"the joined scan of {what} could not build every view: {joined.problems[0]}")
+        mint = Mint(secrets.token_hex(4))
+        sentinels: dict[str, str] = {}
+        controls: list[tuple[str, bytes]] = []
+        for number, form in enumerate(records.split_forms(b"")):
+            token = mint.mint("probe", f"split{number}")
+            blob = records.split_forms(token.bytes)[form]
+            sentinels[form] = token.token
+            controls += records.join_records(blob, f"{JOIN_SENTINEL} {form}").views
+            controls.append((f"{JOIN_SENTINEL} {form} alone", blob))
+        judged = scan_blobs([(what, bytes(data)), *joined.views, *controls], f"{what}, alone and joined")
+        seen: dict[str, set[str]] = {}
+        for hit in judged.hits:
+            seen.setdefault(hit["token"], set()).add(hit["where"])
+        blind = [form for form, token in sentinels.items()
+                 if not any(w.startswith(f"{JOIN_SENTINEL} {form} (joined") for w in seen.get(token, ()))]
+        whole = [form for form, token in sentinels.items()
+                 if any(w.startswith(f"{JOIN_SENTINEL} {form} alone") for w in seen.get(token, ()))]
+        if blind or whole:
+            raise ProofError(f"the joined scan of {what} did not prove it joins: split sentinel(s) "
+                             f"{', '.join(blind) or '-'} not found joined; {', '.join(whole) or '-'} whole in one record")
+    except OSError as exc:
+        raise _fail(log, _host_error(what, exc)) from None
+    except ProofError as exc:
+        raise _fail(log, exc) from None
+    record = {**joined.summary(), "split sentinels found joined": sorted(sentinels)}
+    if log is not None:
+        log.note("joined scan", **record)
+    attach(f"joined scan: {what}", record)
+    return {hit["token"] for hit in judged.hits if not hit["where"].startswith(JOIN_SENTINEL)}
 
 
 def scan_files(paths: Sequence[str | os.PathLike[str]], what: str, *, log: probe.ProbeLog | None = None) -> Judged:
