@@ -23,7 +23,7 @@ base64     each piece decoded as base64 on its own, then joined (halves encoded 
 =========  ==============================================================================================
 
 The work is bounded: every view is at most about the size of the bytes (``pairs`` twice), and all of them
-together at most ``max_view_bytes``; a view that would go past the bound is not built and says so in
+together at most ``max_view_bytes``; a view that could go past the bound is not built and says so in
 ``Joined.problems`` (the caller must not read silence as clean). ``Joined.blind`` names what no view joins.
 Standard library only; it imports nothing of the harness.
 """
@@ -32,12 +32,16 @@ from __future__ import annotations
 
 import binascii
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["BLIND", "MAX_VIEW_BYTES", "MIN_PIECE", "Joined", "join_records", "records", "split_forms"]
+__all__ = ["BLIND", "MAX_VIEW_BYTES", "MIN_PIECE", "VIEWS", "Joined", "join_records", "records", "split_forms"]
 
 # All views of one call together; past it a view is not built (a problem, never a silent skip).
 MAX_VIEW_BYTES = 256 << 20
+
+# The views, in the order they are built (the module's table).
+VIEWS = ("lines", "stripped", "strings", "pieces", "pairs", "base64", "hex")
 
 # A payload piece: a run of the characters base64 (either alphabet, with padding) and hex are written in.
 _PIECE = re.compile(rb"[A-Za-z0-9+/=_-]+")
@@ -93,20 +97,27 @@ def join_records(data: bytes, where: str = "records", *, max_view_bytes: int = M
     joined.records = len(lines)
     pieces = _payload_pieces(lines)
     joined.pieces = sum(len(p) for p in pieces)
-    views: list[tuple[str, bytes]] = [
-        ("lines", b"".join(lines)),
-        ("stripped", _WHITESPACE.sub(b"", data)),
-        ("strings", _STRING_SEAM.sub(b"", data)),
-        ("pieces", b"".join(b"".join(p) for p in pieces)),
-        ("pairs", b"\n".join(b"".join(a) + b"".join(b) for a, b in zip(pieces, pieces[1:]))),
-        ("base64", b"".join(_decoded(p, _base64) for p in pieces)),
-        ("hex", b"".join(_decoded(p, _hex) for p in pieces)),
-    ]
+    # Each view is built only if its most (the bytes, twice for pairs) still fits: the bound holds on the work
+    # done, not only on what is kept.
+    build: dict[str, Callable[[], bytes]] = {
+        "lines": lambda: b"".join(lines),
+        "stripped": lambda: _WHITESPACE.sub(b"", data),
+        "strings": lambda: _STRING_SEAM.sub(b"", data),
+        "pieces": lambda: b"".join(b"".join(p) for p in pieces),
+        "pairs": lambda: b"\n".join(b"".join(a) + b"".join(b) for a, b in zip(pieces, pieces[1:])),
+        "base64": lambda: b"".join(_decoded(p, _base64) for p in pieces),
+        "hex": lambda: b"".join(_decoded(p, _hex) for p in pieces),
+    }
     total = 0
-    for name, view in views:
-        if total + len(view) > max_view_bytes:
-            joined.problems.append(f"{where}: the {name} view ({len(view)} bytes) was not built, past the bound of "
+    for name in VIEWS:
+        most = len(data) * (2 if name == "pairs" else 1) + len(lines)
+        if total + most > max_view_bytes:
+            joined.problems.append(f"{where}: the {name} view (up to {most} bytes) was not built, past the bound of "
                                    f"{max_view_bytes} bytes of views")
+            continue
+        view = build[name]()
+        if view == data:
+            joined.view_bytes[name] = 0  # nothing joined: the bytes themselves, which the caller scans alone
             continue
         total += len(view)
         joined.view_bytes[name] = len(view)

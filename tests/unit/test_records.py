@@ -34,8 +34,7 @@ def test_records_with_no_canary_join_to_none() -> None:
     """The control: realistic lines, long base64 and hex among them, joined every way, make no token."""
     data = log_lines(*noise(), *noise(), "tool refused: " + json.dumps({"arguments": ["ppcanary-", "0123abcd"]}))
     joined = join_records(data, "log")
-    assert [label for label, _ in joined.views] == [f"log (joined {v})" for v in
-                                                    ("lines", "stripped", "strings", "pieces", "pairs", "base64", "hex")]
+    assert [label for label, _ in joined.views] == [f"log (joined {v})" for v in records.VIEWS]
     assert _joined_tokens(data) == set()
 
 

@@ -4,6 +4,7 @@ bound is a ProofError, never a clean log. Runs the engines as processes, so not 
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 
@@ -55,7 +56,12 @@ def test_a_join_that_cannot_see_is_a_proof_error(monkeypatch: pytest.MonkeyPatch
 
 def test_a_join_past_its_bound_is_a_proof_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(records, "MAX_VIEW_BYTES", 10)
-    real = records.join_records
-    monkeypatch.setattr(records, "join_records", lambda data, where="records": real(data, where, max_view_bytes=10))
     with pytest.raises(ProofError, match="could not build every view"):
         hostscan.tokens_in_records(FORMS["base64 halves on two lines"](), "a log")
+
+
+def test_stored_bytes_are_joined_too(engine: str) -> None:
+    """The at-rest scan (SN-1's) joins the records of every layer it opens: hex lines inside a gzip stream."""
+    scan, judged = hostscan.at_rest(b"header\0" + gzip.compress(FORMS["hex in 64-character lines"]()), "a store")
+    assert scan.problems == []
+    assert scan.tokens == judged.tokens == {TOKEN}
