@@ -24,7 +24,7 @@ base64     each piece decoded as base64 on its own, then joined (halves encoded 
 
 The work is bounded: every view is at most about the size of the bytes (``pairs`` twice), and all of them
 together at most ``max_view_bytes``; a view that could go past the bound is not built and says so in
-``Joined.problems`` (the caller must not read silence as clean). ``Joined.blind`` names what no view joins.
+``Joined.problems`` (the caller must not read silence as clean). ``BLIND`` names what no view joins.
 Standard library only; it imports nothing of the harness.
 """
 
@@ -45,8 +45,8 @@ VIEWS = ("lines", "stripped", "strings", "pieces", "pairs", "base64", "hex")
 
 # A payload piece: a run of the characters base64 (either alphabet, with padding) and hex are written in.
 _PIECE = re.compile(rb"[A-Za-z0-9+/=_-]+")
-# Shorter runs are a log line's words, counters ("1/2") and a timestamp's fields: they differ from record to
-# record without being payload, and kept they would sit between the parts of a cut payload.
+# Runs shorter than this are a log line's words, counters ("1/2") and a timestamp's fields: they differ from
+# record to record without being payload, and kept they would sit between the parts of a cut payload.
 MIN_PIECE = 7
 _WHITESPACE = re.compile(rb"\s+")
 # The close of one quoted string and the open of the next, with what may stand between two array items or
