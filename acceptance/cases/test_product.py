@@ -531,7 +531,9 @@ def test_lg1_no_private_canary_in_platform_logs(agent_profile, principals, insta
     log = target.platform_log()
     assert log, "the platform wrote no log at all: nothing was scanned"
     private = {t for p in ("A", "B", "C") for t in planted.tokens[p].values()}
-    assert hostscan.tokens_in(log.encode(), "the platform log", log=probe_log) & private == set()
+    # Alone and joined: an argument cut across log lines (halves, fixed-width chunks, a wrapped line, an array
+    # of pieces) is still the argument.
+    assert hostscan.tokens_in_records(log.encode(), "the platform log", log=probe_log) & private == set()
     for nonce in nonces:  # the log scanned is the one the platform wrote of these very turns
         probe_log.confirm(nonce, log)
 
@@ -540,6 +542,7 @@ def test_lg1_no_private_canary_in_platform_logs(agent_profile, principals, insta
 def test_lg1_broken_debug_logging_is_detected(agent_profile, principals, instances, planted, target):
     with target.broken_debug_logging():
         _traffic(target, agent_profile, principals, instances, planted)
-    assert set(planted.tokens["A"].values()) <= hostscan.tokens_in(target.platform_log().encode(), "the platform log")
+    assert set(planted.tokens["A"].values()) <= hostscan.tokens_in_records(target.platform_log().encode(),
+                                                                           "the platform log")
 
 
