@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from acceptance.cases.judges import presented
 from acceptance.cases.judges.detectors import tokens_in
 from acceptance.errors import ProofError
 from acceptance.harness.evidence import attach, calls_of, replay
@@ -126,6 +127,57 @@ def test_md2_token_bent_to_another_instance_refused(instances, target, refused_b
     forged = base64.urlsafe_b64encode(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode()).rstrip(b"=")
     assert refused_by_proxy(instances["B"], f"{prefix}.{forged.decode()}.{mac}", BODY) == (403, "bad_signature")
     assert refused_by_proxy(instances["A"], target.capabilities(instances["A"])["grant"], BODY) == (403, "wrong_kind")
+
+
+def _stolen_and_live(target, ref) -> list[presented.Artifact]:
+    """Every artifact ``capabilities`` names for ``ref``, taken as a thief would; its model capability shown live
+    (the proxy, presented it directly, answers it): refused later from another sandbox, it was refused there,
+    not dead already."""
+    held = dict(target.capabilities(ref))
+    if "model" in held:
+        _in_use(target, held["model"])
+    return [presented.Artifact(ref.principal, kind, value) for kind, value in sorted(held.items())]
+
+
+@pytest.mark.case("MD-2", "refusal", pair="A,C,G->H")
+def test_md2_no_artifact_presented_from_a_sandbox_buys_anything(instances, target, dedicated, sandbox_host):
+    """From inside H's sandbox (org1), every authority artifact the platform holds for another holder (every
+    kind ``capabilities`` names: grant, model capability, run-control key) of A (same organization), C (another
+    organization) and G (same organization, an old generation: taken, then G recreated) is presented in every
+    place an agent can put a credential (each header, the query, the body) on every route H's broker forwards
+    (both model styles, /mcp). None buys anything for anyone but H: no call at the provider recorded for A, C
+    or G under the request's id, no note in their records (``judges.presented`` says what it enumerates and
+    what it cannot). H's own purchases, judged the same way, are the proof that the sweep sees.
+
+    Ways it could fail that the probe looks for: the broker or the proxy honouring a capability the agent
+    presents (in x-api-key, Authorization, a query or the body) instead of the instance's own, whether because
+    its organization matches, because it verifies, or because it is a grant an MCP client sent along."""
+    presenter = dedicated("H", "hana", org="org1")
+    old = dedicated("G", "gia", org="org1")
+    stale = [presented.Artifact(old.principal, kind, value, "old generation")
+             for kind, value in sorted(dict(target.capabilities(old)).items())]
+    target.recreate(old)
+    artifacts = [*_stolen_and_live(target, instances["A"]), *_stolen_and_live(target, instances["C"]), *stale]
+    readers = [instances["A"].principal, instances["C"].principal, old.principal]
+    sweep = presented.run(target, sandbox_host(presenter), target.broker_endpoint(presenter), presenter.principal,
+                          artifacts, readers)
+    attach("MD-2 authority sweep", sweep.summary())
+    assert sweep.findings() == []
+
+
+@pytest.mark.case("MD-2", "P", pair="H->H")
+def test_md2_own_current_artifacts_buy_from_own_sandbox(target, dedicated, sandbox_host):
+    """The same sweep from inside H's own sandbox with H's own current artifacts: on every route, every request
+    that carries the artifact in a header (where no filter stops it first) buys H a call at the provider or a
+    note in H's records, judged as the refusal judges (what the refusal counts as bought)."""
+    own = dedicated("H", "hana", org="org1")
+    artifacts = _stolen_and_live(target, own)
+    sweep = presented.run(target, sandbox_host(own), target.broker_endpoint(own), own.principal, artifacts, [])
+    attach("MD-2 authority sweep, own artifacts", sweep.summary())
+    mine = f"{own.principal.org}:{own.principal.user}"
+    bought = {p.id for p, who in sweep.bought if who == mine}
+    missed = [p.show() for p in sweep.requests if p.place.startswith("header ") and p.id not in bought]
+    assert sweep.findings() == [] and missed == []
 
 
 @pytest.mark.case("MD-2", "P", pair="A->proxy")

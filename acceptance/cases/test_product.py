@@ -12,10 +12,14 @@ import re
 from urllib.parse import urljoin, urlsplit
 
 import pytest
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
 
+from acceptance.cases.judges import approvals
 from acceptance.cases.judges.product_client import drive, reason_of, with_request_id
 from acceptance.errors import ProofError, TargetError
 from acceptance.harness import hostscan
+from acceptance.harness.evidence import attach
 
 pytestmark = pytest.mark.usefixtures("planted")
 
@@ -196,6 +200,35 @@ def test_sh2_approval_names_exactly_one_card(agent_profile, principals, instance
     assert token not in str(a.request("GET", "/api/records")[1])
     assert a.request("POST", f"/api/approvals/{for_zed['id']}/approve", {"sha256": exact})[0] == 200
     assert {c["id"]: c["status"] for c in cards(target, principals["A"])}[for_bob["id"]] == "pending"
+
+
+@pytest.mark.case("SH-2", "refusal", pair="A->TEAM")
+def test_sh2_what_posts_is_what_the_owner_was_shown(agent_profile, principals, instances, target, pairproof_run, probe_log):
+    """What an approval posts is byte for byte the payload and audience A was shown on that card, under every
+    operation sequence on cards that is run (write, write again to the same target, re-send to another
+    audience, look, approve from the page A has, approve again, approve with another card's digest, reject):
+    one fixed sequence reaching every kind the class turns on, then those hypothesis draws; judged at the
+    moment of effect through the product's paths. ``judges/approvals.py`` says what it samples and judges.
+
+    Ways it could fail that the probe looks for: a later write to the same target replacing a pending card's
+    payload or audience under the digest A approves by; the approval posting the latest draft for the target
+    rather than the card approved; the posted text tidied or normalized after A saw it; anything posted twice,
+    from a rejected card, or with no approval."""
+    reach = approvals.Reach()
+    probes: list[str] = []
+    machine = approvals.build_machine(target, agent_profile, principals, instances["A"], f"sh2x{pairproof_run.nonce[:8]}",
+                                      probes, lambda what: probe_log.platform_probe(instances["A"], what), reach)
+    try:
+        approvals.run_floor(machine)
+        run_state_machine_as_test(machine, settings=settings(
+            max_examples=approvals.EXAMPLES, stateful_step_count=approvals.STEPS, deadline=None, derandomize=True,
+            database=None, phases=[Phase.generate], report_multiple_bugs=False))
+    finally:
+        attach("SH-2 card operation sequences", reach.summary())
+    approvals.check_reach(reach)
+    log = target.platform_log()
+    for nonce in probes:
+        probe_log.confirm(nonce, log)
 
 
 @pytest.mark.case("SH-2", "P", pair="A->TEAM")
@@ -531,7 +564,9 @@ def test_lg1_no_private_canary_in_platform_logs(agent_profile, principals, insta
     log = target.platform_log()
     assert log, "the platform wrote no log at all: nothing was scanned"
     private = {t for p in ("A", "B", "C") for t in planted.tokens[p].values()}
-    assert hostscan.tokens_in(log.encode(), "the platform log", log=probe_log) & private == set()
+    # Alone and joined: an argument cut across log lines (halves, fixed-width chunks, a wrapped line, an array
+    # of pieces) is still the argument.
+    assert hostscan.tokens_in_records(log.encode(), "the platform log", log=probe_log) & private == set()
     for nonce in nonces:  # the log scanned is the one the platform wrote of these very turns
         probe_log.confirm(nonce, log)
 
@@ -540,6 +575,7 @@ def test_lg1_no_private_canary_in_platform_logs(agent_profile, principals, insta
 def test_lg1_broken_debug_logging_is_detected(agent_profile, principals, instances, planted, target):
     with target.broken_debug_logging():
         _traffic(target, agent_profile, principals, instances, planted)
-    assert set(planted.tokens["A"].values()) <= hostscan.tokens_in(target.platform_log().encode(), "the platform log")
+    assert set(planted.tokens["A"].values()) <= hostscan.tokens_in_records(target.platform_log().encode(),
+                                                                           "the platform log")
 
 

@@ -35,14 +35,14 @@ import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from acceptance.errors import ProofError
 from acceptance.harness import probes as probe
 from acceptance.harness.evidence import attach
-from canaries import Mint, detect
+from canaries import Mint, detect, records
 from canaries.detect import Hit
 from canaries.scan import AtRest, find_at_rest
 
@@ -355,6 +355,117 @@ def tokens_in(data: bytes, what: str = "bytes carried out", *, log: probe.ProbeL
     return scan_blobs([(what, data)], what, log=log).tokens
 
 
+# The label of the split sentinels and their views: never a label of what a caller hands in.
+JOIN_SENTINEL = "pairproof join sentinel"
+
+
+class JoiningSearch:
+    """A ``canaries.scan.LayerSearch`` that hands the engine (an ``EngineSearch``) what it is given alone and
+    joined: each ``add`` also adds the views in which a payload cut across its records is whole again
+    (``canaries.records``), all views together within one bound. ``hits`` proves the join sees, in the same
+    engine run (its X control): a fresh token cut in every form the views join (``records.split_forms``) goes
+    through the same join and must be found joined and in no record alone; that, or a view past the bound, is
+    a ``ProofError``. The split sentinels' hits are taken out of what it returns and of ``judged``."""
+
+    def __init__(self, inner: EngineSearch, max_view_bytes: int | None = None) -> None:
+        self.inner = inner
+        self.room = records.MAX_VIEW_BYTES if max_view_bytes is None else max_view_bytes
+        self.records = 0
+        self.pieces = 0
+        self.view_bytes: dict[str, int] = {}
+        self.problems: list[str] = []
+        self.sentinels: dict[str, str] = {}
+        self.sources: set[str] = set()
+
+    @property
+    def judged(self) -> Judged | None:
+        return self.inner.judged
+
+    def add(self, data: bytes, where: str) -> None:
+        self.inner.add(data, where)
+        self.sources.add(where)
+        joined = records.join_records(data, where, max_view_bytes=self.room)
+        self.records += joined.records
+        self.pieces += joined.pieces
+        self.problems += joined.problems
+        for name, size in joined.view_bytes.items():
+            self.view_bytes[name] = self.view_bytes.get(name, 0) + size
+            self.room -= size
+        for label, view in joined.views:
+            self.inner.add(view, label)
+
+    def hits(self) -> list[Hit]:
+        what = self.inner.what
+        if self.problems:
+            raise ProofError(f"the joined scan of {what} could not build every view: {self.problems[0]}")
+        mint = Mint(secrets.token_hex(4))
+        for number, form in enumerate(records.split_forms(b"")):
+            token = mint.mint("probe", f"split{number}")
+            blob = records.split_forms(token.bytes)[form]
+            self.sentinels[form] = token.token
+            self.inner.add(blob, f"{JOIN_SENTINEL} {form} alone")
+            for label, view in records.join_records(blob, f"{JOIN_SENTINEL} {form}").views:
+                self.inner.add(view, label)
+        found = self.inner.hits()
+        seen: dict[str, set[str]] = {}
+        for hit in found:
+            seen.setdefault(hit.token, set()).add(hit.where)
+        blind = [form for form, token in self.sentinels.items()
+                 if not any(w.startswith(f"{JOIN_SENTINEL} {form} (joined") for w in seen.get(token, ()))]
+        whole = [form for form, token in self.sentinels.items()
+                 if any(w.startswith(f"{JOIN_SENTINEL} {form} alone") for w in seen.get(token, ()))]
+        if blind or whole:
+            raise ProofError(f"the joined scan of {what} did not prove it joins: split sentinel(s) "
+                             f"{', '.join(blind) or '-'} not found joined; {', '.join(whole) or '-'} whole in one record")
+        # A token whole in what was given is reported there only; a view adds the tokens no record held whole.
+        alone = {hit.token for hit in found if not self._joined(hit.where)}
+        kept = {(hit.token, hit.where) for hit in found if not hit.where.startswith(JOIN_SENTINEL)
+                and (not self._joined(hit.where) or hit.token not in alone)}
+        assert self.inner.judged is not None
+        judged = self.inner.judged
+        self.inner.judged = replace(judged, hits=tuple(h for h in judged.hits if (h["token"], h["where"]) in kept))
+        return [hit for hit in found if (hit.token, hit.where) in kept]
+
+    def _joined(self, where: str) -> bool:
+        """Whether a hit's ``where`` is in a view (``"<label> (joined <view>)"``, the engine's suffix after it)."""
+        source, mark, view = where.rpartition(" (joined ")
+        return bool(mark) and source in self.sources and view.split(")", 1)[0] in records.VIEWS
+
+    def record(self) -> dict[str, Any]:
+        """The join's completeness record: records and pieces read, bytes per view, what no view joins."""
+        return {"records": self.records, "pieces": self.pieces, "views": dict(self.view_bytes),
+                "problems": list(self.problems), "not joined": list(records.BLIND),
+                "split sentinels found joined": sorted(self.sentinels)}
+
+
+def _keep_join(search: JoiningSearch, what: str, log: probe.ProbeLog | None) -> None:
+    record = search.record()
+    if log is not None:
+        log.note("joined scan", what=what, **record)
+    attach(f"joined scan: {what}", record)
+
+
+def tokens_in_records(data: bytes, what: str, *, log: probe.ProbeLog | None = None) -> set[str]:
+    """The canary-shaped tokens in record-structured bytes (a log, a dump of rows), the records scanned alone and
+    joined (``JoiningSearch``), by the engine in one run with its sentinels and the join's split sentinels,
+    judged complete. Both completeness records (the engine's, the join's) are attached."""
+    try:
+        using = engine()
+        with _Workspace() as workspace:
+            search = JoiningSearch(EngineSearch(workspace, what, using))
+            search.add(bytes(data), what)
+            search.hits()
+            assert search.judged is not None
+            judged = search.judged
+    except OSError as exc:
+        raise _fail(log, _host_error(what, exc)) from None
+    except ProofError as exc:
+        raise _fail(log, exc) from None
+    _keep(judged, what, log)
+    _keep_join(search, what, log)
+    return judged.tokens
+
+
 def scan_files(paths: Sequence[str | os.PathLike[str]], what: str, *, log: probe.ProbeLog | None = None) -> Judged:
     """Every canary-shaped token in host files (a pcap, a log file), read in place by the engine in one run with
     its sentinels, judged complete: every file read whole, no path failed (the host may read them all)."""
@@ -385,14 +496,15 @@ def scan_files(paths: Sequence[str | os.PathLike[str]], what: str, *, log: probe
 
 
 def at_rest(blob: bytes, where: str, *, log: probe.ProbeLog | None = None) -> tuple[AtRest, Judged]:
-    """``find_at_rest`` with every layer searched by the engine in one run (``EngineSearch``): the layers are
-    opened here, at any offset (the probe opens a stream only at a file's start), and the engine decodes
-    what it knows within each. Returns the at-rest record and the engine's judged run; the at-rest bounds
+    """``find_at_rest`` with every layer searched by the engine in one run (``EngineSearch``), alone and with its
+    records joined (``JoiningSearch``: a row or a line of a stored file cut in two is still a canary): the
+    layers are opened here, at any offset (the probe opens a stream only at a file's start), and the engine
+    decodes what it knows within each. Returns the at-rest record and the engine's judged run; the at-rest bounds
     are the caller's to judge (``AtRest.problems``)."""
     try:
         using = engine()
         with _Workspace() as workspace:
-            search = EngineSearch(workspace, f"at rest: {where}", using)
+            search = JoiningSearch(EngineSearch(workspace, f"at rest: {where}", using))
             scan = find_at_rest(blob, where, search=search)
             assert search.judged is not None
             judged = search.judged
@@ -401,6 +513,7 @@ def at_rest(blob: bytes, where: str, *, log: probe.ProbeLog | None = None) -> tu
     except ProofError as exc:
         raise _fail(log, exc) from None
     _keep(judged, f"at rest: {where}", log)
+    _keep_join(search, f"at rest: {where}", log)
     return scan, judged
 
 
