@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 
 from acceptance.cases.judges import shapes
-from acceptance.errors import ProofError
+from acceptance.errors import ProofError, TargetError
 from runtime.authority.mcp_filter import McpFilter
 from runtime.product.server import TOOLS
 
@@ -137,3 +137,28 @@ def test_a_product_judge_that_cannot_see_is_broken():
     product = Product()
     with pytest.raises(ProofError, match="cannot see"):
         shapes.sweep([], shapes.shapes((shapes.ALLOWED,)), "A", lambda *a: {"status": 200, "body": {}}, product, "t", 1)
+
+
+def silent(arrangement: Callable[[Any], list[dict]], product: Product) -> Callable[..., dict]:
+    """A broker that forwards what ``arrangement`` forwards, and drops the connection of a batch it forwarded
+    from (or, with ``judged``, of every batch) unanswered."""
+    answer = broker(product, arrangement)
+
+    def call(ref: object, method: str, path: str, body: Any) -> dict:
+        forwarded = arrangement(body)
+        result = answer(ref, method, path, body)
+        if isinstance(body, list) and (forwarded or arrangement is judged):
+            raise TargetError("the broker did not answer")
+        return result
+    return call
+
+
+def test_a_broker_that_forwards_then_does_not_answer_fails_at_the_product():
+    """Silence is broken only when the product shows nothing forbidden: what was executed is judged first."""
+    product = Product()
+    with pytest.raises(AssertionError, match="at the product"):
+        shapes.sweep(shapes.FORBIDDEN, shapes.shapes(EVERY_KIND), "A", silent(batch_of_one_unwrapped, product),
+                     product, "t", 1)
+    product = Product()
+    with pytest.raises(TargetError):
+        shapes.sweep(shapes.FORBIDDEN, shapes.shapes(EVERY_KIND), "A", silent(judged, product), product, "t", 1)
