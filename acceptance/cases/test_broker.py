@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from acceptance.cases.judges import netprobes
+from acceptance.cases.judges import netprobes, shapes
 from acceptance.cases.judges.product_client import answer_differences, drive, reason_of, with_request_id
 from acceptance.errors import ProofError
 from acceptance.harness.evidence import attach
@@ -129,6 +129,31 @@ def test_tl2_arguments_are_schema_checked(arguments, instances, broker_call):
 def test_tl2_valid_call_works(instances, broker_call):
     answer = broker_call(instances["A"], "POST", "/mcp", rpc("tools/call", {"name": "notes_create", "arguments": {"body": "ok"}}))
     assert answer["status"] == 200 and tool_result(answer)["id"] >= 1
+
+
+# -- TL-1/TL-2: every request shape the protocol allows, judged at the product --------------------------
+
+@pytest.mark.case("TL-1", "refusal", pair="A->product")
+def test_tl1_every_shape_but_a_bare_request_is_answered_by_the_broker(instances, broker_call, target, principals,
+                                                                      pairproof_run):
+    """Batches (empty, of one, nested, mixed with notifications, with repeated ids), notifications and params by
+    position, holding only allowed calls (named, and 20 more hypothesis builds), are answered by the broker
+    (batch_refused, silence, invalid_request) and none of their calls is executed at the product, as A's
+    notes show; an allowed bare call before, among and after them is (P)."""
+    record = shapes.sweep(shapes.ALLOWED_ONLY, shapes.shapes((shapes.ALLOWED,)), instances["A"], broker_call,
+                          target.person(principals["A"]), f"{pairproof_run.nonce}-tl1", 20)
+    attach("TL-1 request shapes", record)
+
+
+@pytest.mark.case("TL-2", "refusal", pair="A->product")
+def test_tl2_no_shape_carries_an_unpinned_tool_or_bad_arguments_to_the_product(instances, broker_call, target,
+                                                                               principals, pairproof_run):
+    """notes_purge (not pinned) or notes_create with arguments its pin refuses, in every shape JSON-RPC allows
+    and mixed with allowed calls (named, and 25 more hypothesis builds): none is executed at the product (A's
+    notes hold none of their markers, a sentinel note survives), and the broker answers each as designed."""
+    record = shapes.sweep(shapes.FORBIDDEN, shapes.shapes((shapes.ALLOWED, shapes.UNPINNED, shapes.BAD)),
+                          instances["A"], broker_call, target.person(principals["A"]), f"{pairproof_run.nonce}-tl2", 25)
+    attach("TL-2 request shapes", record)
 
 
 # -- TL-3: discovery is not authority -----------------------------------------------------------------
