@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from canaries import records
 from canaries.detect import find
 from canaries.records import join_records, split_forms
-from tests.support.split_logs import FORMS, TOKEN, log_lines, noise
+from support.split_logs import FORMS, TOKEN, log_lines, noise
 
 
 def _joined_tokens(data: bytes) -> set[str]:

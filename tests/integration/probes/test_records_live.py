@@ -14,7 +14,7 @@ from acceptance.errors import ProofError
 from acceptance.harness import hostscan
 from acceptance.harness import probes as probe
 from canaries import records
-from tests.support.split_logs import FORMS, TOKEN, log_lines, noise
+from support.split_logs import FORMS, TOKEN, log_lines, noise
 
 
 @pytest.fixture(params=["static probe", "detect.py"])
