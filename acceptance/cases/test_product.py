@@ -571,6 +571,44 @@ def test_lg1_no_private_canary_in_platform_logs(agent_profile, principals, insta
         probe_log.confirm(nonce, log)
 
 
+# What a hostile agent controls on its way to the platform besides tool arguments: the request line (path,
+# query, an absolute URI, a CONNECT authority) and its headers. Each is refused by the broker, and each
+# refusal is the platform's to record, never to copy into its log.
+HOSTILE_REQUESTS = (
+    ("a path", "GET /{token} HTTP/1.1\r\nHost: broker\r\n\r\n"),
+    ("a query of a served path", "GET /whoami?q={token} HTTP/1.1\r\nHost: broker\r\n\r\n"),
+    ("an absolute URI", "GET http://{token}.example/ HTTP/1.1\r\nHost: broker\r\n\r\n"),
+    ("a CONNECT authority", "CONNECT {token}.example:443 HTTP/1.1\r\nHost: broker\r\n\r\n"),
+    ("another method's path", "DELETE /mcp/{token} HTTP/1.1\r\nHost: broker\r\n\r\n"),
+    ("a header", "GET /nothing HTTP/1.1\r\nHost: broker\r\nX-Trace: {token}\r\nUser-Agent: {token}\r\n\r\n"),
+)
+
+
+@pytest.mark.case("LG-1", "refusal", pair="A->logs")
+def test_lg1_what_a_hostile_agent_puts_in_a_request_line_is_not_logged(instances, planted, target, broker_call):
+    """A's agent, turned hostile (one prompt injection), puts A's canaries in every part of a request to its
+    own broker that it controls besides a tool's arguments: the path, a query, an absolute URI, a CONNECT
+    authority, headers. The broker refuses each (its record of refusals grows by one per request: they reached
+    it), and the platform log, scanned alone and joined, holds none of them: a refused path logged as it came
+    is A's memory in the operator's log."""
+    before = len(target.broker_refusals(instances["A"]))
+    sent = 0
+    for what, template in HOSTILE_REQUESTS:
+        for token in planted.tokens["A"].values():
+            answer = broker_call(instances["A"], raw=template.format(token=token).encode())
+            if answer.get("status") in (None, 0, 200):
+                raise ProofError(f"A's broker did not refuse a request carrying a canary in {what}: {answer}")
+            sent += 1
+    refused = len(target.broker_refusals(instances["A"])) - before
+    if refused < sent:
+        raise ProofError(f"A's broker recorded {refused} refusals of the {sent} hostile requests: the rest never "
+                         "reached it, and a log that never saw them proves nothing")
+    log = target.platform_log()
+    found = hostscan.tokens_in_records(log.encode(), "the platform log") & set(planted.tokens["A"].values())
+    attach("LG-1 hostile request lines", {"requests": sent, "refusals recorded": refused, "canaries in the log": len(found)})
+    assert not found, f"{len(found)} of A's canaries, sent in refused request lines, are in the platform log"
+
+
 @pytest.mark.case("LG-1", "X", pair="A->logs")
 def test_lg1_broken_debug_logging_is_detected(agent_profile, principals, instances, planted, target):
     with target.broken_debug_logging():

@@ -18,11 +18,13 @@ While its instance is frozen the broker is *suspended*: both sides refuse every 
 (``instance_frozen``, 503), nothing is forwarded or held for the thaw.
 
 The grant and the capability stay in this process; every refusal answers with a reason code and is
-logged with the route and the reason, never the payload.
+logged with the reason and the route if it is one the broker serves (else the refused path's length and
+digest: a path is the agent's text), never the payload.
 """
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import logging
@@ -56,6 +58,20 @@ RUNCTL_ROUTES = (
     ("GET", re.compile(rf"/v1/runs/{RUN_ID}/events")),
     ("POST", re.compile(rf"/v1/runs/{RUN_ID}/stop")),
 )
+
+# A refused route is the agent's (or the caller's) text: a path, a query, an absolute URI, a CONNECT authority
+# can carry whatever the instance holds. The log names a route the broker serves as it is, anything else by its
+# length and a digest (enough to match two refusals of one request, nothing of its content).
+_SERVED_PATHS = frozenset({"/mcp", "/whoami", *MODEL_ROUTES})
+_METHOD = re.compile(r"[A-Z]{1,10}")
+
+
+def loggable_route(route: str) -> str:
+    method, _, path = route.rpartition(" ")
+    method = method if _METHOD.fullmatch(method) else ("(a method)" if method else "")
+    if path not in _SERVED_PATHS and not any(rx.fullmatch(path) for _, rx in RUNCTL_ROUTES):
+        path = f"(an unserved path of {len(path)} bytes, sha256 {hashlib.sha256(path.encode()).hexdigest()[:12]})"
+    return f"{method} {path}".strip()
 
 
 class Broker:
@@ -128,7 +144,7 @@ class Broker:
 
     def _refused(self, route: str, reason: str) -> None:
         self.refusals.append((route, reason))
-        log.warning("broker %s refused %s: %s", self.instance, route, reason)
+        log.warning("broker %s refused %s: %s", self.instance, loggable_route(route), reason)
 
     # -- upstream calls ------------------------------------------------------------------------------
 
