@@ -22,7 +22,9 @@ lab, pytest's temporary folder, the reports: they hold canaries by design), stor
 private data by design (``Artifacts.stores``), and, in /tmp and /var/tmp, which other processes on the machine
 share, every file the run neither created nor changed. Files that vanished between the walk and the read
 were not at rest; they are counted. Bounded: at most ``MAX_BYTES`` of created or changed files, past which
-the sweep is broken and names the largest.
+the sweep is broken and names the largest; a file past ``MAX_FILE_BYTES`` in a shared root is listed by name
+and size, not read (under the state root it breaks the sweep); records are joined in files up to ``JOIN_MAX``
+while the join's own bound has room, larger ones read alone and counted.
 """
 
 from __future__ import annotations
@@ -48,7 +50,13 @@ from canaries.scan import find_at_rest
 
 # The host's writable places a platform may leave something at rest, beside its state root.
 HOST_ROOTS = ("/tmp", "/var/tmp", "/var/log", "/run/log/journal", "/dev/shm")
-MAX_BYTES = 256 << 20  # created or changed bytes a sweep reads; past it the sweep is broken, naming the largest
+MAX_BYTES = 1 << 30  # created or changed bytes a sweep reads; past it the sweep is broken, naming the largest
+# A file past this in a shared root (/tmp, /var/tmp: other processes write there too) is listed, not read; under
+# the state root it makes the sweep broken (the platform's own file, unread).
+MAX_FILE_BYTES = 64 << 20
+# Records are joined (a canary cut across lines or rows) in files up to this size, while the join's bound has
+# room for their views (about eight times the file); larger files are read and opened alone, and counted.
+JOIN_MAX = 1 << 20
 SENTINEL_PREFIX = ".pairproof-rest-sentinel-"
 # The harness's own temporary folders (hostscan's workspaces, the lab): canaries by design, never the platform's.
 HARNESS_PREFIXES = ("pairproof-hostscan-", "pairproof-lab-")
@@ -132,10 +140,10 @@ def take(state_root: str | os.PathLike[str], target_name: str = "reference") -> 
 
 
 class _Deferred:
-    """A ``LayerSearch`` that hands every layer of every file to one ``JoiningSearch`` and searches nothing
-    itself: the engine runs once, over all of them, when the sweep asks."""
+    """A ``LayerSearch`` that hands every layer of a file to the sweep's one search (joined, or the engine's
+    alone) and searches nothing itself: the engine runs once, over all of them, when the sweep asks."""
 
-    def __init__(self, inner: hostscan.JoiningSearch) -> None:
+    def __init__(self, inner: hostscan.JoiningSearch | hostscan.EngineSearch) -> None:
         self.inner = inner
 
     def add(self, data: bytes, where: str) -> None:
@@ -193,7 +201,13 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
         # A store's sqlite sidecars (-wal, -shm, -journal) are the store too.
         skipped = {p: why for p in (*created, *changed) for store, why in stores.items()
                    if p == store or p.startswith((store.rstrip("/") + "/", store + "-"))}
-        to_read = [p for p in (*created, *changed) if p not in skipped]
+        candidates = [p for p in (*created, *changed) if p not in skipped]
+        too_large = {p: after[p].size for p in candidates if after[p].size > MAX_FILE_BYTES}
+        own = [p for p in too_large if p.startswith(state_dir.rstrip("/") + "/")]
+        if own:
+            raise ProofError(f"{what}: the platform's own {own[:3]} are past the sweep's file bound of {MAX_FILE_BYTES} "
+                             "bytes: unread, they cannot be judged")
+        to_read = [p for p in candidates if p not in too_large]
         total = sum(after[p].size for p in to_read)
         if total > MAX_BYTES:
             largest = sorted(to_read, key=lambda p: -after[p].size)[:5]
@@ -203,10 +217,11 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
         gone: list[str] = []
         problems: list[str] = []
         read_bytes = 0
+        not_joined = 0
         with hostscan.Workspace() as workspace:
             using = hostscan.engine()
             joining = hostscan.JoiningSearch(hostscan.EngineSearch(workspace, what, using))
-            deferred = _Deferred(joining)
+            deferred, alone = _Deferred(joining), _Deferred(joining.inner)
             scanned = []
             for path in to_read:
                 try:
@@ -220,7 +235,9 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
                     continue
                 read_bytes += len(blob)
                 scanned.append(path)
-                problems += find_at_rest(blob, path, search=deferred).problems
+                joined = len(blob) <= JOIN_MAX and joining.room > 8 * len(blob)
+                not_joined += not joined
+                problems += find_at_rest(blob, path, search=deferred if joined else alone).problems
             hits = joining.hits()
             judged = joining.judged
         for hit in hits:
@@ -240,6 +257,8 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
         "files before (session start)": len(baseline.files), "files after": len(after),
         "created": len(created), "changed": len(changed), "read": len(scanned), "bytes read": read_bytes,
         "bytes scanned (engine, sentinels apart)": judged.evidence(what)["bytes"] if judged else 0,
+        "read alone, not joined (past JOIN_MAX or the join's bound)": not_joined,
+        "not read: past the file bound, in a shared root": dict(sorted(too_large.items())[:20]),
         "gone before read": len(gone), "unreadable": unreadable[:20] + baseline.unreadable[:20],
         "layer bounds hit": problems[:20],
         "excluded, and why": {**dict(excluded), **harness,
