@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 
 import pytest
 
-from acceptance.cases.judges import presented
+from acceptance.cases.judges import metering, presented
 from acceptance.cases.judges.detectors import tokens_in
 from acceptance.errors import ProofError
 from acceptance.harness.evidence import attach, calls_of, replay
@@ -423,3 +424,113 @@ def test_md4_broken_unmetered_call_is_detected(target, dedicated):
     ledger, provider = metered_tables(target, users, settle_on_equal=False)
     attach("MD-4 X", {"before": [_show(t) for t in before], "after": [_show(t) for t in (ledger, provider)]})
     assert before[0] == before[1] and ledger != provider
+
+
+# -- MD-5 ---------------------------------------------------------------------------------------------
+
+# Long enough that a caller who hangs up after the first event leaves dozens of events still to relay (8
+# characters each): the proxy finds the caller gone while the provider is still sending.
+LONG_REPLY = " ".join(f"word{i}" for i in range(80))
+HOLD = 1.5  # seconds the provider holds a call after its first event: the caller hangs up, or is revoked, meanwhile
+TITLE_ASK = "Title for: a weekend in the hills"  # recognised by its shape (no purpose declared): 'title'
+NOT_MADE = {
+    "timed out at the proxy": "the proxy's provider timeout is 60 s and the lab provider holds a call 30 s at most",
+    "errored mid-stream upstream": "the lab provider cannot be scripted to cut its own stream",
+    "retried after an upstream 5xx": "the lab provider cannot be scripted to answer 5xx, and the proxy does not retry",
+    "anthropic style": "the contract's model_call and model_stream speak the OpenAI style only",
+}
+
+
+def _drain(events) -> int:
+    return sum(1 for _ in events)
+
+
+def _in_flight(target, request_id: str) -> bool:
+    return any(r.get("request_id") == request_id for r in target.provider_records())
+
+
+@pytest.mark.case("MD-5", "refusal", pair="W,Y->provider")
+def test_md5_every_billed_token_is_in_the_ledger_whatever_became_of_the_call(
+        agent_profile, target, dedicated, pairproof_run, probe_log):
+    """Every call shape the suite can make is reconciled against the provider's own bill (the reference, not
+    the proxy's view of the call), per org, user and purpose (``judges/metering.py``): a whole answer under a
+    declared purpose, one recognised as a title by its shape, one nobody can attribute (metered
+    'unattributed'), a stream read to its end, a stream whose caller hangs up after the first event, a whole
+    answer and a stream refused to the caller after the provider answered (the instance revoked while they
+    were in flight), and a turn with a tool call (the agent's own streamed rounds and background calls). The
+    provider billed each; the ledger must hold each, at the tokens the provider billed.
+
+    Ways it could fail that the probe looks for: a hung-up stream metered at what the caller read (or an
+    estimate of it) or not at all; an answer withheld after revocation not metered ('not delivered, not
+    billed'); a recognised background call metered under another purpose than the one it was forwarded
+    tagged with; any call metered at other tokens than billed."""
+    wren = background_instance(dedicated, agent_profile, "W", "wren")
+    yara = dedicated("Y", "yara")
+    people = [wren.principal, yara.principal]
+    ids = {name: f"md5-{pairproof_run.nonce}-{i}"[:64] for i, name in enumerate(
+        ("whole, declared", "whole, recognised title", "whole, unattributed", "stream, read to the end",
+         "stream, caller hung up", "whole, withheld after revocation", "stream, withheld after revocation",
+         "turn with a tool call"))}
+    ids["turn with a tool call"] = probe_log.platform_probe(wren, "a turn whose calls are reconciled with the provider's bill")
+    shapes = [metering.Shape(name, rid, yara.principal if "revocation" in name else wren.principal, purpose)
+              for (name, rid), purpose in zip(ids.items(), ("turn", "title", "unattributed", "turn", "turn", "turn",
+                                                            "turn", ""))]
+    since = metering.mark(target, people)
+    capability = target.capabilities(wren)["model"]
+    asks = {"whole, declared": BODY,
+            "whole, recognised title": {"model": "reference-aux", "messages": [{"role": "user", "content": TITLE_ASK}]},
+            "whole, unattributed": {"model": "reference-aux", "messages": [{"role": "user", "content": "hello there"}]}}
+    for name, body in asks.items():
+        status, answer = target.model_call(capability, body, request_id=ids[name])
+        if status != 200:
+            raise ProofError(f"{name}: the proxy answered {status} {answer}: no call to reconcile")
+    status, events = target.model_stream(capability, BODY, request_id=ids["stream, read to the end"])
+    relayed = _drain(events)
+    target.script_model(wren.principal, [{"reply": LONG_REPLY, "delay": HOLD}])
+    status, events = target.model_stream(capability, BODY, request_id=ids["stream, caller hung up"])
+    first = next(events, None)
+    events.close()  # the caller hangs up with one event read; the provider sends the rest after HOLD
+    if status != 200 or first is None or "word0" in first:
+        raise ProofError(f"the hung-up stream did not start as held (status {status}, first {first!r})")
+    # Refused after the provider answered: both in flight at the provider when the instance is revoked.
+    target.script_model(yara.principal, [{"reply": "held", "delay": HOLD}, {"reply": LONG_REPLY, "delay": HOLD}])
+    own = target.capabilities(yara)["model"]
+    outcome: dict[str, object] = {}
+    whole = threading.Thread(target=lambda: outcome.update(whole=target.model_call(
+        own, BODY, request_id=ids["whole, withheld after revocation"])[0]))
+    whole.start()
+    until(lambda: _in_flight(target, ids["whole, withheld after revocation"]), "the withheld call at the provider")
+    status, events = target.model_stream(own, BODY, request_id=ids["stream, withheld after revocation"])
+    first_held = next(events, None)
+    target.revoke(yara)
+    outcome["stream"] = (status, first_held, list(events))
+    whole.join(timeout=30)
+    target.script_model(wren.principal, [{"tool": agent_profile.tool("notes_list"), "arguments": {}}, {"reply": "done"}])
+    target.turn(wren, "list my notes", request_id=ids["turn with a tool call"])
+    await_background(target, wren.principal, background_purposes(agent_profile), "wren's turn")
+    result = metering.reconcile(target, since, shapes, people, not_made=NOT_MADE)
+    attach("MD-5 reconciliation", {**result.summary(), "events of the stream read to its end": relayed,
+                                   "withheld whole answer's status": outcome.get("whole"),
+                                   "withheld stream (status, first event, the rest)": str(outcome["stream"])[:400]})
+    if "[DONE]" in str(outcome["stream"][2]):
+        raise ProofError("the stream in flight at revocation was relayed to its end: it was not refused after the "
+                         "provider answered, so that shape was not made")
+    if outcome.get("whole") in (None, 200):
+        raise ProofError(f"the call in flight at revocation was answered {outcome.get('whole')}: it was not refused "
+                         "after the provider answered, so that shape was not made")
+    probe_log.confirm(ids["turn with a tool call"], "\n".join(json.dumps(r, sort_keys=True) for r in target.provider_records()))
+    assert result.missing == {}, "tokens the provider billed that the ledger does not hold (or holds otherwise)"
+
+
+@pytest.mark.case("MD-5", "X", pair="M->provider")
+def test_md5_broken_call_past_the_meter_is_reconciled_as_missing(target, dedicated):
+    """A call the provider bills that never passed the meter (a component wired to the provider directly):
+    the same reconciliation names its tokens as billed and not metered."""
+    ref = dedicated("M", "mia")
+    since = metering.mark(target, [ref.principal])
+    with target.broken_unmetered_model_call(principal=ref.principal):
+        pass
+    result = metering.reconcile(target, since, [], [ref.principal], expect_equal=False)
+    attach("MD-5 X", result.summary())
+    key = f"{ref.principal.org}/{ref.principal.user}/title"
+    assert result.missing.get(key, {}).get("calls") == 1 and result.missing[key]["input_tokens"] > 0

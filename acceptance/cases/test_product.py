@@ -7,8 +7,11 @@ platform's answer to them, not a model's good behaviour.
 
 from __future__ import annotations
 
+import gzip
 import html
 import re
+import secrets
+from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
@@ -20,6 +23,7 @@ from acceptance.cases.judges.product_client import drive, reason_of, with_reques
 from acceptance.errors import ProofError, TargetError
 from acceptance.harness import hostscan
 from acceptance.harness.evidence import attach
+from canaries import records
 
 pytestmark = pytest.mark.usefixtures("planted")
 
@@ -559,7 +563,8 @@ def _traffic(target, agent_profile, principals, instances, planted, probe_log=No
 
 
 @pytest.mark.case("LG-1", "refusal", pair="A->logs")
-def test_lg1_no_private_canary_in_platform_logs(agent_profile, principals, instances, planted, target, probe_log):
+def test_lg1_no_private_canary_in_platform_logs(agent_profile, principals, instances, planted, target, probe_log,
+                                                host_sweep):
     nonces = _traffic(target, agent_profile, principals, instances, planted, probe_log)
     log = target.platform_log()
     assert log, "the platform wrote no log at all: nothing was scanned"
@@ -569,6 +574,8 @@ def test_lg1_no_private_canary_in_platform_logs(agent_profile, principals, insta
     assert hostscan.tokens_in_records(log.encode(), "the platform log", log=probe_log) & private == set()
     for nonce in nonces:  # the log scanned is the one the platform wrote of these very turns
         probe_log.confirm(nonce, log)
+    # Not only the log the driver names: nothing of theirs at rest anywhere on the host the platform wrote.
+    assert host_sweep("LG-1: everything at rest on the host").holding(private) == {}
 
 
 # What a hostile agent controls on its way to the platform besides tool arguments: the request line (path,
@@ -617,3 +624,22 @@ def test_lg1_broken_debug_logging_is_detected(agent_profile, principals, instanc
                                                                            "the platform log")
 
 
+
+
+@pytest.mark.case("LG-1", "X", pair="A->rest")
+def test_lg1_broken_canary_left_at_rest_is_found_by_the_host_sweep(planted, target, host_sweep):
+    """A's canaries left at rest where no listed file holds them, as a platform's stray files would be: one
+    gzip-compressed behind a header in a file under the run's state folder, one base64-encoded and cut across
+    two log lines in a file under /var/tmp (``canaries.records.split_forms``). The host sweep finds both, in those files."""
+    tokens = sorted(planted.of("A"))
+    stray = Path(target.artifacts().state_dir) / "tmp" / f"crash-{secrets.token_hex(4)}.dump"
+    stray.parent.mkdir(exist_ok=True)
+    elsewhere = Path("/var/tmp") / f"pairproof-x-{secrets.token_hex(4)}.log"
+    try:
+        stray.write_bytes(b"DUMP\x00\x01" + gzip.compress(tokens[0].encode()))
+        elsewhere.write_bytes(records.split_forms(tokens[1].encode())["base64 halves"])
+        found = host_sweep("LG-1 X: A's canaries left at rest").holding(tokens)
+    finally:
+        stray.unlink(missing_ok=True)
+        elsewhere.unlink(missing_ok=True)
+    assert found == {tokens[0]: [str(stray)], tokens[1]: [str(elsewhere)]}

@@ -4,8 +4,9 @@ is a new generation, and what the old one held is refused.
 SN-1 does not take the snapshot's bytes on the driver's word alone: every file the platform wrote under its
 state folder while taking the snapshot (the instances' volumes aside: they are the private state itself)
 is found, the driver's ``snapshot_bytes`` must be one of them, and everything the snapshot left is scanned.
-So a staging copy, a second archive or an index written beside the sealed snapshot is at rest too. What it
-cannot see: a store outside the state folder the driver names (object storage, another host).
+So a staging copy, a second archive or an index written beside the sealed snapshot is at rest too, and the
+host sweep (``harness/restsweep.py``) reads everything else the platform wrote on the host since the session
+started (a staging copy in /tmp). What it cannot see: a store off the host (object storage, another host).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def _owner_reads_back(target, ref, tokens: dict[str, str], why: str) -> None:
 # -- SN-1 ---------------------------------------------------------------------------------------------
 
 @pytest.mark.case("SN-1", "refusal", pair="A->rest")
-def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_log):
+def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_log, host_sweep):
     """No canary of A is in what A's snapshot leaves at rest, in any encoding, whatever the store did with it.
 
     Ways it could fail that the probe looks for: no encryption at all; encryption of a copy while a
@@ -99,8 +100,9 @@ def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_
     platform's state is scanned, live volumes aside); any common compression or archive (zstd, gzip,
     zlib, xz, lzma, bz2, tar, zip), nested and at any offset behind a header; raw, base64 or hex bytes
     (and percent, JSON escapes and DNS labels when the static probe is the engine).
-    Not seen here: files a platform writes outside its own state folder, and plaintext appended to a store
-    elsewhere in it that existed before the snapshot.
+    Then everything the platform wrote on the host since the session started (the host sweep: /tmp, /var/tmp,
+    /var/log, the state root, ...) holds none of A's canaries either. Not seen here: plaintext appended to a
+    store the driver names as holding private data by design (``Artifacts.stores``).
     The same snapshot is then restored into A and every canary comes back: the bytes scanned are a
     snapshot of A's data, not an empty or unrelated file."""
     nonce = probe_log.platform_probe(instances["A"], "snapshot of A's volume")
@@ -114,6 +116,8 @@ def test_sn1_snapshot_at_rest_holds_no_canary(instances, planted, target, probe_
     attach("SN-1 what was scanned", {"snapshot bytes": len(blob), "files the snapshot left": [str(p) for p in written],
                                      "bytes scanned over all layers": sum(s.bytes_scanned for s in scans)})
     assert set().union(*(s.tokens for s in scans)) & planted.of("A") == set()
+    # Nor anywhere else on the host the platform wrote: a staging copy in /tmp is at rest as much as one beside it.
+    assert host_sweep("SN-1: everything at rest on the host").holding(planted.of("A")) == {}
     probe_log.confirm(nonce, target.platform_log())
     _owner_reads_back(target, target.restore(snap, into=instances["A"]), planted.tokens["A"], "SN-1")
 

@@ -63,6 +63,10 @@ class Artifacts:
     state_dir: Path
     volumes: Mapping[str, Path] = field(default_factory=dict)
     logs: Sequence[Path] = ()
+    # Files or folders that hold principals' data by design, each with why (the product's database, an instance's
+    # journal, a file another case judges whole): the host at-rest sweep (``harness.restsweep``) lists them and
+    # reads around them, and reads everything else the platform wrote.
+    stores: Mapping[Path, str] = field(default_factory=dict)
 
 
 class ProductClient(Protocol):

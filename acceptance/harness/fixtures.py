@@ -37,6 +37,7 @@ from acceptance.contract import (
 from acceptance.errors import ProofError, SetupError, TargetError
 from acceptance.harness import observers as observe
 from acceptance.harness import probes as probe
+from acceptance.harness import restsweep
 from acceptance.harness.evidence import attach
 from acceptance.harness.keys import EVIDENCE_KEY, LACKS_KEY, PLATFORM_RUN_KEY, PROBE_LOG, PROOF_KEY, SESSION, TARGET_VIEW
 from acceptance.targets import TargetOptions, load
@@ -101,8 +102,43 @@ def agent_profile(request: pytest.FixtureRequest) -> AgentProfile:
 
 
 @pytest.fixture(scope="session")
+def host_baseline(request: pytest.FixtureRequest) -> restsweep.Baseline:
+    """Every file under the host's writable roots, stamped before the platform starts (``restsweep.take``)."""
+    return restsweep.take(request.config.getoption("pairproof_state_dir"),
+                          request.config.getoption("pairproof_target") or "reference")
+
+
+@pytest.fixture
+def host_sweep(request: pytest.FixtureRequest, host_baseline: restsweep.Baseline, pairproof_target: Target,
+               probe_log: probe.ProbeLog, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], restsweep.Swept]:
+    """``host_sweep(what)``: everything created or changed at rest on the host since the session started,
+    scanned (``restsweep.sweep``), the instances' volumes and the harness's own folders excluded with why."""
+    def run(what: str) -> restsweep.Swept:
+        art = pairproof_target.artifacts()
+        excluded = {str(path): f"instance {key}'s own volume: its private state, judged by the FS cases"
+                    for key, path in art.volumes.items()}
+        state_root = Path(request.config.getoption("pairproof_state_dir")).resolve()
+        if art.state_dir.parent.parent == state_root:  # <state root>/runs/<run>: a run's siblings are other platforms
+            for sibling in art.state_dir.parent.iterdir():
+                if sibling != art.state_dir:
+                    excluded[str(sibling)] = "another platform run's state (another worker or session): its own sweep's"
+        basetemp = tmp_path_factory.getbasetemp().parent  # pytest-of-<user>: every session's
+        excluded[str(basetemp)] = "pytest's temporary folders: the harness's own files (and other pytest sessions')"
+        for option in ("allure_report_dir", "pairproof_verdict"):
+            given = request.config.getoption(option, None)
+            if given:
+                folder = Path(given).resolve().parent if option == "pairproof_verdict" else Path(given).resolve()
+                excluded[str(folder)] = "the run's reports: the harness writes the evidence, canaries included, there"
+        stores = {str(path): why for path, why in getattr(art, "stores", {}).items()}
+        return restsweep.sweep(host_baseline, state_dir=art.state_dir, excluded=excluded, stores=stores, what=what,
+                               log=probe_log)
+
+    return run
+
+
+@pytest.fixture(scope="session")
 def pairproof_target(request: pytest.FixtureRequest, pairproof_run: Run, platform_secrets: dict[str, str],
-                     agent_profile: AgentProfile) -> Iterator[Target]:
+                     agent_profile: AgentProfile, host_baseline: restsweep.Baseline) -> Iterator[Target]:
     """The driver itself, whole: for the harness (provisioning, planting, the host cross-check), which uses
     the core alone. A case's tests get ``target``, which shows them only what their case declared."""
     name = request.config.getoption("pairproof_target") or "reference"

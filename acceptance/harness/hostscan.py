@@ -233,7 +233,7 @@ class Judged:
                 "sentinels_found": f"{self.sentinels} in {self.sentinel_files} files"}
 
 
-class _Workspace:
+class Workspace:
     """A private temporary folder: ``blobs/`` holds the bytes to scan, one file each, ``sentinels/`` the
     engine's own canaries. Removed on exit."""
 
@@ -244,7 +244,7 @@ class _Workspace:
         self.blobs.mkdir()
         self.sentinels.mkdir()
 
-    def __enter__(self) -> _Workspace:
+    def __enter__(self) -> Workspace:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -290,7 +290,7 @@ class EngineSearch:
     bytes to a file of the workspace, ``hits`` runs the engine over them and the sentinels, judges the run
     and maps each hit's ``where`` back to the layer's label (the engine's own suffix kept)."""
 
-    def __init__(self, workspace: _Workspace, what: str, using: Engine) -> None:
+    def __init__(self, workspace: Workspace, what: str, using: Engine) -> None:
         self.workspace, self.what, self.using = workspace, what, using
         self.labels: list[str] = []
         self.largest = 0
@@ -335,7 +335,7 @@ def scan_blobs(blobs: Sequence[tuple[str, bytes]], what: str, *, log: probe.Prob
     is its label), by the engine in one run, judged complete. The evidence names the engine."""
     try:
         using = engine()
-        with _Workspace() as workspace:
+        with Workspace() as workspace:
             search = EngineSearch(workspace, what, using)
             for label, data in blobs:
                 search.add(bytes(data), label)
@@ -451,7 +451,7 @@ def tokens_in_records(data: bytes, what: str, *, log: probe.ProbeLog | None = No
     judged complete. Both completeness records (the engine's, the join's) are attached."""
     try:
         using = engine()
-        with _Workspace() as workspace:
+        with Workspace() as workspace:
             search = JoiningSearch(EngineSearch(workspace, what, using))
             search.add(bytes(data), what)
             search.hits()
@@ -478,7 +478,7 @@ def scan_files(paths: Sequence[str | os.PathLike[str]], what: str, *, log: probe
             if not os.path.isfile(name) or os.path.islink(name):
                 raise ProofError(f"the host-side scan of {what}: {name} is not a regular file")
             sizes.append(info.st_size)
-        with _Workspace() as workspace:
+        with Workspace() as workspace:
             planted = plant_sentinels(workspace.sentinels, using.static)
             report = scan_paths([*names, str(workspace.sentinels)], using=using,
                                 max_file_bytes=max([detect.DEFAULT_MAX_FILE_BYTES, *(s + 1 for s in sizes)]))
@@ -503,7 +503,7 @@ def at_rest(blob: bytes, where: str, *, log: probe.ProbeLog | None = None) -> tu
     are the caller's to judge (``AtRest.problems``)."""
     try:
         using = engine()
-        with _Workspace() as workspace:
+        with Workspace() as workspace:
             search = JoiningSearch(EngineSearch(workspace, f"at rest: {where}", using))
             scan = find_at_rest(blob, where, search=search)
             assert search.judged is not None

@@ -295,8 +295,17 @@ class PlatformTarget:
         return dict(self._secrets)
 
     def artifacts(self) -> Artifacts:
-        volumes = {r.id: self.controller.volume_path(r.id) for r in self.controller.instances() if r.state != "destroyed"}
-        return Artifacts(state_dir=self.controller.state, volumes=volumes)
+        records = [r for r in self.controller.instances() if r.state != "destroyed"]
+        volumes = {r.id: self.controller.volume_path(r.id) for r in records}
+        state = self.controller.state
+        stores = {state / "product.sqlite": "the product's database: the principals' notes, tasks and messages are "
+                                           "its records (TL-5, SH-*, OP-* judge who reads them)",
+                  self.platform.log_path: "the platform log: LG-1 scans it whole, alone and joined",
+                  self.controller.snapshots.path("x").parent: "the snapshot store: SN-1 scans each snapshot at rest, "
+                                                              "layer by layer (SN-1's X leaves an unsealed one)"}
+        stores.update({volume.parent / "journal.sqlite": f"instance {key}'s effect journal, on its side of the boundary"
+                       for key, volume in volumes.items()})
+        return Artifacts(state_dir=state, volumes=volumes, logs=(self.platform.log_path,), stores=stores)
 
     # -- the model path and the broker -------------------------------------------------------------------
 

@@ -1,0 +1,287 @@
+"""Everything at rest on the host: a before/after diff of the writable host filesystems, every file the run
+created or changed scanned for canaries (issue 26, sweep 3).
+
+Class: *a canary at rest where the platform wrote and no listed file holds it*. A scan of the files a driver
+lists (its log, its snapshot) sees what the driver thought of; a crash dump in the state root's tmp, a staging
+copy left in /tmp, a request cache beside the run, a transcript written to /var/tmp on a crash are at rest all
+the same. So the harness stamps (inode, size, mtime_ns, ctime_ns) every regular file under the host's writable
+roots when the session starts, before the platform writes anything (``take``: the state root, /tmp, /var/tmp,
+/var/log with the journal, /run/log/journal, /dev/shm, and the container engine's data root when the target
+runs one), and at the point a case judges (``sweep``) stamps them again: every file created or changed since
+is read and opened layer by layer (``canaries.scan.find_at_rest``: compression and archives at any offset),
+its records also joined (``hostscan.JoiningSearch``), and searched by the suite's engine in one run that finds
+its own sentinels in every encoding it claims.
+
+Proof that it looked, in the same sweep: before the second walk it plants a fresh token in each root (the
+state folder of the run included: a file where the platform writes), which the sweep must report, in that
+file, as created and found; a root it did not reach or a file it could not read is a ProofError, never a pass.
+
+What it leaves out, each listed with why in the completeness record (``Swept.record``): the instances' own
+volumes (the private state itself, judged by the FS cases), the harness's own files (its scan workspaces and
+lab, pytest's temporary folder, the reports: they hold canaries by design), stores a driver names as holding
+private data by design (``Artifacts.stores``), and, in /tmp and /var/tmp, which other processes on the machine
+share, every file the run neither created nor changed. Files that vanished between the walk and the read
+were not at rest; they are counted. Bounded: at most ``MAX_BYTES`` of created or changed files, past which
+the sweep is broken and names the largest; a file past ``MAX_FILE_BYTES`` in a shared root is listed by name
+and size, not read (under the state root it breaks the sweep); records are joined in files up to ``JOIN_MAX``
+while the join's own bound has room, larger ones read alone and counted.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acceptance.errors import ProofError
+from acceptance.harness import hostscan
+from acceptance.harness import probes as probe
+from acceptance.harness.evidence import attach
+from canaries import Mint
+from canaries.detect import Hit
+from canaries.scan import find_at_rest
+
+# The host's writable places a platform may leave something at rest, beside its state root.
+HOST_ROOTS = ("/tmp", "/var/tmp", "/var/log", "/run/log/journal", "/dev/shm")
+MAX_BYTES = 1 << 30  # created or changed bytes a sweep reads; past it the sweep is broken, naming the largest
+# A file past this in a shared root (/tmp, /var/tmp: other processes write there too) is listed, not read; under
+# the state root it makes the sweep broken (the platform's own file, unread).
+MAX_FILE_BYTES = 64 << 20
+# Records are joined (a canary cut across lines or rows) in files up to this size, while the join's bound has
+# room for their views (about eight times the file); larger files are read and opened alone, and counted.
+JOIN_MAX = 1 << 20
+SENTINEL_PREFIX = ".pairproof-rest-sentinel-"
+# The harness's own temporary folders (hostscan's workspaces, the lab): canaries by design, never the platform's.
+HARNESS_PREFIXES = ("pairproof-hostscan-", "pairproof-lab-")
+
+
+@dataclass(frozen=True)
+class Stamp:
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+
+@dataclass
+class Baseline:
+    """Every regular file under ``roots`` with its stamp, when the session started."""
+
+    roots: tuple[str, ...]
+    files: dict[str, Stamp]
+    unreadable: list[str]
+    seconds: float
+    state_root: str = ""
+    not_roots: dict[str, str] = field(default_factory=dict)
+
+
+def engine_root(target_name: str) -> str:
+    """The container engine's data root when the target runs one (``docker info``), else ''."""
+    if not target_name.startswith("docker") or shutil.which("docker") is None:
+        return ""
+    try:
+        done = subprocess.run(["docker", "info", "--format", "{{.DockerRootDir}}"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def walk(roots: Iterable[str], excluded: Iterable[str] = ()) -> tuple[dict[str, Stamp], list[str]]:
+    """The stamp of every regular file under ``roots`` (symlinks not followed), folders in ``excluded`` not
+    entered; and the folders that could not be listed."""
+    skip = {os.path.realpath(p) for p in excluded}
+    files: dict[str, Stamp] = {}
+    unreadable: list[str] = []
+    stack = [r for r in roots if os.path.isdir(r)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            continue  # gone meanwhile: nothing at rest there
+        except OSError as exc:
+            unreadable.append(f"{folder}: {exc.strerror}")
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.path not in skip and not entry.name.startswith(HARNESS_PREFIXES):
+                        stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    info = entry.stat(follow_symlinks=False)
+                    files[entry.path] = Stamp(info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+            except FileNotFoundError:
+                continue
+    return files, unreadable
+
+
+def take(state_root: str | os.PathLike[str], target_name: str = "reference") -> Baseline:
+    """The session's baseline: the state root, the host roots, and the engine's data root when there is one."""
+    started = time.monotonic()
+    roots = [os.fspath(state_root), *HOST_ROOTS]
+    not_roots = {r: "does not exist on this host" for r in roots if not os.path.isdir(r)}
+    engine = engine_root(target_name)
+    if engine:
+        roots.append(engine)
+    else:
+        not_roots["the container engine's data root"] = f"target {target_name!r} runs no container engine"
+    Path(state_root).mkdir(parents=True, exist_ok=True)
+    files, unreadable = walk(roots)
+    return Baseline(tuple(r for r in roots if os.path.isdir(r)), files, unreadable, time.monotonic() - started,
+                    os.fspath(state_root), not_roots)
+
+
+class _Deferred:
+    """A ``LayerSearch`` that hands every layer of a file to the sweep's one search (joined, or the engine's
+    alone) and searches nothing itself: the engine runs once, over all of them, when the sweep asks."""
+
+    def __init__(self, inner: hostscan.JoiningSearch | hostscan.EngineSearch) -> None:
+        self.inner = inner
+
+    def add(self, data: bytes, where: str) -> None:
+        self.inner.add(data, where)
+
+    def hits(self) -> list[Hit]:
+        return []
+
+
+@dataclass
+class Swept:
+    """What a sweep found (token -> the files holding it) and its completeness record."""
+
+    found: dict[str, list[str]]
+    record: dict[str, Any]
+
+    def holding(self, tokens: Iterable[str]) -> dict[str, list[str]]:
+        return {t: where for t, where in self.found.items() if t in set(tokens)}
+
+
+def _file_of(where: str, files: Iterable[str]) -> str:
+    """The file a hit's ``where`` (its label, then layers and the engine's suffixes) names."""
+    return max((f for f in files if where == f or where.startswith((f + " ", f + " >"))), key=len, default=where)
+
+
+def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Mapping[str, str],
+          stores: Mapping[str, str] = {}, what: str = "everything at rest on the host",
+          log: probe.ProbeLog | None = None) -> Swept:
+    """Every file created or changed under the baseline's roots (and ``state_dir``) since it was taken,
+    ``excluded`` folders and ``stores`` (each with why) aside, read and searched for canaries, with a sentinel
+    planted in every root first that must be found. Raises ProofError when it cannot show it looked."""
+    started = time.monotonic()
+    state_dir = os.fspath(state_dir)
+    roots = list(baseline.roots) + ([state_dir] if not any(state_dir.startswith(r + "/") or state_dir == r
+                                                            for r in baseline.roots) else [])
+    harness = {tempfile.gettempdir() + "/" + p + "*": "the harness's own scan workspaces and lab: canaries by design"
+               for p in HARNESS_PREFIXES}
+    mint = Mint(secrets.token_hex(4))
+    sentinels: dict[str, tuple[str, str]] = {}  # token -> (root, file)
+    for number, root in enumerate([*roots, state_dir]):
+        token = mint.mint("probe", f"rest{number}").token
+        path = os.path.join(root, f"{SENTINEL_PREFIX}{secrets.token_hex(4)}")
+        try:
+            with open(path, "xb") as handle:  # written by the harness as a platform's stray file would be
+                handle.write(b"left at rest: " + token.encode() + b"\n")
+        except OSError as exc:
+            raise ProofError(f"{what}: could not plant the sentinel in {root} ({exc.strerror}): the sweep "
+                             "could not show it looks there") from None
+        sentinels[token] = (root, path)
+    try:
+        after, unreadable = walk(roots, excluded)
+        walked = time.monotonic() - started
+        created = sorted(p for p in after if p not in baseline.files)
+        changed = sorted(p for p in after if p in baseline.files and baseline.files[p] != after[p])
+        # A store's sqlite sidecars (-wal, -shm, -journal) are the store too.
+        skipped = {p: why for p in (*created, *changed) for store, why in stores.items()
+                   if p == store or p.startswith((store.rstrip("/") + "/", store + "-"))}
+        candidates = [p for p in (*created, *changed) if p not in skipped]
+        too_large = {p: after[p].size for p in candidates if after[p].size > MAX_FILE_BYTES}
+        own = [p for p in too_large if p.startswith(state_dir.rstrip("/") + "/")]
+        if own:
+            raise ProofError(f"{what}: the platform's own {own[:3]} are past the sweep's file bound of {MAX_FILE_BYTES} "
+                             "bytes: unread, they cannot be judged")
+        to_read = [p for p in candidates if p not in too_large]
+        total = sum(after[p].size for p in to_read)
+        if total > MAX_BYTES:
+            largest = sorted(to_read, key=lambda p: -after[p].size)[:5]
+            raise ProofError(f"{what}: {total} bytes created or changed, past the sweep's bound of {MAX_BYTES}: "
+                             f"the largest {[(p, after[p].size) for p in largest]}")
+        found: dict[str, list[str]] = {}
+        gone: list[str] = []
+        problems: list[str] = []
+        read_bytes = 0
+        not_joined = 0
+        with hostscan.Workspace() as workspace:
+            using = hostscan.engine()
+            joining = hostscan.JoiningSearch(hostscan.EngineSearch(workspace, what, using))
+            deferred, alone = _Deferred(joining), _Deferred(joining.inner)
+            scanned = []
+            for path in to_read:
+                try:
+                    with open(path, "rb") as handle:
+                        blob = handle.read(MAX_BYTES + 1)
+                except FileNotFoundError:
+                    gone.append(path)  # removed between the walk and the read: not at rest
+                    continue
+                except OSError as exc:
+                    unreadable.append(f"{path}: {exc.strerror}")
+                    continue
+                read_bytes += len(blob)
+                scanned.append(path)
+                joined = len(blob) <= JOIN_MAX and joining.room > 8 * len(blob)
+                not_joined += not joined
+                problems += find_at_rest(blob, path, search=deferred if joined else alone).problems
+            hits = joining.hits()
+            judged = joining.judged
+        for hit in hits:
+            found.setdefault(hit.token, [])
+            where = _file_of(hit.where, scanned)
+            if where not in found[hit.token]:
+                found[hit.token].append(where)
+    finally:
+        for _, path in sentinels.values():
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+    blind = {root: path for token, (root, path) in sentinels.items() if path not in found.get(token, ())}
+    record = {
+        "roots": roots, "not roots, and why": baseline.not_roots,
+        "files before (session start)": len(baseline.files), "files after": len(after),
+        "created": len(created), "changed": len(changed), "read": len(scanned), "bytes read": read_bytes,
+        "bytes scanned (engine, sentinels apart)": judged.evidence(what)["bytes"] if judged else 0,
+        "read alone, not joined (past JOIN_MAX or the join's bound)": not_joined,
+        "not read: past the file bound, in a shared root": dict(sorted(too_large.items())[:20]),
+        "gone before read": len(gone), "unreadable": unreadable[:20] + baseline.unreadable[:20],
+        "layer bounds hit": problems[:20],
+        "excluded, and why": {**dict(excluded), **harness,
+                              "files neither created nor changed since the session started":
+                                  "at rest before the platform ran (/tmp and /var/tmp are shared with other processes)"},
+        "stores named by the driver, not scanned": {p: why for p, why in skipped.items()},
+        "root sentinels found": f"{len(sentinels) - len(blind)} of {len(sentinels)}",
+        "seconds: baseline walk": round(baseline.seconds, 2), "seconds: walk": round(walked, 2),
+        "seconds: walk and scan": round(time.monotonic() - started, 2),
+    }
+    for token in sentinels:
+        found.pop(token, None)
+    if log is not None:
+        log.note("host sweep", **{k: v for k, v in record.items() if not isinstance(v, (dict, list))})
+    attach(f"host sweep: {what}", record)
+    reasons = []
+    if blind:
+        reasons.append(f"its sentinel in {sorted(blind)} was not found: it did not look there")
+    if unreadable or baseline.unreadable:
+        reasons.append(f"it could not read {(unreadable + baseline.unreadable)[:5]}")
+    if problems:
+        reasons.append(f"it hit a layer bound: {problems[:3]}")
+    if reasons:
+        message = f"{what}: the sweep did not prove it looked: " + "; ".join(reasons)
+        raise log.fail(message) if log is not None else ProofError(message)
+    return Swept(found, record)

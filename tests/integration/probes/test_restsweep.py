@@ -1,0 +1,67 @@
+"""acceptance.harness.restsweep: the host at-rest sweep reads every file created or changed since its baseline,
+names what it leaves out, and proves with a sentinel in every root that it looked there."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from acceptance.errors import ProofError
+from acceptance.harness import restsweep
+from canaries import Mint
+
+MINT = Mint("0123abcd")
+TOKEN = MINT.mint("a", "mem").token
+OTHER = MINT.mint("a", "tr").token
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    roots = {name: tmp_path / name for name in ("state", "tmp", "log")}
+    for path in roots.values():
+        path.mkdir()
+    (roots["tmp"] / "old.txt").write_bytes(TOKEN.encode())  # at rest before the session: not the platform's
+    monkeypatch.setattr(restsweep, "HOST_ROOTS", (str(roots["tmp"]), str(roots["log"]), str(tmp_path / "absent")))
+    return roots
+
+
+def test_only_what_was_created_or_changed_is_read_and_found_in_its_file(host: dict[str, Path]) -> None:
+    baseline = restsweep.take(host["state"])
+    run = host["state"] / "runs" / "r1"
+    (run / "volume").mkdir(parents=True)
+    (run / "volume" / "mine.txt").write_bytes(TOKEN.encode())  # the instance's own volume: excluded
+    (run / "product.sqlite").write_bytes(OTHER.encode())  # a named store: listed, not read
+    dump = host["tmp"] / "crash.dump"
+    dump.write_bytes(b"HDR\x00" + gzip.compress(TOKEN.encode()))
+    swept = restsweep.sweep(baseline, state_dir=run, excluded={str(run / "volume"): "the volume"},
+                            stores={str(run / "product.sqlite"): "the product's database"})
+    assert swept.holding({TOKEN, OTHER}) == {TOKEN: [str(dump)]}
+    record = swept.record
+    assert record["root sentinels found"] == "4 of 4"  # state root, tmp, log, and the run's state folder
+    assert record["created"] == 2 + 4 and record["changed"] == 0  # the dump, the store, the sentinels
+    assert str(host["state"].parent / "absent") in record["not roots, and why"]
+    assert list(record["stores named by the driver, not scanned"]) == [str(run / "product.sqlite")]
+
+
+def test_a_root_the_walk_did_not_reach_is_a_proof_error(host: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    baseline = restsweep.take(host["state"])
+    walk = restsweep.walk
+
+    def blind(roots, excluded=()):
+        files, unreadable = walk(roots, excluded)
+        return {p: s for p, s in files.items() if not p.startswith(str(host["log"]))}, unreadable
+
+    monkeypatch.setattr(restsweep, "walk", blind)
+    with pytest.raises(ProofError, match="did not look there"):
+        restsweep.sweep(baseline, state_dir=host["state"], excluded={})
+
+
+def test_past_the_bound_the_sweep_is_broken_and_names_the_largest(host: dict[str, Path],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    baseline = restsweep.take(host["state"])
+    (host["tmp"] / "big.bin").write_bytes(b"x" * 2048)
+    monkeypatch.setattr(restsweep, "MAX_BYTES", 1024)
+    with pytest.raises(ProofError, match="big.bin"):
+        restsweep.sweep(baseline, state_dir=host["state"], excluded={})
