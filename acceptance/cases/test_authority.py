@@ -12,6 +12,8 @@ B and C must not go through.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from acceptance.cases.judges import authority
@@ -38,11 +40,14 @@ def _arrange(target, dedicated, sandbox_host) -> authority.Sweep:
 
 
 @pytest.mark.case("AU-1", "refusal", pair="B,C,operator,outside,A(retired)->A")
-def test_au1_every_authority_artifact_works_only_for_its_holder_at_its_point(target, dedicated, sandbox_host):
+def test_au1_every_authority_artifact_works_only_for_its_holder_at_its_point(target, dedicated, sandbox_host,
+                                                                            visible_bytes):
     """After each transition of the walk (fresh, sleep, wake, freeze, thaw, recreate, restore, rotate, crash,
     recover, revoke) every artifact the owner held at any point so far is presented by every holder: it works
     only where it is the owner's current one at a serving point (those cells must work, or the sweep is
-    broken), and is refused everywhere else; a transition that retires a kind must change it.
+    broken), and is refused everywhere else; a transition that retires a kind must change it. After the walk,
+    none of them is readable in what B's or C's sandbox can see, nor in the owner's but its current run-control
+    key (found there: the search sees).
 
     Ways it could fail that the probe looks for: a proxy or product that honours a capability of a past lease
     or generation (after a rotate, a sleep, a thaw, a recreate, a restore, a recover) or of a frozen, crashed
@@ -50,11 +55,16 @@ def test_au1_every_authority_artifact_works_only_for_its_holder_at_its_point(tar
     presents; an operator client that opens the agent door; a snapshot id restored for another user."""
     sweep = _arrange(target, dedicated, sandbox_host)
     walked = Walk()
+    started = time.monotonic()
     for point in walk(target, sweep.owner, walked):
         sweep.at(point)
     walked.check("AU-1")
+    swept = time.monotonic()
+    kept = sweep.kept(visible_bytes)
     matrix = sweep.finish("AU-1")
-    attach("AU-1 authority matrix", {**matrix.record(), "walk": walked.record})
+    attach("AU-1 authority matrix", {**matrix.record(), "walk": walked.record, "where they are kept": kept,
+                                     "seconds": {"walk and matrix": round(swept - started, 1),
+                                                 "where kept": round(time.monotonic() - swept, 1)}})
     assert matrix.findings == []
 
 

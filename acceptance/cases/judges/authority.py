@@ -42,6 +42,7 @@ from acceptance.contract import InstanceRef, Principal
 from acceptance.errors import ProofError
 from acceptance.harness.transitions import TRANSITIONS, Point
 from acceptance.harness.wait import settle
+from canaries.known import find_known
 
 HOLDERS = ("A", "B", "C", "operator", "outside")
 FENCE_DEADLINE = 2.0  # how long after a transition that ends serving the platform may take to fence (``_settle``)
@@ -183,10 +184,13 @@ class Sweep:
                 self.matrix.findings.append(f"{h.label}: still the {h.kind} held {point}, though "
                                             f"{sorted(KNOWN[h.kind].retired_by & set(since[h.label]))} retire it")
         expect = {h.label: rightful(h, point, current, since[h.label]) for h in self.held}
+        # The value held here at a serving point must work, rightful or not (a kind a transition should have
+        # retired and did not is a finding above, and still proves the path sees a working artifact).
+        held_here = {h.label for h in self.held if point.serving and current.get(h.kind) == h.value}
         if not point.serving:
             self._settle(point)
-        self._direct(point, expect)
-        self._runctl_own(point, expect)
+        self._direct(point, expect, held_here)
+        self._runctl_own(point, expect, held_here)
         self._operator(point)
         for name in ("B", "C"):
             self._from_sandbox(name, point)
@@ -214,11 +218,13 @@ class Sweep:
         return current
 
     def _judge(self, point: Point, kind: str, holder: str, label: str, worked: bool, expected: bool,
-               how: str) -> None:
+               how: str, held_here: bool = False) -> None:
+        """One presentation's verdict; ``held_here``: the owner's value at this serving point, which must work
+        (the P cell: else the path is dead and a refusal elsewhere proves nothing)."""
         self.matrix.cell(kind, holder, point.index, f"{label} {how}: {'works' if worked else 'refused'}")
         if worked and not expected:
             self.matrix.findings.append(f"{label} presented by {holder} {how} worked {point}")
-        if holder == "A" and expected:
+        if holder == "A" and held_here:
             if not worked:
                 raise ProofError(f"the owner's current {label} did not work {point} ({how}): the sweep cannot tell "
                                  "a refusal from a dead path, so it proves nothing")
@@ -236,7 +242,7 @@ class Sweep:
         self.matrix.cell("model", "A", point.index, f"{last[0].label} given {FENCE_DEADLINE:g}s to be fenced: "
                          f"{'refused' if status != 200 else 'still answered'}")
 
-    def _direct(self, point: Point, expect: Mapping[str, bool]) -> None:
+    def _direct(self, point: Point, expect: Mapping[str, bool], held_here: set[str]) -> None:
         """The model capability to the proxy and the grant to the product's agent door, from the host."""
         t = self.target
         rid = f"az{secrets.token_hex(4)}"
@@ -264,7 +270,7 @@ class Sweep:
                 buyer = notes.get(key, "")
                 worked = bool(buyer)
             how = "on the platform side (direct)" + (f", bought for {buyer}" if buyer and buyer != "A" else "")
-            self._judge(point, h.kind, "A", h.label, worked, expect[h.label], how)
+            self._judge(point, h.kind, "A", h.label, worked, expect[h.label], how, h.label in held_here)
             if expect[h.label]:
                 self.matrix.cell(h.kind, "outside", point.index, f"{h.label}: not attemptable as a refusal (a "
                                  "bearer artifact on the platform side is its holder's request; what keeps it "
@@ -288,7 +294,7 @@ class Sweep:
                     found[body] = name
         return found
 
-    def _runctl_own(self, point: Point, expect: Mapping[str, bool]) -> None:
+    def _runctl_own(self, point: Point, expect: Mapping[str, bool], held_here: set[str]) -> None:
         """Every run-control key taken so far, knocked on every socket of the owner's own sandbox: the current
         one gets the platform path's answer from the agent's API, every other one is refused everywhere."""
         keys = [h for h in self.held if h.kind == "runctl"]
@@ -305,7 +311,7 @@ class Sweep:
         for h in keys:
             worked = any(_as_platform(a.get(h.label), platform) for a in knocks.values() if isinstance(a, dict))
             self._judge(point, "runctl", "A", h.label, worked, expect[h.label],
-                        f"in the owner's sandbox, on {len(knocks)} sockets")
+                        f"in the owner's sandbox, on {len(knocks)} sockets", h.label in held_here)
         self.matrix.cell("runctl", "outside", point.index, "not attemptable: the agent's API listens only in its "
                          "sandbox's network namespace (TL-4 knocks every socket B sees)")
 
@@ -399,6 +405,27 @@ class Sweep:
         else:
             self.matrix.cell("snapshot", "A", point.index, "not attempted here: a restore is itself a transition "
                              "(a new generation); the walk's restore is the owner's cell")
+
+    def kept(self, visible_bytes: Callable[[InstanceRef], bytes]) -> dict[str, Any]:
+        """Where the artifacts are kept, only the holder's side reads them: every grant, model capability and
+        run-control key taken in the walk is searched for (in every encoding ``find_known`` knows) in all that
+        B's and C's sandboxes can see, and in the owner's own; there, its current run-control key (its agent
+        checks it) must be found, the proof that the search sees a key where one is, and nothing else."""
+        secret = {h.value: h.label for h in self.held if h.kind != "snapshot"}
+        seen: dict[str, list[str]] = {}
+        for name, ref in (("A", self.owner), *self.intruders.items()):
+            found = {value for value, _ in find_known(visible_bytes(ref), set(secret))}
+            seen[name] = sorted(secret[v] for v in found)
+        own = self.target.capabilities(self.owner).get("runctl") if "runctl" in self.kinds else None
+        if own is not None and secret.get(own) not in seen["A"]:
+            raise ProofError(f"the owner's current run-control key ({secret.get(own)}) is not found in its own "
+                             "sandbox, where its agent checks it: the search does not see keys where they are")
+        allowed = {secret.get(own)} if own is not None else set()
+        for name, labels in seen.items():
+            self.matrix.findings += [f"{label} is readable in {name}'s sandbox" for label in labels
+                                     if not (name == "A" and label in allowed)]
+        return {"searched for": sorted(secret.values()), "found": seen, "the owner's own key (expected there)":
+                sorted(allowed - {None})}
 
     def finish(self, what: str) -> Matrix:
         """The matrix, judged complete: every cell, a P cell seen working at every serving point per kind."""
