@@ -31,6 +31,7 @@ import logging
 import os
 import re
 import secrets
+import select
 import shutil
 import threading
 import time
@@ -476,6 +477,28 @@ class Controller:
                         mcp_filter=self.platform.mcp_filter, journal=self.journal(record.id), generation=record.generation,
                         runctl_key=runctl_key, agent_port=self.launch.turn.port)
         self._brokers[record.id] = broker.start()
+        self._fence_when_gone(record.id, proc)
+
+    def _fence_when_gone(self, instance_id: str, proc: sandbox.SandboxProcess) -> None:
+        """A sandbox that dies on its own (a crash, a host fault) takes its lease with it the moment it is gone,
+        not at the recovery: until then its broker's grant and model capability would still buy effects and
+        model calls for an instance that no longer runs. Watched by a pidfd (readable once the process has
+        exited); a sandbox the controller stopped itself, or one already replaced, changes nothing here."""
+        try:
+            fd = os.pidfd_open(proc.host_pid)
+        except (OSError, AttributeError):
+            return  # already gone (the wake that follows ends its lease) or no pidfd: fenced at the recovery
+
+        def watch() -> None:
+            try:
+                select.select([fd], [], [])
+            finally:
+                os.close(fd)
+            if self._sandboxes.get(instance_id) is proc and self.platform is not None:
+                self.platform.current.end(instance_id)
+                log.warning("sandbox of %s is gone: its lease ended with it", instance_id)
+
+        threading.Thread(target=watch, name=f"fence-{instance_id}", daemon=True).start()
 
     def pin_tool(self, instance_id: str, name: str, schema: dict) -> None:
         """Add one tool to this instance's pinned set (an operator's managed-configuration change)."""

@@ -59,6 +59,7 @@ from acceptance.contract.facets.broken import (
     BrokenCapacityWithoutBrokers,
     BrokenDebugLogging,
     BrokenHostAccountUid,
+    BrokenLaxModelCapability,
     BrokenLossyProductLink,
     BrokenNestedUserns,
     BrokenOpenEgress,
@@ -93,8 +94,8 @@ __all__ = [
     # facets/: one Protocol per facet, and the Lab a broken arrangement may use
     "Broker", "Capacity", "Credentials", "Lifecycle", "ModelPath", "PlatformLog", "Product", "Recovery", "Snapshots",
     "ToolSurface", "Lab",
-    "BrokenCapacityWithoutBrokers", "BrokenDebugLogging", "BrokenHostAccountUid", "BrokenLossyProductLink",
-    "BrokenNestedUserns", "BrokenOpenEgress", "BrokenSameUid", "BrokenSecretInEnv", "BrokenSharedPidNs",
+    "BrokenCapacityWithoutBrokers", "BrokenDebugLogging", "BrokenHostAccountUid", "BrokenLaxModelCapability",
+    "BrokenLossyProductLink", "BrokenNestedUserns", "BrokenOpenEgress", "BrokenSameUid", "BrokenSecretInEnv", "BrokenSharedPidNs",
     "BrokenSharedTmp", "BrokenSharedVolume", "BrokenUnauditedOperatorRoute", "BrokenUnencryptedSnapshot",
     "BrokenUnmeteredModelCall", "BrokenUnreachableProduct",
     # registry.py

@@ -14,6 +14,7 @@ from acceptance.contract.facets.broken import (
     BrokenCapacityWithoutBrokers,
     BrokenDebugLogging,
     BrokenHostAccountUid,
+    BrokenLaxModelCapability,
     BrokenLossyProductLink,
     BrokenNestedUserns,
     BrokenOpenEgress,
@@ -83,7 +84,7 @@ FACETS: dict[str, Facet] = {f.name: f for f in (
         BrokenSharedVolume, BrokenSharedTmp, BrokenSecretInEnv, BrokenSharedPidNs, BrokenNestedUserns, BrokenSameUid,
         BrokenHostAccountUid, BrokenUnauditedOperatorRoute, BrokenDebugLogging, BrokenOpenEgress,
         BrokenUnencryptedSnapshot, BrokenUnmeteredModelCall, BrokenCapacityWithoutBrokers, BrokenLossyProductLink,
-        BrokenUnreachableProduct)),
+        BrokenUnreachableProduct, BrokenLaxModelCapability)),
 )}
 # Which facet each contract method belongs to (a method is in exactly one facet, or in the core).
 FACET_OF: dict[str, str] = {m: f.name for f in FACETS.values() for m in f.methods}

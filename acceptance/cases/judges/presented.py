@@ -122,9 +122,10 @@ def placed(route: str, place: str, value: str, request_id: str, marker: str) -> 
     return {"method": "POST", "path": path, "headers": headers, "body": json.dumps(body)}
 
 
-def plan(artifacts: Iterable[Artifact], prefix: str) -> list[Presented]:
-    """Every artifact × every place × every route, each with its own request id ``PREFIX-N``."""
-    every = [(a, p, r) for a in artifacts for p in PLACES for r in ROUTES]
+def plan(artifacts: Iterable[Artifact], prefix: str, places: Sequence[str] = PLACES) -> list[Presented]:
+    """Every artifact × every place (of ``places``, all by default) × every route, each with its own request id
+    ``PREFIX-N``."""
+    every = [(a, p, r) for a in artifacts for p in places for r in ROUTES]
     return [Presented(f"{prefix}-{n}", a, p, r) for n, (a, p, r) in enumerate(every)]
 
 
@@ -145,7 +146,8 @@ class Sweep:
 
     def summary(self) -> dict:
         return {"presenter": f"{self.presenter.org}:{self.presenter.user}", "requests": len(self.requests),
-                "artifacts": sorted({p.artifact.label for p in self.requests}), "places": list(PLACES),
+                "artifacts": sorted({p.artifact.label for p in self.requests}),
+                "places": sorted({p.place for p in self.requests}),
                 "routes": list(ROUTES), "statuses": _tally(self.status.values()),
                 "purchases for the presenter (the detector seeing)": self.own, "findings": self.findings(),
                 "not enumerated": "header, query and body names outside HEADERS and KEY_NAMES; routes the "
@@ -160,11 +162,15 @@ def _tally(values: Iterable[int]) -> dict[str, int]:
 
 
 def run(target, host, base: str, presenter: Principal, artifacts: Sequence[Artifact],
-        readers: Sequence[Principal]) -> Sweep:
+        readers: Sequence[Principal], places: Sequence[str] = PLACES) -> Sweep:
     """Present ``artifacts`` from inside ``host``'s sandbox (the instance of ``presenter``) to its broker at
     ``base`` and judge what each request bought: the provider's record per request id, and the notes of each
-    of ``readers`` and of the presenter (as each person lists them). ProofError when the sweep could not see."""
-    requests = plan(artifacts, f"pp{secrets.token_hex(4)}")
+    of ``readers`` and of the presenter (as each person lists them). ProofError when the sweep could not see.
+    ``places``: a subset of ``PLACES`` (the authority matrix presents in fewer, at every lifecycle point)."""
+    unknown = sorted(set(places) - set(PLACES))
+    if unknown:
+        raise ValueError(f"places {unknown} are not among PLACES")
+    requests = plan(artifacts, f"pp{secrets.token_hex(4)}", places)
     items = [{"id": p.id, **placed(p.route, p.place, p.artifact.value, p.id, p.marker)} for p in requests]
     script = f"PLAN = {json.dumps(items)!r}\nimport json as _j\nPLAN = _j.loads(PLAN)\n".encode() + PROBE.read_bytes()
     out = host.backend.run_with_stdin(f"/usr/bin/python3 -I -S - {host.backend.quote('%s', base)}", stdin=script,

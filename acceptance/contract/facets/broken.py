@@ -119,6 +119,12 @@ class BrokenUnreachableProduct(Protocol):
         """The product refuses ``ref``'s broker's connections."""
 
 
+@runtime_checkable
+class BrokenLaxModelCapability(Protocol):
+    def broken_lax_model_capability(self) -> AbstractContextManager[None]:
+        """The model proxy honours any model capability that verifies, whatever its lease or generation."""
+
+
 def _calls(usage: Mapping) -> dict:
     return {k: v["calls"] for k, v in usage.items()}
 

@@ -17,6 +17,7 @@ from acceptance.contract import InstanceRef, Lab, Principal
 from acceptance.errors import TargetError
 from acceptance.harness.wait import until
 from acceptance.targets.reference.helpers import LossyRelay, NoSeal, before_command, http_json, replace_args
+from runtime.authority.capabilities import AuthorityError
 from runtime.product.store import ProductError
 
 # A broken sandbox runs no agent; it marks when its mounts are complete (bwrap reports its pid before
@@ -108,6 +109,11 @@ class Breakers:
     def broken_unreachable_product(self, ref: InstanceRef) -> Iterator[None]:
         with self._arrangement():
             yield self._unreachable_product(ref=ref)
+
+    @contextmanager
+    def broken_lax_model_capability(self) -> Iterator[None]:
+        with self._arrangement():
+            yield self._lax_model_capability()
 
     @contextmanager
     def _arrangement(self) -> Iterator[None]:
@@ -255,6 +261,14 @@ class Breakers:
         before = broker.set_product_upstream(relay.url)
         self._undo.append(lambda: (broker.set_product_upstream(before), relay.close()))
 
+    def _lax_model_capability(self) -> None:
+        """The proxy checks a model capability's signature, expiry and organization, and lets a stale lease or
+        generation (or none current) through, as a proxy that trusts what it signed would; restored on exit."""
+        proxy = self.platform.proxy
+        before = proxy.current
+        proxy.current = _StaleTolerated(before)
+        self._undo.append(lambda: setattr(proxy, "current", before))
+
     def _unreachable_product(self, ref: InstanceRef) -> None:
         """The product refuses the broker's connections: nothing can be sent."""
         import socket as _socket
@@ -283,3 +297,21 @@ class Breakers:
         """The platform's log level turned to DEBUG, as an operator chasing a bug would."""
         before = self.platform.set_log_level(logging.DEBUG)
         self._undo.append(lambda: self.platform.set_log_level(before))
+
+
+class _StaleTolerated:
+    """``Current`` as a lax proxy consults it: a revocation or a freeze still refuses, a past lease or
+    generation of the instance (or no current lease) does not."""
+
+    def __init__(self, current) -> None:
+        self._current = current
+
+    def check(self, claims) -> None:
+        try:
+            self._current.check(claims)
+        except AuthorityError as exc:
+            if exc.reason not in ("generation_stale", "lease_stale", "no_current_lease"):
+                raise
+
+    def __getattr__(self, name: str):
+        return getattr(self._current, name)
