@@ -75,12 +75,13 @@ def test_wd1_nothing_of_a_in_any_observers_world_after_each_transition(agent_pro
                  world.Observer("C", c.principal, c, target.person(c.principal)),
                  world.Observer("operator", None, None, target.operator("wd-observer"))]
     scan = _scanner(target, sandbox_host, scan_visible, probe_log)
-    record, walked = world.WorldRecord(), Walk()
+    record, walked, private = world.WorldRecord(), Walk(), frozenset()
     for point in walk(target, a, walked):
         if point.serving:  # A's activity at this point: its canary in its own model history
             target.script_model(a.principal, [{"reply": "kept"}])
             target.turn(point.ref, f"remember {tokens['turn']}")
-        owner = world.owner_facts(target, point.ref, tokens.values(), runs)
+        owner = world.owner_facts(target, point.ref, tokens.values(), runs, private)
+        private = owner.private
         for observer in observers:
             record.add(str(point), observer.name, world.observe(target, observer, owner, scan), owner)
     attach("WD-1 world sweep", {"walk": walked.record, "counts": record.counts(), "views": record.views,

@@ -133,9 +133,12 @@ def netns_sockets(host_pid: int) -> dict[int, str]:
     return found
 
 
-def owner_facts(target: Any, ref: InstanceRef, tokens: Iterable[str], runs: Iterable[str]) -> OwnerFacts:
+def owner_facts(target: Any, ref: InstanceRef, tokens: Iterable[str], runs: Iterable[str],
+                known_private: Iterable[int] = ()) -> OwnerFacts:
     """The owner's things at this point: its records and cards (its people's API), and, while it has a sandbox,
-    its processes, the sockets they hold or its network namespace lists, and its path-bound sockets' files."""
+    its processes, the sockets they hold or its network namespace lists, and its path-bound sockets' files.
+    ``known_private``: records private at an earlier point, which stay the owner's (a platform that widens a
+    record's audience on a transition is what the sweep looks for, not a new truth)."""
     principal, notes = ref.principal, []
     person = target.person(principal)
     status, body = person.request("GET", "/api/records")
@@ -143,7 +146,7 @@ def owner_facts(target: Any, ref: InstanceRef, tokens: Iterable[str], runs: Iter
         raise ProofError(f"the owner's own listing of its records answered {status}: its record ids are unknown")
     mine = [r for r in body["records"] if (r.get("org"), r.get("owner")) == (principal.org, principal.user)]
     records = {r["id"] for r in mine}
-    private = {r["id"] for r in mine if r.get("audience") == "private"}
+    private = {r["id"] for r in mine if r.get("audience") == "private"} | set(known_private)
     status, body = person.request("GET", "/api/approvals")
     if status != 200:
         raise ProofError(f"the owner's own listing of its approval cards answered {status}")
