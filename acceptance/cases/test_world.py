@@ -54,6 +54,19 @@ def _owner(target, agent_profile, dedicated) -> tuple[object, dict[str, str], li
     return a, tokens, [run["run_id"]]
 
 
+def _observer_turn(target, agent_profile):
+    """The observer's turn at a point: its agent reads each of the owner's record ids with the product's read
+    tools, through its own broker, each pair of refusals followed by a listing (an agent may stop calling a
+    tool server after a few failures in a row), then replies. Returns how many tool calls it was given."""
+    def turn(observer, owner) -> int:
+        calls = [("notes_list", {}), ("issues_list", {})]
+        for record in owner.records:
+            calls += [("notes_get", {"id": record}), ("issue_get", {"id": record}), ("notes_list", {})]
+        drive(target, agent_profile, observer.principal, observer.ref, calls, reply="observed")
+        return len(calls)
+    return turn
+
+
 def _scanner(target, sandbox_host, scan_visible, probe_log):
     def scan(ref):
         tokens = scan_visible(sandbox_host(ref))
@@ -67,14 +80,15 @@ def test_wd1_nothing_of_a_in_any_observers_world_after_each_transition(agent_pro
                                                                       scan_visible, probe_log):
     """At every point of A's walk, after A's own turn there (while it serves), B (same org), C (another org) and
     the operator's people's-API client observe their whole world: none of A's canaries, processes, sockets,
-    socket files or records is in any channel. Every channel must have enumerated something (ProofError)."""
+    socket files or private records is in any channel, the answers their agents' tools got for A's record ids
+    among them. Every channel must have enumerated something (ProofError)."""
     started = time.monotonic()
     a, tokens, runs = _owner(target, agent_profile, dedicated)
     b, c = dedicated("WB", "wes", org="org3"), dedicated("WC", "cyd", org="org4")
     observers = [world.Observer("B", b.principal, b, target.person(b.principal)),
                  world.Observer("C", c.principal, c, target.person(c.principal)),
                  world.Observer("operator", None, None, target.operator("wd-observer"))]
-    scan = _scanner(target, sandbox_host, scan_visible, probe_log)
+    scan, turn = _scanner(target, sandbox_host, scan_visible, probe_log), _observer_turn(target, agent_profile)
     record, walked, private = world.WorldRecord(), Walk(), frozenset()
     for point in walk(target, a, walked):
         if point.serving:  # A's activity at this point: its canary in its own model history
@@ -83,7 +97,7 @@ def test_wd1_nothing_of_a_in_any_observers_world_after_each_transition(agent_pro
         owner = world.owner_facts(target, point.ref, tokens.values(), runs, private)
         private = owner.private
         for observer in observers:
-            record.add(str(point), observer.name, world.observe(target, observer, owner, scan), owner)
+            record.add(str(point), observer.name, world.observe(target, observer, owner, scan, turn), owner)
     attach("WD-1 world sweep", {"walk": walked.record, "counts": record.counts(), "views": record.views,
                                 "seconds": round(time.monotonic() - started, 1)})
     probe_log.note("world sweep", points=len(walked.points), views=len(record.views), counts=record.counts(),
@@ -96,13 +110,15 @@ def test_wd1_nothing_of_a_in_any_observers_world_after_each_transition(agent_pro
 @pytest.mark.case("WD-1", "P", pair="A->A")
 def test_wd1_owner_sees_its_own_world(agent_profile, dedicated, target, sandbox_host, scan_visible, probe_log):
     """A observing its own world the same way finds its own things in every channel: its canaries in its files,
-    its model requests, its records' answers and listings; its processes and sockets as its own."""
+    its model requests, its records' answers and listings, its own tools' results for its record ids; its
+    processes and sockets as its own."""
     a, tokens, runs = _owner(target, agent_profile, dedicated)
     target.script_model(a.principal, [{"reply": "kept"}])
     target.turn(a, f"remember {tokens['turn']}")
     owner = world.owner_facts(target, a, tokens.values(), runs)
     me = world.Observer("A", a.principal, a, target.person(a.principal))
-    channels = world.observe(target, me, owner, _scanner(target, sandbox_host, scan_visible, probe_log))
+    channels = world.observe(target, me, owner, _scanner(target, sandbox_host, scan_visible, probe_log),
+                             _observer_turn(target, agent_profile))
     record = world.WorldRecord()
     record.add("fresh", "A (owner)", channels, owner)
     attach("WD-1 P: the owner's own world", {"views": record.views})
@@ -120,7 +136,7 @@ def test_wd1_broken_shared_volume_is_seen(agent_profile, dedicated, target, sand
     with target.broken_shared_volume(owner=a, intruder=Principal("WX", "org3", "xena")) as leaky:
         intruder = world.Observer("X", leaky.principal, leaky, target.person(leaky.principal))
         channels = world.observe(target, intruder, owner, _scanner(target, sandbox_host, scan_visible, probe_log),
-                                 only=("fs", "processes", "sockets"))
+                                 _observer_turn(target, agent_profile), only=("fs", "processes", "sockets"))
     record = world.WorldRecord()
     record.add("fresh", "X (shared volume)", channels, owner)
     attach("WD-1 X: a shared volume", {"views": record.views})

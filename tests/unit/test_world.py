@@ -64,3 +64,19 @@ def test_the_sockets_of_a_network_namespace_are_listed_by_inode():
         inode = os.fstat(s.fileno()).st_ino
         assert inode in world.netns_sockets(os.getpid())
         assert inode in world._held_sockets([os.getpid()])
+
+
+RESULT = '{"id": 7, "org": "org1", "owner": "alice", "body": "x"}'
+
+
+def test_tool_results_are_read_from_the_requests_an_agent_made():
+    """The result of each tool call, as the agent passed it on to its model (OpenAI's tool messages, Anthropic's
+    tool_result blocks), once each."""
+    records = [{"body": {"messages": [{"role": "user", "content": "hi"},
+                                      {"role": "tool", "tool_call_id": "1", "content": RESULT}]}},
+               {"body": {"messages": [{"role": "tool", "tool_call_id": "1", "content": RESULT},
+                                      {"role": "user", "content": [{"type": "tool_result", "content": "no"}]}]}},
+               {"seq": 3}]
+    results = world.tool_results(records)
+    assert len(results) == 2 and results[1] == '"no"'
+    assert world._seen(world._parsed(results[0]), facts()) == ["private record 7"]

@@ -13,6 +13,9 @@ read channel by channel, each enumerated whole and from the host where the host 
   id the owner's activity created (enumerated from the owner's side), and every run-control route with every run
   id of the owner's, through the observer's own broker;
 - ``listings``: the routes without a record id (the observer's listings: records, cards, audit);
+- ``tools``: the agent's door: in its turn at this point the observer's own agent calls the product's read
+  tools with every record id of the owner's (interleaved with listings, so no agent gives up on a run of
+  refusals), through its own broker; every tool result, as the agent passed it on to its model, is scanned;
 - ``model``: every request of the observer's principal the provider recorded, whole (prompt, history, tools),
   after the observer made a turn at this point.
 
@@ -46,7 +49,7 @@ from acceptance.errors import ProofError, TargetError
 from acceptance.harness import observers
 from canaries import detect
 
-CHANNELS = ("fs", "processes", "sockets", "routes", "listings", "model")
+CHANNELS = ("fs", "processes", "sockets", "routes", "listings", "tools", "model")
 # The run-control routes an agent serves (TL-4's set: start, read, events, stop), by run id.
 RUN_ROUTES = (("GET", "/v1/runs/{run}"), ("GET", "/v1/runs/{run}/events"), ("POST", "/v1/runs/{run}/stop"))
 NET_TABLES = {"tcp": 9, "tcp6": 9, "udp": 9, "udp6": 9, "unix": 6}  # table -> column of the socket's inode
@@ -310,16 +313,55 @@ def route_channels(target: Any, observer: Observer, owner: OwnerFacts) -> tuple[
     return routes, listings
 
 
-def model_channel(target: Any, observer: Observer, owner: OwnerFacts) -> Channel:
-    """The observer makes one turn, then every request of its principal the provider recorded is scanned whole;
-    the turn must have added one (else its requests are not what the provider recorded)."""
+# Observer's turn: (observer, owner) -> the tool calls its agent was scripted to make with the owner's ids.
+Turn = Callable[[Observer, OwnerFacts], int]
+
+
+def tool_results(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The tool results an agent passed on to its model in these provider records (``role: tool`` messages, or
+    ``tool_result`` blocks), each once."""
+    found: dict[str, None] = {}
+    for r in records:
+        body = r.get("body") if isinstance(r.get("body"), dict) else {}
+        for m in body.get("messages") or []:
+            if not isinstance(m, dict):
+                continue
+            if m.get("role") == "tool":
+                found[json.dumps(m.get("content"), sort_keys=True)] = None
+            elif isinstance(m.get("content"), list):
+                for block in m["content"]:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        found[json.dumps(block.get("content"), sort_keys=True)] = None
+    return list(found)
+
+
+def _parsed(text: str) -> object:
+    try:
+        inner = json.loads(text)
+        return json.loads(inner) if isinstance(inner, str) else inner
+    except ValueError:
+        return text
+
+
+def model_channels(target: Any, observer: Observer, owner: OwnerFacts, turn: Turn) -> tuple[Channel, Channel]:
+    """``tools`` and ``model``: the observer makes its turn (``turn``: its agent calls the product's tools with
+    the owner's ids), then every tool result of the turn and every request of its principal the provider
+    recorded are scanned whole; the turn must have added a request (else its requests are not what the
+    provider recorded) and, when it made tool calls, results of them."""
     principal = observer.principal
     assert principal is not None and observer.ref is not None
     user = f"{principal.org}:{principal.user}"
     before = sum(1 for r in target.provider_records() if r.get("user") == user)
-    target.script_model(principal, [{"reply": "observed"}])
-    target.turn(observer.ref, "what do you know so far?")
+    calls = turn(observer, owner)
     mine = [r for r in target.provider_records() if r.get("user") == user]
+    tools = Channel("tools", "tool results", required=calls > 0)
+    results = tool_results(mine[before:])
+    tools.enumerated = len(results)
+    if calls and len(results) < calls:
+        tools.could_not.append(f"{calls} tool calls scripted, {len(results)} distinct results reached the model "
+                               "(identical refusals count once)")
+    for text in results:
+        tools.found += [f"tool result: {s}" for s in _seen(_parsed(text), owner)]
     channel = Channel("model", "provider records", len(mine))
     if len(mine) <= before:
         raise ProofError(f"{observer.name} made a turn but the provider recorded no new request of {user} "
@@ -333,11 +375,11 @@ def model_channel(target: Any, observer: Observer, owner: OwnerFacts) -> Channel
     joined = "\n".join(json.dumps(r.get("body"), sort_keys=True) for r in mine).encode()
     channel.found += [f"provider records joined: {t}" for t in sorted(_tokens(joined, owner))
                       if not any(t in f for f in channel.found)]
-    return channel
+    return tools, channel
 
 
-def observe(target: Any, observer: Observer, owner: OwnerFacts,
-            scan: Callable[[InstanceRef], tuple[set[str], int]], only: Iterable[str] = CHANNELS) -> dict[str, Channel]:
+def observe(target: Any, observer: Observer, owner: OwnerFacts, scan: Callable[[InstanceRef], tuple[set[str], int]],
+            turn: Turn, only: Iterable[str] = CHANNELS) -> dict[str, Channel]:
     """The channels ``only`` (all by default) of ``observer``'s world, against ``owner``. The operator has no
     sandbox and makes no model request: its fs, processes, sockets and model channels are recorded as not
     applicable, not as empty."""
@@ -346,7 +388,7 @@ def observe(target: Any, observer: Observer, owner: OwnerFacts,
     if {"routes", "listings"} & set(only):
         channels["routes"], channels["listings"] = route_channels(target, observer, owner)
     if observer.ref is None:
-        for name in ("fs", "processes", "sockets", "model"):
+        for name in ("fs", "processes", "sockets", "tools", "model"):
             channels[name] = Channel(name, "-", required=False,
                                      could_not=["not applicable: the operator's people's-API client has none"])
     else:
@@ -354,10 +396,12 @@ def observe(target: Any, observer: Observer, owner: OwnerFacts,
         sweeps = {"fs": lambda: fs_channel(scan, observer.ref, owner),
                   "processes": lambda: process_channel(ident.host_pid, ident.namespaces, owner),
                   "sockets": lambda: socket_channel(ident.host_pid, owner),
-                  "model": lambda: model_channel(target, observer, owner)}
+                  }
         for name, sweep in sweeps.items():
             if name in only:
                 channels[name] = sweep()
+        if {"tools", "model"} & set(only):
+            channels["tools"], channels["model"] = model_channels(target, observer, owner, turn)
     return {name: channels[name] for name in CHANNELS if name in only}
 
 
