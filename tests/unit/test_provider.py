@@ -282,7 +282,11 @@ def test_purpose_and_the_request_are_recorded(mock):
         {"seq": 3, "style": "openai", "path": "/v1/chat/completions", "model": "gpt-test", "user": "",
          "purpose": "", "tools": [], "messages": 1, "system": "", "stream": False, "status": 200, "request_id": "",
          "usage": {"input": 20, "output": 1}, "step": None},
-    ] == mock.records()
+    ] == [{k: v for k, v in r.items() if k != "body"} for r in mock.records()]
+    # The whole request as it arrived is kept too (WD-1 scans it): the provider's view, not the caller's echo.
+    bodies = [r["body"] for r in mock.records()]
+    assert [b["messages"] for b in bodies] == [HI, HI * 3, HI]
+    assert bodies[0]["metadata"] == {"purpose": "title"}
 
 
 def test_the_request_id_a_call_came_with_is_recorded(mock):

@@ -72,7 +72,7 @@ def _netns_pids() -> dict[str, int]:
     return found
 
 
-def _vfs_index(pid: int) -> dict[tuple[int, int, int], int]:
+def vfs_index(pid: int) -> dict[tuple[int, int, int], int]:
     """(major, minor, vfs inode) -> socket inode of every path-bound unix socket of ``pid``'s namespace."""
     out = subprocess.run(["nsenter", f"--net=/proc/{pid}/ns/net", sys.executable, "-I", "-c", DIAG],
                          capture_output=True, text=True, timeout=NSENTER_DEADLINE)
@@ -111,7 +111,7 @@ def inodes(host_pid: int, entries: Mapping[str, Mapping]) -> dict[str, list[int]
         others = [pid for ns, pid in sorted(_netns_pids().items()) if ns != own_ns]
         pending = dict(files)
         for pid in [host_pid, *others]:
-            index = _vfs_index(pid)
+            index = vfs_index(pid)
             for where, key in list(pending.items()):
                 if key in index:
                     found[where] = [index[key]]

@@ -32,8 +32,9 @@ class ModelPath(Protocol):
 
     def provider_records(self) -> list[dict]:
         """The provider's own record of every request it got: ``user`` (``org:user``), ``purpose``,
-        ``status``, ``stream``, ``request_id``, the tools offered, and ``usage`` (``{"input": tokens,
-        "output": tokens}`` the provider billed for an answered call)."""
+        ``status``, ``stream``, ``request_id``, the tools offered, ``usage`` (``{"input": tokens,
+        "output": tokens}`` the provider billed for an answered call), and ``body``: the whole request as it
+        arrived (prompt, history, tools), which WD-1 scans for another principal's canaries."""
 
     def ledger_usage(self) -> Mapping[tuple[str, str, str], Mapping[str, int]]:
         """The proxy's meter per (org, user, purpose) of answered calls: ``calls``, ``input_tokens``,

@@ -135,6 +135,9 @@ class _Call:
     messages: int
     system: str  # the system prompt as sent: where a platform puts the settings a user chose
     stream: bool = False
+    # The whole request as it arrived (prompt, history, tools, metadata): what the provider was shown, for a
+    # sweep that looks for another principal's data in a principal's requests (WD-1).
+    body: Any = None
 
     @classmethod
     def read(cls, style: str, path: str, body: object) -> _Call:
@@ -150,7 +153,8 @@ class _Call:
             system = body.get("system")
         return cls(style=style, path=path, model=_str(body.get("model")), user=_str(user),
                    purpose=_str(metadata.get("purpose")), tools=tuple(n for n in names if n),
-                   messages=len(messages), system=_str(system), stream=body.get("stream") is True)
+                   messages=len(messages), system=_str(system), stream=body.get("stream") is True,
+                   body=copy.deepcopy(body))
 
 
 def _str(value: object) -> str:
@@ -458,7 +462,7 @@ class ProviderMock:
                 "seq": seq, "style": call.style, "path": call.path, "model": call.model, "user": call.user,
                 "purpose": call.purpose, "tools": list(call.tools), "messages": call.messages, "system": call.system,
                 "stream": call.stream, "status": status, "request_id": request_id[:64],
-                "usage": usage, "step": copy.deepcopy(step),
+                "usage": usage, "step": copy.deepcopy(step), "body": call.body,
             })
         return seq, step or {"reply": DEFAULT_REPLY}
 
