@@ -18,6 +18,10 @@ and asks, inside the sandbox as the agent's uid, of each path read under a folde
   whether the uid can add to it. A folder only opened (a base for ``openat``, an ``fsync``) is no input
   itself: what is opened through it is.
 
+A path read outside those folders is judged the same way where it is also reachable inside one of them: a
+bind mount whose source lies in the volume (the sandbox's mount table says so: same device, root under the
+volume's), such as a managed file bound read-only from a copy the agent can replace.
+
 Completeness: every path is listed with its class; a path the probe could not classify is named with why.
 A trace with no open at all, or none under a persistent folder, is a ProofError (the tracer saw nothing of
 the agent's home), never a pass. What it cannot see: inputs read without an ``open`` (``stat`` alone, an
@@ -72,6 +76,32 @@ def _state(path: str, state: Sequence[str]) -> bool:
     return any(path == s or path in (s + x for x in SIDECARS) for s in state)
 
 
+def _mounts(mountinfo: str) -> list[tuple[str, str, str]]:
+    """The sandbox's mounts as (mount point, device, root within the device), from /proc/self/mountinfo."""
+    table = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) > 4:
+            table.append((fields[4], fields[2], fields[3]))
+    return table
+
+
+def _alias(path: str, table: list[tuple[str, str, str]], persistent: Sequence[str]) -> str | None:
+    """Where ``path`` (outside the persistent folders) is also reachable under one of them: a bind mount whose
+    source lies in a persistent folder's source (same device, root under its root), such as a read-only file
+    bound from the volume. None if nowhere."""
+    holding = [m for m in table if _under(path, [m[0]])]
+    if not holding:
+        return None
+    point, device, root = max(holding, key=lambda m: len(m[0]))
+    source = root.rstrip("/") + path[len(point.rstrip("/")):]
+    for folder in persistent:
+        for p_point, p_device, p_root in table:
+            if p_point == folder and p_device == device and _under(source, [p_root]):
+                return folder.rstrip("/") + source[len(p_root.rstrip("/")):]
+    return None
+
+
 def judge(trace: StartTrace, run_as_agent: Callable[[str, bytes], tuple[int, bytes]]) -> Judged:
     """Judge ``trace``; ``run_as_agent(script, stdin)`` runs a shell script in the instance's sandbox as its
     agent's uid and answers (rc, stdout)."""
@@ -86,15 +116,25 @@ def judge(trace: StartTrace, run_as_agent: Callable[[str, bytes], tuple[int, byt
     def put(kind: str, path: str) -> None:
         out.classes.setdefault(kind, []).append(path)
 
+    rc, mounts = run_as_agent("cat /proc/self/mountinfo", b"")
+    table = _mounts(mounts.decode(errors="replace")) if rc == 0 else []
+    if not table:
+        raise ProofError(f"the sandbox's mount table could not be read (rc {rc}): {mounts[:300]!r}")
+    mount_points = {point for point, _, _ in table}
     judged = []
+    aliases: dict[str, str] = {}  # a path inside the persistent folders -> the path it was read as
     for path in sorted(reads):
-        if not _under(path, trace.persistent):
+        alias = path if _under(path, trace.persistent) else _alias(path, table, trace.persistent)
+        if alias is None:
             put("outside the persistent folders (the image, /usr, /etc, /proc, /tmp, the launcher's own host paths: "
                 "bound or made anew at each start)", path)
-        elif _state(path, trace.state):
+        elif _state(alias, trace.state):
             put("the agent's declared state", path)
         else:
-            judged.append(path)
+            judged.append(alias)
+            if alias != path:
+                aliases[alias] = path
+                reads[alias] = reads[path]
     if not any(_under(p, trace.persistent) for p in reads):
         raise ProofError(f"the traced start read nothing under {list(trace.persistent)}: the tracer did not see "
                          f"the agent's home ({len(reads)} paths read elsewhere)")
@@ -103,14 +143,14 @@ def judge(trace: StartTrace, run_as_agent: Callable[[str, bytes], tuple[int, byt
     rc, raw = run_as_agent(PROBE, "".join(p + "\n" for p in judged).encode())
     if rc != 0:
         raise ProofError(f"the writability probe failed in the sandbox (rc {rc}): {raw[:300]!r}")
-    rc, mounts = run_as_agent("cat /proc/self/mountinfo", b"")
-    mount_points = {line.split()[4] for line in mounts.decode(errors="replace").splitlines() if len(line.split()) > 4}
     seen = {}
     for line in raw.decode(errors="replace").splitlines():
         parts = line.split("\t")
         if len(parts) == 6:
             seen[parts[5]] = parts[:5]
     for path in judged:
+        if path in aliases:
+            put(f"read as {aliases[path]}, a mount whose source is here", path)
         if path not in seen:
             out.unclassified[path] = "the probe gave no line for it"
             continue
