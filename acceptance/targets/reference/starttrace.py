@@ -82,25 +82,30 @@ class StartTracer:
     def opened(self) -> tuple[Opened, ...]:
         if self.proc is None:
             raise TargetError("the traced start never reached its launcher: nothing was traced")
-        out, listed = [], set()
-        for file in sorted(self.folder.glob("t.*")):
-            for line in file.read_text(errors="replace").splitlines():
-                if (dents := LISTED.match(line)) is not None:
-                    listed.add(os.path.normpath(dents["dir"]))
-                    continue
-                match = LINE.match(line)
-                if match is None:
-                    continue
-                path = match["path"].encode().decode("unicode_escape", errors="replace")
-                if not path.startswith("/"):
-                    where = DIRFD.search(match["dirfd"] or "")
-                    if where is None:
-                        continue  # a relative open whose folder the tracer could not name: not attributable
-                    path = os.path.normpath(os.path.join(where["dir"], path))
-                ok = int(match["ret"]) >= 0
-                out.append(Opened(path=os.path.normpath(path), flags=match["flags"],
-                                  result="ok" if ok else (match["errno"] or "error")))
-        return tuple(Opened(o.path, o.flags, o.result, listed=o.path in listed) for o in out)
+        return parse(self.folder)
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def parse(folder: Path) -> tuple[Opened, ...]:
+    """Every open in the per-process trace files ``folder/t.<pid>`` (strace ``-ff -y``), each folder marked
+    ``listed`` if any process read its entries."""
+    out, listed = [], set()
+    for file in sorted(folder.glob("t.*")):
+        for line in file.read_text(errors="replace").splitlines():
+            if (dents := LISTED.match(line)) is not None:
+                listed.add(os.path.normpath(dents["dir"]))
+                continue
+            match = LINE.match(line)
+            if match is None:
+                continue
+            path = match["path"].encode().decode("unicode_escape", errors="replace")
+            if not path.startswith("/"):
+                where = DIRFD.search(match["dirfd"] or "")
+                if where is None:
+                    continue  # a relative open whose folder the tracer could not name: not attributable
+                path = os.path.join(where["dir"], path)
+            ok = int(match["ret"]) >= 0
+            out.append((os.path.normpath(path), match["flags"], "ok" if ok else (match["errno"] or "error")))
+    return tuple(Opened(path, flags, result, listed=path in listed) for path, flags, result in out)
