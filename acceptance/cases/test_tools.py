@@ -447,6 +447,8 @@ def test_ts4_no_startup_input_the_agent_can_write(agent_profile, dedicated, targ
     trace = target.trace_cold_start(ref)
     judged = startup_inputs.judge(trace, run_as_agent(target, trace.ref))
     attach("TS-4 startup inputs, judged", judged.record())
+    if judged.unclassified:
+        raise ProofError(f"TS-4 could not classify what the start read: {judged.unclassified}")
     nonce = probe_log.platform_probe(trace.ref, "a turn after the traced cold start, as the provider recorded it")
     target.turn(trace.ref, "hello", request_id=nonce)
     record = turn_of(target, trace.ref.principal, nonce)
