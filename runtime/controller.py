@@ -123,6 +123,12 @@ def _traversable(path: Path) -> None:
             )
 
 
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def _owned_dir(path: Path, uid: int, mode: int = 0o700) -> None:
     path.mkdir(parents=True, exist_ok=True)
     os.chown(path, uid, uid)
@@ -191,6 +197,13 @@ class Controller:
         self._brokers: dict[str, Broker] = {}
         self._runctl_keys: dict[str, str] = {}  # each running instance's run-control key (for the no-broker path)
         self._journals: dict[str, Journal] = {}
+        # An observer of cold starts from the host (the suite's trace of what an agent opens while starting):
+        # called with the launcher's pid before it runs anything. None: nothing watches.
+        self.start_observer: Callable[[int], None] | None = None
+        # What the platform itself wrote for each instance's last cold start, where the agent reads it: path inside
+        # the sandbox -> sha256 of the bytes (the run-control key, the user's settings): the record a judge of the
+        # agent's start-up inputs compares what the agent opened against.
+        self._start_inputs: dict[str, dict[str, str]] = {}
         for record in self.registry.all():
             if record.state == "running":  # its sandbox died with the controller that started it (frozen or not)
                 self.registry.set_state(record.id, "sleeping")
@@ -267,6 +280,7 @@ class Controller:
             control_dir=home / "control", etc_dir=home / "etc", image_dir=self.image, hostname="agent", env=env,
             managed_config=home / self.managed_format.stored_name, managed_inside=self.managed_format.inside,
             binds=tuple((Path(host), inside) for inside, host in self.launch.binds),
+            pinned=tuple((home / "pinned" / f"{i}", inside) for i, (inside, _) in enumerate(self.launch.pinned)),
         )
 
     @logs_decision
@@ -303,16 +317,20 @@ class Controller:
         if record.state == "snapshotted":
             self._unpark(record)
             self.registry.set_state(instance_id, "sleeping")  # its volume is back: stopped, whatever follows
-        self._place_settings(record)
+        written = self._place_settings(record)
+        written.update(self._place_pinned(record))
         runctl_key = self._issue_runctl_key(record)
         self._runctl_keys[instance_id] = runctl_key
+        written[self.launch.turn.key_file or f"/run/agent/{RUNCTL_KEY_FILE}"] = _sha256(runctl_key.encode())
+        self._start_inputs[instance_id] = written
         limits = Limits(record.memory_bytes, record.pids_max)
         if self.engine is not None:
             proc = self.engine.start(self.spec(record), limits, self.launch.command, deadline=self.ready_deadline)
         else:
             cg = self.hierarchy.create(self.run, f"{record.id}-g{record.generation}", limits)
             try:
-                proc = sandbox.start(self.spec(record), cg, self.launch.command, deadline=self.ready_deadline)
+                proc = sandbox.start(self.spec(record), cg, self.launch.command, deadline=self.ready_deadline,
+                                     on_gate=self.start_observer)
             except BaseException:
                 cg.remove()
                 raise
@@ -537,15 +555,46 @@ class Controller:
             self.wake(instance_id)
         return refused
 
-    def _place_settings(self, record: InstanceRecord) -> None:
+    def _place_settings(self, record: InstanceRecord) -> dict[str, str]:
         """Before a cold start: the user's settings the platform kept (none yet: an empty mapping) replace the
-        file the agent reads them from on its volume, whatever was written there since."""
+        file the agent reads them from on its volume, whatever was written there since. What was written, as
+        ``start_inputs`` records it."""
         spec = self.launch.settings
         if spec is None:
-            return
+            return {}
         kept = self._instance_dir(record) / "settings"
         data = kept.read_bytes() if kept.exists() else spec.dump({})
         user_settings.write_into(self._instance_dir(record) / "volume", spec.path, data, record.uid)
+        return {spec.path: _sha256(data)}
+
+    def _place_pinned(self, record: InstanceRecord) -> dict[str, str]:
+        """Before a cold start: the agent's pinned start-up inputs (``AgentLaunch.pinned``) written anew in the
+        instance's folder, root's and read-only (a folder: empty), for the sandbox to bind over the volume. What
+        was written, as ``start_inputs`` records it (files only)."""
+        folder = self._instance_dir(record) / "pinned"
+        if folder.exists():
+            shutil.rmtree(folder)
+        if not self.launch.pinned:
+            return {}
+        folder.mkdir(mode=0o755)
+        written = {}
+        for i, (inside, data) in enumerate(self.launch.pinned):
+            host = folder / str(i)
+            if data is None:
+                host.mkdir(mode=0o555)
+                continue
+            fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            written[inside] = _sha256(data)
+        return written
+
+    def start_inputs(self, instance_id: str) -> dict[str, str]:
+        """The files the platform wrote for this instance's last cold start, where its agent reads them: path
+        inside the sandbox -> sha256 of the bytes written (empty before its first start)."""
+        return dict(self._start_inputs.get(instance_id, {}))
 
     @logs_decision
     def rotate(self, instance_id: str) -> None:

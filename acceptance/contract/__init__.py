@@ -30,7 +30,7 @@ Where each part lives (this module only re-exports them; ``from acceptance.contr
 - ``core.py``: the records (``Principal``, ``InstanceRef``, ``Identity``, ``ExecResult``, ``Artifacts``,
   ``ProductClient``), ``LOCATIONS``, ``PROOF_NAMESPACES``, the core ``Target`` and the optional ``ExecBinary``.
 - ``facets/<group>.py``: each facet's Protocol with its check-driver round trip beside it (lifecycle,
-  credentials, broker, model, snapshots, recovery, tools, product, capacity, logs; ``broken.py``: the
+  credentials, broker, model, snapshots, recovery, tools, product, capacity, logs, startup; ``broken.py``: the
   one-method broken arrangements, the ``Lab`` a driver may use, and their shared round trip).
 - ``registry.py``: ``Facet``, ``FACETS``, ``CORE``, ``OPTIONAL_CORE``, ``facets_of``, ``core_missing``.
 - ``view.py``: ``TargetView``, ``UndeclaredFacetError``, ``view_violations``.
@@ -83,6 +83,7 @@ from acceptance.contract.facets.model import ModelPath
 from acceptance.contract.facets.product import Product
 from acceptance.contract.facets.recovery import Recovery
 from acceptance.contract.facets.snapshots import Snapshots
+from acceptance.contract.facets.startup import Opened, StartTrace, Startup
 from acceptance.contract.facets.tools import ToolSurface
 from acceptance.contract.registry import CORE, FACET_OF, FACETS, OPTIONAL_CORE, Facet, core_missing, facets_of, members
 from acceptance.contract.view import TargetView, UndeclaredFacetError, view_violations
@@ -93,7 +94,7 @@ __all__ = [
     "ProductClient", "Target",
     # facets/: one Protocol per facet, and the Lab a broken arrangement may use
     "Broker", "Capacity", "Credentials", "Lifecycle", "ModelPath", "PlatformLog", "Product", "Recovery", "Snapshots",
-    "ToolSurface", "Lab",
+    "Startup", "Opened", "StartTrace", "ToolSurface", "Lab",
     "BrokenCapacityWithoutBrokers", "BrokenDebugLogging", "BrokenHostAccountUid", "BrokenLaxModelCapability",
     "BrokenLossyProductLink", "BrokenNestedUserns", "BrokenOpenEgress", "BrokenSameUid", "BrokenSecretInEnv", "BrokenSharedPidNs",
     "BrokenSharedTmp", "BrokenSharedVolume", "BrokenUnauditedOperatorRoute", "BrokenUnencryptedSnapshot",

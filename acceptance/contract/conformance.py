@@ -45,6 +45,7 @@ from acceptance.contract.facets import (
     product,
     recovery,
     snapshots,
+    startup,
     tools,
 )
 from acceptance.contract.facets.broken import Lab
@@ -55,7 +56,7 @@ ROUND_TRIPS: dict[str, Callable[[Checker], str]] = {
     "lifecycle": lifecycle.round_trip, "credentials": credentials.round_trip, "broker": broker.round_trip,
     "model": model.round_trip, "snapshots": snapshots.round_trip, "recovery": recovery.round_trip,
     "tools": tools.round_trip, "product": product.round_trip, "capacity": capacity.round_trip,
-    "platform_log": logs.round_trip,
+    "platform_log": logs.round_trip, "startup": startup.round_trip,
 }
 
 

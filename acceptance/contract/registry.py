@@ -37,6 +37,7 @@ from acceptance.contract.facets.model import ModelPath
 from acceptance.contract.facets.product import Product
 from acceptance.contract.facets.recovery import Recovery
 from acceptance.contract.facets.snapshots import Snapshots
+from acceptance.contract.facets.startup import Startup
 from acceptance.contract.facets.tools import ToolSurface
 
 
@@ -78,6 +79,8 @@ FACETS: dict[str, Facet] = {f.name: f for f in (
     Facet("tools", ToolSurface, "the agent's tool surface: signed-off tools, what it resolved, settings, managed config"),
     Facet("product", Product, "the product as its people and support operators use it, and every route it serves"),
     Facet("capacity", Capacity, "the admission arithmetic and the host limits the platform admits against"),
+    Facet("startup", Startup, "a cold start traced from the host: every file the agent opened while starting, and what "
+                              "the platform wrote for it"),
     Facet("platform_log", PlatformLog, "the platform's own record of its decisions, naming request ids (proof for "
                                        "platform-side probes)"),
     *(Facet(members(p)[0], p, "broken arrangement: " + _first_line(p)) for p in (

@@ -21,7 +21,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
 from runtime import httpjson
@@ -136,10 +136,24 @@ class AgentLaunch:
     # Where the agent reads its user's settings and what of them may apply; None: the agent applies its user's
     # settings itself (the reference agent, through its managed file's user_settable).
     settings: UserSettings | None = None
+    # Start-up inputs the platform decides: files (and folders, given as None) on the volume the agent reads as it
+    # starts, written by the platform before every start and bound read-only over the volume (path inside ->
+    # bytes). What an agent reads at start from its home and could write itself would be an authority it grants
+    # itself (a profile pointer, an env file, a hooks folder): the platform writes those, never the agent.
+    pinned: tuple[tuple[str, bytes | None], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.command:
             raise ConfigError("an agent launch needs a command")
+        for inside, _ in self.pinned:
+            parts = PurePosixPath(inside).parts
+            if not inside.startswith("/data/") or ".." in parts or len(parts) < 3 or inside.endswith("/"):
+                raise ConfigError(f"pinned start-up input {inside!r} must be a path under /data/ (the volume)")
+            if self.settings is not None and inside == self.settings.path:
+                raise ConfigError(f"pinned start-up input {inside!r} is the user's settings file: the platform "
+                                  "writes that one from the allowlist")
+        if len({inside for inside, _ in self.pinned}) != len(self.pinned):
+            raise ConfigError("pinned start-up inputs must have distinct paths")
         targets = [inside for inside, _ in self.binds]
         for inside, host in self.binds:
             parts = Path(inside).parts

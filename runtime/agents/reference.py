@@ -521,10 +521,10 @@ def surface_view() -> dict:
             "settings": config["settings"], "refused_settings": config["refused_settings"]}
 
 
-def _run_control_server(listening: socket.socket) -> None:
+def _run_control_server(listening: socket.socket, key: bytes) -> None:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    expected = b"Bearer " + _runctl_key()
+    expected = b"Bearer " + key
     keyed = expected != b"Bearer "
 
     class RunControl(BaseHTTPRequestHandler):
@@ -634,11 +634,14 @@ def serve() -> int:
         _load_tool_servers(deadline=time.monotonic() + 5)
     if CATALOG_REFRESH > 0:
         threading.Thread(target=_refresh_catalog, daemon=True).start()
+    # Everything the agent is started with is read before it counts as ready: the key the platform wrote for this
+    # wake too (a start-up input is read while starting, where the platform's trace of a start sees it).
+    key = _runctl_key()
     listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listening.bind(("127.0.0.1", RUNCTL_PORT))
     listening.listen(64)  # from here the platform counts the agent ready: what connects waits to be served
-    _run_control_server(listening)
+    _run_control_server(listening, key)
     return 0
 
 

@@ -75,6 +75,9 @@ class SandboxSpec:
     managed_inside: str = "/etc/pairproof/managed.json"
     # The agent's installed software (host folder, path inside), read-only (``AgentLaunch.binds``).
     binds: tuple[tuple[Path, str], ...] = field(default_factory=tuple)
+    # Start-up inputs on the volume the platform wrote for this start (host path, path inside under /data), bound
+    # read-only over the volume: the agent reads them, and can neither change, replace nor remove them.
+    pinned: tuple[tuple[Path, str], ...] = field(default_factory=tuple)
 
 
 def _usr_merged_links() -> list[str]:
@@ -129,6 +132,10 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> li
         "--tmpfs", "/tmp",
         "--dir", "/run",
         "--bind", str(spec.volume), "/data",
+    ]
+    for host, inside in spec.pinned:
+        argv += ["--ro-bind", str(host), inside]
+    argv += [
         "--bind", str(spec.control_dir), "/run/agent",
         "--ro-bind", str(spec.image_dir), "/opt/pairproof",
     ]
@@ -144,12 +151,14 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> li
 
 
 def spawn_gated(argv: Sequence[str], cgroup: Cgroup, *, pass_fds: Sequence[int] = (),
-                env: Mapping[str, str] | None = None, oom_score_adj: int = 0, **popen) -> subprocess.Popen:
+                env: Mapping[str, str] | None = None, oom_score_adj: int = 0,
+                on_gate: Callable[[int], None] | None = None, **popen) -> subprocess.Popen:
     """Start ``argv`` as a member of ``cgroup`` from its first instruction.
 
     A shell waits on a pipe until the controller has written its pid into the cgroup (and, if given, its
     ``oom_score_adj``), then ``exec``s the command; if the controller dies first, the read fails and the shell
-    exits without running anything.
+    exits without running anything. ``on_gate(pid)``, if given, runs while the shell waits: an observer attached
+    to it from the host (a trace of a start) sees everything the command does from its first instruction.
     """
     gate_r, gate_w = os.pipe()
     try:
@@ -168,6 +177,8 @@ def spawn_gated(argv: Sequence[str], cgroup: Cgroup, *, pass_fds: Sequence[int] 
         cgroup.add(proc.pid)
         if oom_score_adj:  # raised before anything runs, inherited by all it starts (raising needs no privilege)
             Path(f"/proc/{proc.pid}/oom_score_adj").write_text(str(oom_score_adj))
+        if on_gate is not None:
+            on_gate(proc.pid)
         os.write(gate_w, b"go\n")
     except BaseException:
         proc.kill()
@@ -241,13 +252,15 @@ class SandboxProcess:
         self.cgroup.kill_all(deadline)
 
 
-def start(spec: SandboxSpec, cgroup: Cgroup, command: Sequence[str], *, deadline: float = 10.0) -> SandboxProcess:
+def start(spec: SandboxSpec, cgroup: Cgroup, command: Sequence[str], *, deadline: float = 10.0,
+          on_gate: Callable[[int], None] | None = None) -> SandboxProcess:
     """Start ``command`` in a new sandbox and return once bwrap has reported the sandbox's pid."""
-    return launch(spec, cgroup, lambda info_fd: bwrap_argv(spec, command, info_fd=info_fd), deadline=deadline)
+    return launch(spec, cgroup, lambda info_fd: bwrap_argv(spec, command, info_fd=info_fd), deadline=deadline,
+                  on_gate=on_gate)
 
 
 def launch(spec: SandboxSpec, cgroup: Cgroup, make_argv: Callable[[int], list[str]], *,
-           deadline: float = 10.0) -> SandboxProcess:
+           deadline: float = 10.0, on_gate: Callable[[int], None] | None = None) -> SandboxProcess:
     """Start the launcher ``make_argv(info_fd)`` gated into ``cgroup``; wait for bwrap's pid report.
 
     ``start`` launches instances with the argv ``bwrap_argv`` makes, which carries every guard;
@@ -258,6 +271,7 @@ def launch(spec: SandboxSpec, cgroup: Cgroup, make_argv: Callable[[int], list[st
         popen = spawn_gated(
             make_argv(info_w), cgroup,
             pass_fds=(info_w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            on_gate=on_gate,
         )
         os.close(info_w)
         info_w = -1

@@ -149,7 +149,7 @@ def test_ts2_settings_are_shown_beyond_hermes_s_own_surface(tmp_path, capsys):
 def test_every_finding_names_catalogue_cases():
     catalogue = load_catalogue()
     assert all(set(f.cases) <= set(catalogue) for f in findings.FINDINGS)
-    assert [f.key for f in findings.FINDINGS] == ["LF-4", "TS-1/TS-2", "TS-3", "MD-3/MD-4", "NT-5", "MD-1"]
+    assert [f.key for f in findings.FINDINGS] == ["LF-4", "TS-1/TS-2", "TS-3", "MD-3/MD-4", "NT-5", "MD-1", "TS-4"]
 
 
 def test_a_memory_review_metered_unattributed_is_answered_from_md4_s_background_calls(tmp_path, capsys):

@@ -35,6 +35,10 @@ is the worked example):
 ``[plant]`` location -> the message that puts ``{token}`` there in one turn.
 ``[tools]`` the suite's name for a tool -> the agent's own name for it: the product's tools by their
     product names, and ``shell`` and ``memory`` for the agent's own command and memory tools.
+``[startup]`` (optional) ``pinned``: path under /data/ -> the text the platform writes there before every start,
+    bound read-only (a path ending in ``/``: an empty folder): the start-up inputs in the agent's home it must
+    not decide itself (a profile pointer, an env file, a hooks folder); ``state``: paths under /data/ the agent
+    reads back as it starts that are its own state by design, not configuration (TS-4 judges every other).
 ``[arguments]`` (optional) the agent's own tool (``shell``, ``memory``) -> its arguments as a table of
     templates: ``{argv}`` stands for a command (as one shell-quoted string), ``{text}`` for a memory's text.
     Without it the suite's own shapes are used: ``{"argv": [...]}`` and ``{"text": ...}``.
@@ -114,6 +118,9 @@ class AgentProfile:
     settings: Mapping[str, object] = field(default_factory=dict)
     # [background]: purposes (tuple), settings (a user's settings tree); empty: the agent makes no background call
     background: Mapping[str, object] = field(default_factory=dict)
+    # [startup]: pinned (path inside -> text, or None for an empty folder), state (paths the agent reads back)
+    pinned: Mapping[str, str | None] = field(default_factory=dict)
+    startup_state: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.process:
@@ -291,8 +298,14 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
         # Without [settings] the agent applies its user's settings itself: the target's ``configure`` hands them over
         # as its user would (the reference agent's settings message, hermes-unguarded's driver's config.yaml).
         background = {"purposes": tuple(raw["background"]["purposes"]), "settings": wanted}
+    startup = raw.get("startup", {})
+    pinned = {inside.rstrip("/"): (None if inside.endswith("/") else text)
+              for inside, text in startup.get("pinned", {}).items()}
+    if any(text for inside, text in startup.get("pinned", {}).items() if inside.endswith("/")):
+        raise bad("[startup].pinned", "a folder (a path ending in '/') is pinned empty: give it ''")
     return AgentProfile(name=raw["name"], path=path, command=tuple(start["command"]), files=tuple(files),
                         env=dict(start.get("env", {})), ready=ready_out, turn=turn_out, state=dict(raw["state"]),
                         plant=dict(raw["plant"]), tools=dict(raw["tools"]), surface=dict(raw.get("surface", {})),
                         binds=binds, process=start.get("process", ""), arguments=raw.get("arguments", {}),
-                        dialect=raw.get("dialect", ""), managed=managed, settings=settings, background=background)
+                        dialect=raw.get("dialect", ""), managed=managed, settings=settings, background=background,
+                        pinned=pinned, startup_state=tuple(startup.get("state", ())))

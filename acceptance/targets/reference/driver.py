@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from acceptance.contract import Artifacts, ExecResult, Identity, InstanceRef, Principal
+from acceptance.contract import Artifacts, ExecResult, Identity, InstanceRef, Principal, StartTrace
 from acceptance.errors import TargetError
 from acceptance.harness.lab.provider import ProviderMock
 from acceptance.targets import TargetOptions
@@ -78,7 +78,9 @@ def launch_of(profile: AgentProfile) -> agents.AgentLaunch:
         return agents.AgentLaunch(command=tuple(profile.command), files=tuple(profile.files), env=tuple(profile.env.items()),
                                   ready=agents.Readiness(**{k: v for k, v in profile.ready.items() if k != "deadline"}),
                                   turn=agents.TurnApi(**turn),
-                                  binds=tuple(profile.binds.items()), **extra)
+                                  binds=tuple(profile.binds.items()),
+                                  pinned=tuple((inside, None if text is None else text.encode())
+                                               for inside, text in profile.pinned.items()), **extra)
     except RuntimeFault as exc:
         raise TargetError(f"profile {profile.path}: the runtime cannot run it: {exc}") from exc
 
@@ -511,3 +513,27 @@ class ReferenceTarget(Breakers, PlatformTarget):
     """The reference platform with bubblewrap sandboxes, and the broken arrangements built from them."""
 
     name = "reference"
+
+    # -- startup: a cold start traced from the host --------------------------------------------------------
+
+    def trace_cold_start(self, ref: InstanceRef) -> StartTrace:
+        """Sleep, then wake with ``strace`` attached from the host to the launcher before its first instruction
+        (``starttrace``), detached at ready. ``written`` is the controller's own record of this start."""
+        from acceptance.targets.reference.starttrace import StartTracer, strace
+
+        strace()
+        self.controller.sleep(ref.key, "stopped")
+        tracer = StartTracer()
+        self.controller.start_observer = tracer.attach
+        try:
+            try:
+                woke = self.wake(ref)
+            finally:
+                self.controller.start_observer = None
+                tracer.stop()
+            return StartTrace(ref=woke, opened=tracer.opened(), written=self.controller.start_inputs(ref.key),
+                              persistent=("/data", "/run/agent"),
+                              state=tuple(sorted({*self.profile.state.values(), *self.profile.startup_state})),
+                              tracer="strace -f attached from the host to the launcher, detached at ready")
+        finally:
+            tracer.remove()
