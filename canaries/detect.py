@@ -500,7 +500,7 @@ def _unbase64_run(data: bytes, start: int, stop: int) -> bytes:
 # max_file_bytes out in all) and per scan (MAX_SCAN_ATTEMPTS, MAX_SCAN_DECODED_BYTES): a bound reached is a
 # problem and counts as truncated, never a quiet skip. ppscan carves with the same magics and bounds.
 
-MAX_STREAM_DEPTH = 4
+MAX_STREAM_DEPTH = 5
 MAX_FILE_ATTEMPTS = 4096
 FILE_DECODED_FACTOR = 4
 MAX_SCAN_ATTEMPTS = 1 << 18
@@ -588,7 +588,11 @@ class _Carver:
                 return
             stream = _unbase64_lines(data, at, self.room() * 4 // 3 + 8) if encoded else memoryview(data)[at:]
             if depth > MAX_STREAM_DEPTH:
-                if _open_stream(kind, stream, 1) not in (None, b""):
+                try:
+                    deeper = _open_stream(kind, stream, 1)
+                except _NoDecoder:
+                    deeper = b"?"
+                if deeper:
                     self.not_inside(label, f"not looked inside: packed deeper than the bound of {MAX_STREAM_DEPTH} levels")
                 continue
             room = self.room()
