@@ -307,14 +307,19 @@ def _more_tokens(data: bytes, lowered: bytes) -> Iterator[tuple[bytes, str, int]
 
 
 def _utf16_tokens(lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
+    n = len(lowered)
     at = lowered.find(_UTF16_ANCHOR)
     while at != -1:
-        plain = lowered[at : at + 2 * _WIDE_CHARS : 2]
-        match = RAW_PATTERN.match(plain)
+        match = _RAW_NO_LOOKAHEAD.match(lowered[at : at + 2 * _WIDE_CHARS : 2])
         if match is not None:
-            end = 2 * match.end()
-            # Little-endian: a zero after each character; big-endian: a zero before each.
-            if not lowered[at + 1 : at + end : 2].strip(b"\0") or (at and not lowered[at - 1 : at + end - 2 : 2].strip(b"\0")):
+            end = at + 2 * match.end()
+            # Little-endian: a zero after each character; big-endian: a zero before each. The token ends
+            # where the next code unit is not a hex digit (or is not a whole code unit at all).
+            little = not lowered[at + 1 : end : 2].strip(b"\0") and not (
+                end + 1 < n and lowered[end + 1] == 0 and lowered[end] in _HEX_DIGITS)
+            big = at > 0 and not lowered[at - 1 : end - 2 : 2].strip(b"\0") and not (
+                end < n and lowered[end - 1] == 0 and lowered[end] in _HEX_DIGITS)
+            if little or big:
                 yield match.group(), "utf-16", at
         at = lowered.find(_UTF16_ANCHOR, at + 1)
 

@@ -458,16 +458,19 @@ static void verify_escaped(const uint8_t *data, size_t n, size_t s, Hits *out) {
         if (kind[k] != ENC_RAW) { hits_push(out, plain, m, kind[k], s); return; }
 }
 
-/* UTF-16 either way round (detect._utf16_tokens): the 'p' at data[at]. */
+/* UTF-16 either way round (detect._utf16_tokens): the 'p' at data[at]; the token ends where the next code
+ * unit is not a hex digit. */
 static void verify_utf16(const uint8_t *data, size_t n, size_t at, Hits *out) {
     uint8_t plain[MAX_TOKEN_CHARS + 1];
     size_t len = 0;
     for (size_t i = at; i < n && len < sizeof plain; i += 2) plain[len++] = data[i];
-    size_t m = match_token(plain, len);
+    size_t m = match_token_at(plain, len, 0);
     if (!m) return;
-    int le = 1, be = at > 0;
+    size_t end = at + 2 * m;
+    int le = !(end + 1 < n && data[end + 1] == 0 && is_hex(data[end]));
+    int be = at > 0 && !(end < n && data[end - 1] == 0 && is_hex(data[end]));
     for (size_t k = 0; k < m; k++) {
-        if (at + 2 * k + 1 >= n || data[at + 2 * k + 1]) le = 0;
+        if (at + 2 * k + 1 < n && data[at + 2 * k + 1]) le = 0;
         if (be && data[at + 2 * k - 1]) be = 0;
     }
     if (le || be) hits_push(out, plain, m, ENC_UTF16, at);
@@ -576,8 +579,15 @@ static void b64_occurrence(const ScanCtx *ctx, const Anchor *a, size_t at, size_
     verify_b64(data, ctx->n, start, a->alignment, ctx->out, 1);
 }
 
-/* Set when a window holds a stream's magic: the file is then carved (carve()). */
-static __thread int saw_magic;
+/* Where the last find() saw a stream's magic (KIND_MAGIC anchors): the candidates carve() tries, so that
+ * it never searches a buffer again (memmem for two-byte magics cost 6 times the whole scan). */
+typedef struct { size_t at; int fmt, b64; } Cand;
+typedef struct { Cand *v; size_t n, cap; } Cands;
+static __thread Cands magic_found;
+static void cands_push(Cands *c, size_t at, int fmt, int b64) {
+    if (c->n == c->cap) { c->cap = c->cap ? c->cap * 2 : 16; c->v = realloc(c->v, c->cap * sizeof *c->v); if (!c->v) exit(70); }
+    c->v[c->n++] = (Cand){at, fmt, b64};
+}
 
 static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *vctx) {
     (void)from; (void)flags;
@@ -592,7 +602,7 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
     if (a->kind == KIND_HEXSEP) { verify_hexsep(data, ctx->n, at, ctx->out); return 0; }
     if (a->kind == KIND_B32) { if (at >= (size_t)a->lead) verify_b32(data, ctx->n, at - a->lead, a->alignment, ctx->out); return 0; }
     if (a->kind == KIND_B64B64) { verify_b64b64(data, ctx->n, at, a, ctx->out); return 0; }
-    if (a->kind == KIND_MAGIC) { saw_magic = 1; return 0; }
+    if (a->kind == KIND_MAGIC) { cands_push(&magic_found, at, a->alignment, a->lead); return 0; }
     if (a->kind == KIND_RAW) {
         posv_push(ctx->esc, (size_t)to);
         verify_dns(data, ctx->n, at, ctx->out);
@@ -903,6 +913,7 @@ static void find(const uint8_t *data, size_t n, Hits *out, hs_scratch_t *scr) {
     static __thread Posv esc;
     out->n = 0;
     esc.n = 0;
+    magic_found.n = 0;
     ScanCtx ctx = {data, n, out, memchr(data, '\n', n) || memchr(data, '\r', n), &esc};
     if (n > UINT_MAX) { fprintf(stderr, "ppscan: window too large\n"); exit(70); }
     if (hs_scan(db, (const char *)data, (unsigned)n, 0, scr, on_match, &ctx) != HS_SUCCESS) {
@@ -1110,6 +1121,7 @@ typedef struct {
     /* The current file's carving (carve()): candidates tried, bytes decoded, whether a bound stopped it. */
     uint64_t carve_attempts, carve_decoded;
     int carve_stopped;
+    Cands file_cands;  /* the magics the windows of the current file held, at file offsets */
 } Worker;
 
 /* detect._scan_reader over a descriptor into ev; returns 0, or the errno that stopped it. */
@@ -1147,6 +1159,10 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
                     Hit *h = &w->window.v[i];
                     hits_push(&ev->file_hits, (const uint8_t *)h->token, strlen(h->token), h->enc, off);
                 }
+            }
+            for (size_t i = 0; i < magic_found.n; i++) {
+                uint64_t off = base + magic_found.v[i].at;
+                if (reported_to <= off && off < horizon) cands_push(&w->file_cands, (size_t)off, magic_found.v[i].fmt, magic_found.v[i].b64);
             }
             reported_to = horizon;
         }
@@ -1312,7 +1328,7 @@ static uint64_t octal(const uint8_t *p, size_t n) {
     return v;
 }
 
-static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth);
+static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth, const Cands *cands);
 
 /* Scan what came out of a stream, as its own data labelled `where`, then look inside it. */
 static void scan_decoded(Worker *w, Event *ev, Out *o, char *where, int depth) {
@@ -1331,7 +1347,12 @@ static void scan_decoded(Worker *w, Event *ev, Out *o, char *where, int depth) {
         inner_note(ev, problem_text(where, buf));
         ev->inner_truncated++;
     }
-    if (o->n) scan_inner(w, ev, o->p, o->n, where, depth + 1);
+    if (o->n) {
+        Cands mine = {0};
+        for (size_t i = 0; i < magic_found.n; i++) cands_push(&mine, magic_found.v[i].at, magic_found.v[i].fmt, magic_found.v[i].b64);
+        scan_inner(w, ev, o->p, o->n, where, depth + 1, &mine);
+        free(mine.v);
+    }
     out_give(w, depth, o);
 }
 
@@ -1358,7 +1379,6 @@ static void not_looked_inside(Event *ev, const char *where, const char *why) {
 static atomic_llong scan_attempts_left = MAX_SCAN_ATTEMPTS;
 static atomic_llong scan_decoded_left = MAX_SCAN_DECODED;
 
-typedef struct { size_t at; int fmt, b64; } Cand;
 static int cand_cmp(const void *x, const void *y) {
     const Cand *a = x, *b = y;
     if (a->at != b->at) return a->at < b->at ? -1 : 1;
@@ -1406,24 +1426,12 @@ static size_t unbase64_lines(const uint8_t *data, size_t n, size_t at, size_t li
     return pn;
 }
 
-static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth);
+static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth, const Cands *cands);
 
-static void carve(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth) {
-    Cand *c = NULL;
-    size_t nc = 0, cap = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        size_t count = pass ? sizeof B64_MAGICS / sizeof *B64_MAGICS : sizeof MAGICS / sizeof *MAGICS;
-        for (size_t m = 0; m < count; m++) {
-            const char *magic = pass ? B64_MAGICS[m].magic : MAGICS[m].magic;
-            unsigned len = pass ? B64_MAGICS[m].len : MAGICS[m].len;
-            const uint8_t *p = data;
-            while (p && (size_t)(p - data) + len <= n && (p = memmem(p, n - (size_t)(p - data), magic, len))) {
-                if (nc == cap) { cap = cap ? cap * 2 : 16; c = xrealloc(c, cap * sizeof *c); }
-                c[nc++] = (Cand){(size_t)(p - data), pass ? B64_MAGICS[m].fmt : MAGICS[m].fmt, pass};
-                p++;
-            }
-        }
-    }
+static void carve(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth, const Cands *cands) {
+    size_t nc = 0;
+    Cand *c = xrealloc(NULL, (cands->n + 1) * sizeof *c);
+    for (size_t i = 0; i < cands->n; i++) if (cands->v[i].at < n) c[nc++] = cands->v[i];
     if (nc > 1) qsort(c, nc, sizeof *c, cand_cmp);
     for (size_t i = 0; i < nc && !w->carve_stopped; i++) {
         const char *kind = FMT_NAMES[c[i].fmt];
@@ -1491,8 +1499,24 @@ static void carve(Worker *w, Event *ev, const uint8_t *data, size_t n, const cha
 
 /* What is inside a file's bytes or a stream's: its streams, wherever they start, then the tar or zip
  * archive it is (at its start). */
-static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth) {
-    carve(w, ev, data, n, where, depth + 1);
+/* The magics in data (a tar or zip member, which no find() saw alone). */
+static int magic_only(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *vctx) {
+    (void)from; (void)flags;
+    if (anchors[id].kind == KIND_MAGIC) cands_push(vctx, (size_t)to - anchors[id].len, anchors[id].alignment, anchors[id].lead);
+    return 0;
+}
+static void scan_member(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth) {
+    Cands mine = {0};
+    if (n && n <= UINT_MAX && hs_scan(db, (const char *)data, (unsigned)n, 0, w->scratch, magic_only, &mine) != HS_SUCCESS) {
+        fprintf(stderr, "ppscan: hyperscan scan failed\n");
+        exit(70);
+    }
+    scan_inner(w, ev, data, n, where, depth, &mine);
+    free(mine.v);
+}
+
+static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth, const Cands *cands) {
+    carve(w, ev, data, n, where, depth + 1, cands);
     if (n < 4) return;
     if (depth > MAX_DEPTH) {
         if ((n >= 262 && !memcmp(data + 257, "ustar", 5)) || !memcmp(data, "PK\x03\x04", 4))
@@ -1511,7 +1535,7 @@ static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, cons
                 size_t name_len = strnlen((const char *)h, 100);
                 char *member = label(where, "member", (const char *)h, name_len);
                 size_t before = ev->n_inner_where + ev->n_inner_notes;
-                scan_inner(w, ev, data + body, (size_t)size, member, depth + 1);
+                scan_member(w, ev, data + body, (size_t)size, member, depth + 1);
                 if (ev->n_inner_where + ev->n_inner_notes == before) free(member);
             }
             at = body + (size_t)((size + 511) / 512 * 512);
@@ -1544,7 +1568,7 @@ static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, cons
             } else if (method == 0 || method == 12 || method == 93 || method == 95) {
                 /* stored, or bzip2, zstd and xz: those members are whole streams, known by their magic */
                 size_t before = ev->n_inner_where + ev->n_inner_notes;
-                scan_inner(w, ev, data + body, used, member, depth + 1);
+                scan_member(w, ev, data + body, used, member, depth + 1);
                 if (ev->n_inner_where + ev->n_inner_notes == before) free(member);
             } else {
                 char why[80];
@@ -1578,7 +1602,8 @@ static void scan_packed(Worker *w, int fd, Event *ev, int magic) {
         if (r <= 0) break;
         n += (size_t)r;
     }
-    scan_inner(w, ev, data, n, ev->text, 0);
+    if (w->file_cands.n > 1) qsort(w->file_cands.v, w->file_cands.n, sizeof *w->file_cands.v, cand_cmp);
+    scan_inner(w, ev, data, n, ev->text, 0, &w->file_cands);
     if (cap > KEEP_BUFFER_MAX) { free(w->packed.p); w->packed.p = NULL; w->packed.cap = 0; }
 }
 
@@ -1588,9 +1613,9 @@ static void read_event(Worker *w, Event *ev) {
     struct stat st;
     if (fstat(fd, &st) < 0) { ev->open_err = errno; close(fd); return; }
     if (!S_ISREG(st.st_mode)) { close(fd); ev->not_regular = 1; return; }
-    saw_magic = 0;
+    w->file_cands.n = 0;
     ev->read_err = scan_fd(w, fd, ev);
-    if (!ev->read_err) scan_packed(w, fd, ev, saw_magic);
+    if (!ev->read_err) scan_packed(w, fd, ev, w->file_cands.n > 0);
     close(fd);
 }
 
