@@ -160,7 +160,9 @@ def test_probe_vs_ripgrep(benchmark, corpus, probe):
         raise RuntimeError("rg (ripgrep) is not installed: tools/setup-machine installs it")
     size = sum(path.stat().st_size for path in root.iterdir())
     probe_argv = [str(probe), str(root)]
-    rg_argv = [rg, "-i", "-F", "-c", "ppcanary", str(root)]
+    # -a: read binary files whole, as the probe does (without it rg stops at a file's first NUL byte, and the
+    # corpus's UTF-16 and compressed forms put one in every file)
+    rg_argv = [rg, "-a", "-i", "-F", "-c", "ppcanary", str(root)]
     _, out = _timed(probe_argv)
     _timed(rg_argv)
     lines = out.decode().splitlines()
@@ -206,7 +208,7 @@ def test_detect_py_vs_ripgrep(benchmark, corpus):
     files = sorted(str(path) for path in root.iterdir())[:PY_FILES]
     size = sum(os.path.getsize(path) for path in files)
     detect_argv = [sys.executable, "-I", str(REPO / "canaries" / "detect.py"), *files]
-    rg_argv = [rg, "-i", "-F", "-c", "ppcanary", *files]
+    rg_argv = [rg, "-a", "-i", "-F", "-c", "ppcanary", *files]
     _, out = _timed(detect_argv)
     lines = out.decode().splitlines()
     summary = json.loads(lines[-1])

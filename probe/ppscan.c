@@ -1121,13 +1121,20 @@ typedef struct {
     /* The current file's carving (carve()): candidates tried, bytes decoded, whether a bound stopped it. */
     uint64_t carve_attempts, carve_decoded;
     int carve_stopped;
+    uint64_t buf_from;  /* the file offset of buf[0] */
+    size_t held;        /* bytes of the file in buf */
     Cands file_cands;  /* the magics the windows of the current file held, at file offsets */
 } Worker;
 
 /* detect._scan_reader over a descriptor into ev; returns 0, or the errno that stopped it. */
+/* The windows are slices of w->buf, which keeps the whole file while it fits in KEEP_BUFFER_MAX (w->held
+ * bytes from file offset w->buf_from = 0), so that carving it afterwards reads nothing twice; past that,
+ * what every later window leaves behind is dropped. */
 static int scan_fd(Worker *w, int fd, Event *ev) {
     size_t carry = 0;
     uint64_t base = 0, reported_to = 0, total = 0;
+    w->buf_from = 0;
+    w->held = 0;
     for (;;) {
         size_t want;
         ssize_t got;
@@ -1141,8 +1148,12 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
         } else {
             want = CHUNK_SIZE;
             if (max_file_bytes - total < want) want = (size_t)(max_file_bytes - total);
-            if (w->cap < carry + want) { w->cap = carry + want; w->buf = realloc(w->buf, w->cap); if (!w->buf) exit(70); }
-            do got = read(fd, w->buf + carry, want); while (got < 0 && errno == EINTR);
+            size_t skip = (size_t)(base - w->buf_from);
+            if (w->cap < skip + carry + want) {
+                size_t grown = w->cap * 2 > skip + carry + want ? w->cap * 2 : skip + carry + want;
+                w->cap = grown; w->buf = realloc(w->buf, w->cap); if (!w->buf) exit(70);
+            }
+            do got = read(fd, w->buf + skip + carry, want); while (got < 0 && errno == EINTR);
             if (got < 0) return errno;
             ev->bytes += (uint64_t)got;
         }
@@ -1151,8 +1162,10 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
         size_t wlen = carry + (size_t)got;
         uint64_t end = base + wlen;
         uint64_t horizon = at_end ? end : (end >= OVERLAP ? end - OVERLAP : 0);
+        const uint8_t *window = w->buf + (size_t)(base - w->buf_from);
+        w->held = (size_t)(base - w->buf_from) + wlen;
         if (horizon > reported_to) {
-            find(w->buf, wlen, &w->window, w->scratch);
+            find(window, wlen, &w->window, w->scratch);
             for (size_t i = 0; i < w->window.n; i++) {
                 uint64_t off = base + w->window.v[i].offset;
                 if (reported_to <= off && off < horizon) {
@@ -1169,7 +1182,10 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
         if (at_end) return 0;
         uint64_t keep_from = reported_to >= BACKUP && reported_to - BACKUP > base ? reported_to - BACKUP : base;
         size_t drop = (size_t)(keep_from - base);
-        memmove(w->buf, w->buf + drop, wlen - drop);
+        if (w->held + CHUNK_SIZE > KEEP_BUFFER_MAX) {
+            memmove(w->buf, window + drop, wlen - drop);
+            w->buf_from = keep_from;
+        }
         carry = wlen - drop;
         base = keep_from;
     }
@@ -1595,12 +1611,19 @@ static void scan_packed(Worker *w, int fd, Event *ev, int magic) {
     w->carve_stopped = 0;
     if (got < 4 || !(magic || looks_packed(head, (size_t)got))) return;
     size_t cap = max_file_bytes < ((uint64_t)1 << 31) ? (size_t)max_file_bytes : (size_t)1 << 31, n = 0;
-    if (w->packed.cap < cap) { free(w->packed.p); w->packed.p = xrealloc(NULL, cap); w->packed.cap = cap; }
-    uint8_t *data = w->packed.p;
-    while (n < cap) {
-        ssize_t r = pread(fd, data + n, cap - n, (off_t)n);
-        if (r <= 0) break;
-        n += (size_t)r;
+    uint8_t *data;
+    if (w->buf_from == 0 && w->held <= cap) {
+        data = w->buf;  /* scan_fd kept the whole of what it read */
+        n = w->held;
+        cap = 0;
+    } else {
+        if (w->packed.cap < cap) { free(w->packed.p); w->packed.p = xrealloc(NULL, cap); w->packed.cap = cap; }
+        data = w->packed.p;
+        while (n < cap) {
+            ssize_t r = pread(fd, data + n, cap - n, (off_t)n);
+            if (r <= 0) break;
+            n += (size_t)r;
+        }
     }
     if (w->file_cands.n > 1) qsort(w->file_cands.v, w->file_cands.n, sizeof *w->file_cands.v, cand_cmp);
     scan_inner(w, ev, data, n, ev->text, 0, &w->file_cands);
