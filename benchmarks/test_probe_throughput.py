@@ -28,8 +28,8 @@ import random
 import shutil
 import statistics
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 import zlib
 
