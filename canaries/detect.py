@@ -420,9 +420,9 @@ def _escaped_tokens(data: bytes) -> Iterator[tuple[bytes, str, int]]:
 
 def _source_offset(marks: list[tuple[int, int, int, int, str]], starts: list[int], position: int) -> int:
     """Where decoded ``position`` came from: the escape that made it, or the literal byte it is."""
+    # The last escape at or before it: a soft break just before a character (decoded length 0) puts that
+    # character after the break.
     at = bisect.bisect_right(starts, position) - 1
-    while at >= 0 and marks[at][0] == position and marks[at][2] == 0:
-        at -= 1  # a soft break just before a character is not where that character is
     if at < 0:
         return position
     decoded, source, length, source_length, _ = marks[at]

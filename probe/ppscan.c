@@ -416,6 +416,8 @@ static void verify_escaped(const uint8_t *data, size_t n, size_t s, Hits *out) {
     int kind[MAX_TOKEN_CHARS + 2];
     size_t len = 0, i = s;
     int soft = 0;
+    /* A soft line break stands for nothing: a token never starts at one (it starts after it). */
+    if (data[s] == '=' && s + 1 < n && (data[s + 1] == '\n' || data[s + 1] == '\r')) return;
     while (i < n && len < sizeof plain) {
         int k = ENC_RAW;
         uint8_t c = data[i];

@@ -362,3 +362,24 @@ def test_tokens_at_the_report_horizon(probe, tmp_path):
                 placed += 1
     hits, _ = run_both(probe, str(tmp_path))
     assert len({hit["where"] for hit in hits if hit["token"] == TOKEN.decode()}) == placed
+
+
+FORMS_VECTORS = REPO / "tests" / "vectors" / "forms.bin"
+
+
+def test_issue_26_forms_same_hits(probe, tmp_path):
+    """Issue 26's forms (tests/vectors/forms.bin: UTF-16, hex with separators, base32, HTML references,
+    quoted-printable, DNS labels, base64 of base64, streams starting inside the file, near misses): byte for
+    byte the same, whole and placed across the 1 MiB read boundary."""
+    data = FORMS_VECTORS.read_bytes()
+    (tmp_path / "forms.bin").write_bytes(data)
+    for shift in (0, 100, 2000, 5200, len(data)):
+        (tmp_path / f"at-{shift:05d}").write_bytes(b"x" * (CHUNK - shift) + data + b"y" * 3)
+    hits, problems = run_both(probe, str(tmp_path))
+    mine = [hit for hit in hits if hit["where"].startswith(str(tmp_path / "forms.bin"))]
+    assert {hit["encoding"] for hit in mine} == {"utf-16", "hex-sep", "base32", "html-entity", "quoted-printable",
+                                                  "dns-labels", "base64-base64", "raw", "base64"}
+    assert {hit["where"][len(str(tmp_path / "forms.bin")):].split("@")[0] for hit in mine} == {
+        "", " (gzip", " (zlib", " (xz", " (bz2", " (base64"}
+    assert len(mine) >= 50 and problems == ""
+    assert len(hits) == 6 * len(mine)  # every placement finds them all
