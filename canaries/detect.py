@@ -5,8 +5,11 @@ library and run there as ``python3 -I detect.py ROOT...``, so it imports nothing
 ``canaries`` and it holds the one definition of the token shape (``canaries.token`` imports
 ``RAW_PATTERN`` from here). It is never told which canaries to look for: a probe carrying its
 secrets would plant them in its own ``/proc/self/cmdline``. It reports every canary-shaped token
-it sees, raw or in standard base64, url-safe base64 or hex, and the host decides whose canary it
-was with ``Mint.origin``. It only reads: no file is written, no symlink followed, no fifo opened.
+it sees, raw or in standard base64, url-safe base64 or hex, and (issue 26) percent, JSON \\u, HTML and
+quoted-printable escapes, UTF-16, hex with separators, base32, base64 of base64, DNS labels, and inside
+gzip, zlib, xz and bz2 streams wherever they start (``carve``; a zstd frame is said, not opened); the host
+decides whose canary it was with ``Mint.origin``. It only reads: no file is written, no symlink followed,
+no fifo opened. probe/ppscan.c decodes the same forms byte for byte (probe/README.md).
 """
 
 from __future__ import annotations
@@ -106,8 +109,9 @@ _HEX_ANCHORS = tuple(
 class Hit:
     """One canary-shaped token seen in scanned data.
 
-    ``token`` is lower-cased; ``encoding`` is ``"raw"``, ``"base64"``, ``"base64url"`` or
-    ``"hex"`` (``"base64url"`` only when the decoded run contains ``-`` or ``_``: a run without
+    ``token`` is lower-cased; ``encoding`` is ``"raw"``, ``"base64"``, ``"base64url"``, ``"hex"``
+    or one of issue 26's forms (``"percent"``, ``"json-escape"``, ``"html-entity"``, ``"quoted-printable"``,
+    ``"utf-16"``, ``"hex-sep"``, ``"base32"``, ``"base64-base64"``, ``"dns-labels"``) (``"base64url"`` only when the decoded run contains ``-`` or ``_``: a run without
     either alphabet's two special characters is valid in both and reported as ``"base64"``);
     ``offset`` is the byte offset in the scanned data of the first character of the
     encoded form (for base64, the first character carrying bits of the token); ``where`` labels
