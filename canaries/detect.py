@@ -111,8 +111,9 @@ class Hit:
 
     ``token`` is lower-cased; ``encoding`` is ``"raw"``, ``"base64"``, ``"base64url"``, ``"hex"``
     or one of issue 26's forms (``"percent"``, ``"json-escape"``, ``"html-entity"``, ``"quoted-printable"``,
-    ``"utf-16"``, ``"hex-sep"``, ``"base32"``, ``"base64-base64"``, ``"dns-labels"``) (``"base64url"`` only when the decoded run contains ``-`` or ``_``: a run without
-    either alphabet's two special characters is valid in both and reported as ``"base64"``);
+    ``"utf-16"``, ``"hex-sep"``, ``"base32"``, ``"base64-base64"``, ``"dns-labels"``). ``"base64url"`` only
+    when the decoded run contains ``-`` or ``_``: a run without either alphabet's two special characters is
+    valid in both and reported as ``"base64"``;
     ``offset`` is the byte offset in the scanned data of the first character of the
     encoded form (for base64, the first character carrying bits of the token); ``where`` labels
     the data (a path, or a path with `` (name)`` or `` (link target)`` when the token was in a
