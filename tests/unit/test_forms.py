@@ -181,3 +181,22 @@ def test_scan_tree_carves_files_and_counts_what_it_could_not_open(tmp_path: Path
     assert problems == [f"{tmp_path}/frame.bin (zstd@1): not looked inside: a zstandard frame, which detect.py "
                         "does not decode (the standard library has no zstd decoder before Python 3.14); "
                         "probe/ppscan reads it"]
+
+
+def test_the_host_side_scanner_finds_every_form_and_says_what_it_could_not_open() -> None:
+    """canaries.scan (in process, detect.py's engine): every form of FORMS and a stream inside a row; a zstd frame
+    it cannot open makes the scan incomplete (the error keeps what it found)."""
+    from canaries.errors import IncompleteScanError
+    from canaries.scan import scan_bytes
+    from canaries.token import Mint
+
+    mint = Mint("0123abcd")
+    canary = mint.mint("b", "mem")
+    for encoding, write in FORMS.values():
+        found = scan_bytes(FENCE + write(canary.bytes) + FENCE, mint, "row")
+        assert [(hit.canary, hit.hit.encoding) for hit in found] == [(canary, encoding)]
+    row = b"id=7 blob=" + bz2.compress(canary.bytes)
+    assert [(hit.canary, hit.hit.where) for hit in scan_bytes(row, mint, "row")] == [(canary, "row (bz2@10)")]
+    with pytest.raises(IncompleteScanError) as caught:
+        scan_bytes(row + b"\x28\xb5\x2f\xfd\x20\x05hello", mint, "row")
+    assert [hit.canary for hit in caught.value.found] == [canary]
