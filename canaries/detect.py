@@ -242,6 +242,12 @@ def _hex_sep_anchors() -> tuple[bytes, ...]:
 
 
 _HEX_SEP_ANCHORS = _hex_sep_anchors()
+# Searched by their first "70" or "50" (a separator or a space in the needle keeps bytes.find from skipping
+# ahead, which made the 22 searches cost twice the rest of find): (pair, ((anchor, where the pair sits), ...)).
+_HEX_SEP_BY_PAIR = tuple(
+    (pair, tuple((anchor, anchor.index(pair)) for anchor in _HEX_SEP_ANCHORS if pair in anchor))
+    for pair in (b"70", b"50")
+)
 _HEX_DIGITS = frozenset(b"0123456789abcdef")
 
 # Base32 (RFC 4648, either case: it is case-blind) at each of the five alignments in a 5-byte group,
@@ -330,13 +336,16 @@ def _utf16_tokens(lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
 
 
 def _hex_sep_tokens(lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
-    for anchor in _HEX_SEP_ANCHORS:
-        at = lowered.find(anchor)
-        while at != -1:
-            match = RAW_PATTERN.match(_unhex_separated(lowered, at))
-            if match is not None:
-                yield match.group(), "hex-sep", at
-            at = lowered.find(anchor, at + 1)
+    for pair, anchors in _HEX_SEP_BY_PAIR:
+        seen = lowered.find(pair)
+        while seen != -1:
+            for anchor, shift in anchors:
+                at = seen - shift
+                if at >= 0 and lowered.startswith(anchor, at):
+                    match = RAW_PATTERN.match(_unhex_separated(lowered, at))
+                    if match is not None:
+                        yield match.group(), "hex-sep", at
+            seen = lowered.find(pair, seen + 1)
 
 
 def _unhex_separated(lowered: bytes, at: int) -> bytes:
