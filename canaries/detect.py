@@ -5,20 +5,26 @@ library and run there as ``python3 -I detect.py ROOT...``, so it imports nothing
 ``canaries`` and it holds the one definition of the token shape (``canaries.token`` imports
 ``RAW_PATTERN`` from here). It is never told which canaries to look for: a probe carrying its
 secrets would plant them in its own ``/proc/self/cmdline``. It reports every canary-shaped token
-it sees, raw or in standard base64, url-safe base64 or hex, and the host decides whose canary it
-was with ``Mint.origin``. It only reads: no file is written, no symlink followed, no fifo opened.
+it sees, raw or in standard base64, url-safe base64 or hex, and (issue 26) percent, JSON \\u, HTML and
+quoted-printable escapes, UTF-16, hex with separators, base32, base64 of base64, DNS labels, and inside
+gzip, zlib, xz and bz2 streams wherever they start (``carve``; a zstd frame is said, not opened); the host
+decides whose canary it was with ``Mint.origin``. It only reads: no file is written, no symlink followed,
+no fifo opened. probe/ppscan.c decodes the same forms byte for byte (probe/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import binascii
+import bisect
 import errno
 import json
 import os
 import re
 import stat
 import sys
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -103,9 +109,11 @@ _HEX_ANCHORS = tuple(
 class Hit:
     """One canary-shaped token seen in scanned data.
 
-    ``token`` is lower-cased; ``encoding`` is ``"raw"``, ``"base64"``, ``"base64url"`` or
-    ``"hex"`` (``"base64url"`` only when the decoded run contains ``-`` or ``_``: a run without
-    either alphabet's two special characters is valid in both and reported as ``"base64"``);
+    ``token`` is lower-cased; ``encoding`` is ``"raw"``, ``"base64"``, ``"base64url"``, ``"hex"``
+    or one of issue 26's forms (``"percent"``, ``"json-escape"``, ``"html-entity"``, ``"quoted-printable"``,
+    ``"utf-16"``, ``"hex-sep"``, ``"base32"``, ``"base64-base64"``, ``"dns-labels"``). ``"base64url"`` only
+    when the decoded run contains ``-`` or ``_``: a run without either alphabet's two special characters is
+    valid in both and reported as ``"base64"``;
     ``offset`` is the byte offset in the scanned data of the first character of the
     encoded form (for base64, the first character carrying bits of the token); ``where`` labels
     the data (a path, or a path with `` (name)`` or `` (link target)`` when the token was in a
@@ -130,7 +138,8 @@ def find(data: bytes, where: str = "") -> list[Hit]:
         text = token.decode("ascii").lower()
         found.setdefault((text, encoding, offset), Hit(text, encoding, offset, where))
 
-    for match in _RAW_LOWER.finditer(data.lower()):
+    lowered = data.lower()
+    for match in _RAW_LOWER.finditer(lowered):
         add(match.group(), "raw", match.start())
     for token, encoding, offset in _base64_tokens(data):
         add(token, encoding, offset)
@@ -143,6 +152,8 @@ def find(data: bytes, where: str = "") -> list[Hit]:
             for token, encoding, offset in joined:
                 add(token, encoding, _unjoin(offset, breaks))
     for token, encoding, offset in _hex_tokens(data):
+        add(token, encoding, offset)
+    for token, encoding, offset in _more_tokens(data, lowered):
         add(token, encoding, offset)
     return sorted(found.values(), key=lambda hit: (hit.offset, hit.encoding, hit.token))
 
@@ -200,6 +211,526 @@ def _unjoin(offset: int, breaks: list[int]) -> int:
             break
         offset += 1
     return offset
+
+
+# -- the other forms a token takes where leaks really sit (issue 26) ----------------------------------------
+#
+# Each is found by a cheap prefilter (the encoded prefix, or an escape character) and decoded only
+# around its candidates. probe/ppscan.c decodes the same forms with the same rules (offsets included):
+# tests/vectors/forms.bin holds both to it.
+
+# UTF-16 (either byte order) of the lower-cased prefix: a big-endian token is the same bytes one
+# byte earlier, so one anchor finds both; the offset is that of the 'p' byte.
+_UTF16_ANCHOR = b"\0".join(bytes([c]) for c in PREFIX)
+_WIDE_CHARS = MAX_TOKEN_CHARS + 1
+
+# Hex with a separator or a per-byte prefix, searched on the lower-cased data: `70:70:63`, `70-70-63`,
+# `70 70 63`, `70,70,63`, `70, 70, 63`, `\x70\x70\x63`, `0x70 0x70 0x63` (any of those separators or
+# none between 0x bytes), for a lower-case or an upper-case prefix.
+_HEX_SEPARATORS = (b":", b"-", b" ", b",", b", ")
+
+
+def _hex_sep_anchors() -> tuple[bytes, ...]:
+    anchors: set[bytes] = set()
+    for p, c in ((b"70", b"63"), (b"50", b"43")):
+        for sep in _HEX_SEPARATORS:
+            anchors.add(p + sep + p + sep + c)
+        anchors.add(b"\\x" + p + b"\\x" + p + b"\\x" + c)
+        for sep in (b"", *_HEX_SEPARATORS):
+            anchors.add(b"0x" + p + sep + b"0x" + p + sep + b"0x" + c)
+    return tuple(sorted(anchors))
+
+
+_HEX_SEP_ANCHORS = _hex_sep_anchors()
+# Searched by their first "70" or "50" (a separator or a space in the needle keeps bytes.find from skipping
+# ahead, which made the 22 searches cost twice the rest of find): (pair, ((anchor, where the pair sits), ...)).
+_HEX_SEP_BY_PAIR = tuple(
+    (pair, tuple((anchor, anchor.index(pair)) for anchor in _HEX_SEP_ANCHORS if pair in anchor))
+    for pair in (b"70", b"50")
+)
+_HEX_DIGITS = frozenset(b"0123456789abcdef")
+
+# Base32 (RFC 4648, either case: it is case-blind) at each of the five alignments in a 5-byte group,
+# like the base64 anchors: (anchor, alignment, lead), searched on the lower-cased data.
+_B32_ALPHABET = b"abcdefghijklmnopqrstuvwxyz234567"
+_B32_VALUE = {c: i for i, c in enumerate(_B32_ALPHABET)}
+_BASE32_RUN = re.compile(rb"[a-z2-7]*")
+_BASE32_WINDOW = 8 * -(-(4 + MAX_TOKEN_CHARS + 1) // 5)
+
+
+def _base32_anchors() -> tuple[tuple[bytes, int, int], ...]:
+    anchors = set()
+    for prefix in (PREFIX, PREFIX.upper()):
+        for alignment in range(5):
+            encoded = base64.b32encode(bytes(alignment) + prefix + bytes(4)).lower()
+            lead = -(-8 * alignment // 5)
+            end = 8 * (alignment + len(prefix)) // 5
+            anchors.add((encoded[lead:end], alignment, lead))
+    return tuple(sorted(anchors))
+
+
+_BASE32_ANCHORS = _base32_anchors()
+
+# Escapes decoded in place: percent-encoding, JSON \\u00XX (ASCII only), HTML character references
+# (decimal and hex; no named reference stands for a character a token can hold, see
+# tests/unit/test_forms.py, so named ones are left as they are) and quoted-printable (=XX, and the soft
+# line break `=` CRLF or LF, which stands for nothing). A hit needs an escape inside the token; its
+# encoding is that of the token's first escaped character (a soft break marks the character after it).
+_ESCAPE = re.compile(
+    rb"%(?P<pct>[0-9a-f]{2})|\\u00(?P<json>[0-7][0-9a-f])|&#(?P<dec>[0-9]{1,7});|&#x(?P<hx>[0-9a-f]{1,6});"
+    rb"|=(?P<qp>[0-9a-f]{2})|=(?P<soft>\r?\n)",
+    re.IGNORECASE,
+)
+_ESCAPE_NAMES = {"pct": "percent", "json": "json-escape", "dec": "html-entity", "hx": "html-entity",
+                 "qp": "quoted-printable", "soft": "quoted-printable"}
+
+# A token cut into DNS labels: the dots anywhere in it (the prefix too, any number of them).
+_RAW_NO_LOOKAHEAD = re.compile(RAW_PATTERN.pattern.split(rb"(?!")[0])
+
+# Base64 of base64: the base64 anchors, themselves base64-encoded at each alignment.
+_NESTED_WINDOW = 4 * -(-(3 + _BASE64_WINDOW + 3 + 2) // 3) + 4
+
+
+def _nested_base64_anchors() -> tuple[tuple[bytes, int, int, int, int], ...]:
+    """(outer anchor, outer alignment, outer lead, inner alignment, inner lead) for base64 of base64."""
+    anchors = set()
+    for inner, inner_alignment, inner_lead in _BASE64_ANCHORS:
+        for alignment in range(3):
+            encoded = binascii.b2a_base64(bytes(alignment) + inner + bytes(2), newline=False)
+            lead = -(-8 * alignment // 6)
+            end = 8 * (alignment + len(inner)) // 6
+            anchors.add((encoded[lead:end], alignment, lead, inner_alignment, inner_lead))
+    return tuple(sorted(anchors))
+
+
+_NESTED_ANCHORS = _nested_base64_anchors()
+
+
+def _more_tokens(data: bytes, lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
+    if b"\0" in data:
+        yield from _utf16_tokens(lowered)
+    yield from _hex_sep_tokens(lowered)
+    yield from _base32_tokens(lowered)
+    yield from _escaped_tokens(data)
+    if b"." in data:
+        yield from _dns_tokens(data, lowered)
+    yield from _nested_base64_tokens(data)
+
+
+def _utf16_tokens(lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
+    n = len(lowered)
+    at = lowered.find(_UTF16_ANCHOR)
+    while at != -1:
+        match = _RAW_NO_LOOKAHEAD.match(lowered[at : at + 2 * _WIDE_CHARS : 2])
+        if match is not None:
+            end = at + 2 * match.end()
+            # Little-endian: a zero after each character; big-endian: a zero before each. The token ends
+            # where the next code unit is not a hex digit (or is not a whole code unit at all).
+            little = not lowered[at + 1 : end : 2].strip(b"\0") and not (
+                end + 1 < n and lowered[end + 1] == 0 and lowered[end] in _HEX_DIGITS)
+            big = at > 0 and not lowered[at - 1 : end - 2 : 2].strip(b"\0") and not (
+                end < n and lowered[end - 1] == 0 and lowered[end] in _HEX_DIGITS)
+            if little or big:
+                yield match.group(), "utf-16", at
+        at = lowered.find(_UTF16_ANCHOR, at + 1)
+
+
+def _hex_sep_tokens(lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
+    for pair, anchors in _HEX_SEP_BY_PAIR:
+        seen = lowered.find(pair)
+        while seen != -1:
+            for anchor, shift in anchors:
+                at = seen - shift
+                if at >= 0 and lowered.startswith(anchor, at):
+                    match = RAW_PATTERN.match(_unhex_separated(lowered, at))
+                    if match is not None:
+                        yield match.group(), "hex-sep", at
+            seen = lowered.find(pair, seen + 1)
+
+
+def _unhex_separated(lowered: bytes, at: int) -> bytes:
+    """Bytes spelled from lowered[at] as hex pairs, each maybe behind `\\x` or `0x`, maybe followed by
+    one separator; at most MAX_TOKEN_CHARS + 1 of them (the token and the byte after it)."""
+    out = bytearray()
+    i, n = at, len(lowered)
+    while len(out) < _WIDE_CHARS and i < n:
+        j = i + 2 if lowered[i : i + 2] in (b"\\x", b"0x") else i
+        if j + 2 > n or lowered[j] not in _HEX_DIGITS or lowered[j + 1] not in _HEX_DIGITS:
+            break
+        out.append(int(lowered[j : j + 2], 16))
+        i = j + 2
+        if lowered[i : i + 2] == b", ":
+            i += 2
+        elif i < n and lowered[i] in b":- ,":
+            i += 1
+    return bytes(out)
+
+
+def _base32_tokens(lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
+    for anchor, alignment, lead in _BASE32_ANCHORS:
+        at = lowered.find(anchor)
+        while at != -1:
+            if at >= lead:
+                start = at - lead
+                run = _BASE32_RUN.match(lowered, start, start + _BASE32_WINDOW)
+                assert run is not None
+                match = RAW_PATTERN.match(_unbase32(run.group()), alignment)
+                if match is not None:
+                    yield match.group(), "base32", start + 8 * alignment // 5
+            at = lowered.find(anchor, at + 1)
+
+
+def _unbase32(chars: bytes) -> bytes:
+    """Whole bytes of a base32 run, bit by bit (a run cut short still gives the bytes it holds)."""
+    out = bytearray()
+    bits = value = 0
+    for c in chars:
+        value = (value << 5 | _B32_VALUE[c]) & 0xFFFF
+        bits += 5
+        if bits >= 8:
+            bits -= 8
+            out.append(value >> bits & 0xFF)
+    return bytes(out)
+
+
+def _escaped_tokens(data: bytes) -> Iterator[tuple[bytes, str, int]]:
+    # (decoded position, source position, decoded length, source length, encoding) per escape
+    marks: list[tuple[int, int, int, int, str]] = []
+    pieces: list[bytes] = []
+    last = decoded_at = 0
+    for escape in _ESCAPE.finditer(data):
+        kind = escape.lastgroup
+        assert kind is not None
+        value = escape.group(kind)
+        if kind == "soft":
+            plain = b""
+        elif kind == "dec":
+            code = int(value)
+            plain = bytes([code]) if code < 128 else b"\x80"  # a token is ASCII: any other character ends it
+        elif kind == "hx":
+            code = int(value, 16)
+            plain = bytes([code]) if code < 128 else b"\x80"
+        else:
+            plain = bytes([int(value, 16)])
+        literal = data[last : escape.start()]
+        pieces.append(literal)
+        decoded_at += len(literal)
+        marks.append((decoded_at, escape.start(), len(plain), escape.end() - escape.start(), _ESCAPE_NAMES[kind]))
+        pieces.append(plain)
+        decoded_at += len(plain)
+        last = escape.end()
+    if not marks:
+        return
+    pieces.append(data[last:])
+    decoded = b"".join(pieces).lower()
+    starts = [mark[0] for mark in marks]
+    for match in _RAW_LOWER.finditer(decoded):
+        start, end = match.span()
+        first = bisect.bisect_left(starts, start)
+        inside = [mark for mark in marks[first:] if mark[0] < end and (mark[2] or mark[0] > start)]
+        if inside:
+            yield match.group(), inside[0][4], _source_offset(marks, starts, start)
+
+
+def _source_offset(marks: list[tuple[int, int, int, int, str]], starts: list[int], position: int) -> int:
+    """Where decoded ``position`` came from: the escape that made it, or the literal byte it is."""
+    # The last escape at or before it: a soft break just before a character (decoded length 0) puts that
+    # character after the break.
+    at = bisect.bisect_right(starts, position) - 1
+    if at < 0:
+        return position
+    decoded, source, length, source_length, _ = marks[at]
+    if position < decoded + length:
+        return source
+    return source + source_length + (position - decoded - length)
+
+
+def _dns_tokens(data: bytes, lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
+    undotted = lowered.translate(None, b".")
+    source = dotted = 0  # walking both texts together: lowered[source] is undotted[dotted]
+    for match in _RAW_NO_LOOKAHEAD.finditer(undotted):
+        start, end = match.span()
+        source = _advance(lowered, source, dotted, start)
+        dotted = start
+        last = _advance(lowered, source, dotted, end - 1)
+        after = last + 1
+        if after - source == end - start:
+            continue  # no dot inside: the raw pass's
+        # The token ends where a label ends, or where the next character is not a hex digit.
+        if after < len(lowered) and lowered[after] != 0x2E and lowered[after] in _HEX_DIGITS:
+            continue
+        yield match.group(), "dns-labels", source
+
+
+def _advance(lowered: bytes, source: int, dotted: int, target: int) -> int:
+    """The position in ``lowered`` of the ``target``-th byte that is not a dot, from a known pair."""
+    while dotted < target:
+        stop = source + (target - dotted)
+        dotted += stop - source - lowered.count(b".", source, stop)
+        source = stop
+    while lowered[source] == 0x2E:
+        source += 1
+    return source
+
+
+def _nested_base64_tokens(data: bytes) -> Iterator[tuple[bytes, str, int]]:
+    for anchor, alignment, lead, inner_alignment, inner_lead in _NESTED_ANCHORS:
+        at = data.find(anchor)
+        while at != -1:
+            group = at - lead
+            if group >= 0:
+                found = _decode_nested_at(data, group, alignment, inner_alignment, inner_lead)
+                if found is not None:
+                    yield found, "base64-base64", group
+            at = data.find(anchor, at + 1)
+
+
+def _decode_nested_at(data: bytes, group: int, alignment: int, inner_alignment: int, inner_lead: int) -> bytes | None:
+    # The inner run may start in the outer group before this one (its lead is up to 3 characters).
+    earlier = group >= 4 and _BASE64_RUN.match(data, group - 4, group).end() == group  # type: ignore[union-attr]
+    start = group - 4 if earlier else group
+    inner = _unbase64_run(data, start, start + _NESTED_WINDOW)
+    inner_start = alignment + (3 if earlier else 0) - inner_lead
+    if inner_start < 0:
+        return None
+    decoded = _decode_base64_at(inner, inner_start, inner_alignment)
+    return decoded[0] if decoded is not None else None
+
+
+def _unbase64_run(data: bytes, start: int, stop: int) -> bytes:
+    run = _BASE64_RUN.match(data, start, stop)
+    assert run is not None
+    chars = run.group()
+    whole = len(chars) - len(chars) % 4
+    tail = chars[whole:]
+    tail = tail + b"=" * (4 - len(tail)) if len(tail) >= 2 else b""
+    try:
+        return binascii.a2b_base64((chars[:whole] + tail).translate(_URL_TO_STD))
+    except binascii.Error:
+        return b""
+
+
+# -- compressed streams, carved wherever they start (issue 26) ---------------------------------------------
+#
+# A database page, a capture or a log line can hold a compressed blob at any offset, so a file's bytes are
+# searched for every stream's magic (and for the base64 spelling of the start of one) and each candidate is
+# decoded there; what comes out is scanned like a file and carved again, MAX_STREAM_DEPTH deep. The work is
+# bounded per stream (max_file_bytes out), per file (MAX_FILE_ATTEMPTS candidates, FILE_DECODED_FACTOR x
+# max_file_bytes out in all) and per scan (MAX_SCAN_ATTEMPTS, MAX_SCAN_DECODED_BYTES): a bound reached is a
+# problem and counts as truncated, never a quiet skip. ppscan carves with the same magics and bounds.
+
+MAX_STREAM_DEPTH = 5
+MAX_FILE_ATTEMPTS = 4096
+FILE_DECODED_FACTOR = 4
+MAX_SCAN_ATTEMPTS = 1 << 18
+MAX_SCAN_DECODED_BYTES = 1 << 30
+
+# zlib has no magic, only a header: 0x78 (deflate, 32K window) and one of the four FLG bytes that make the
+# pair a multiple of 31 without a preset dictionary.
+STREAM_MAGICS = (
+    ("gzip", b"\x1f\x8b\x08"), ("xz", b"\xfd7zXZ\x00"), ("zstd", b"\x28\xb5\x2f\xfd"), ("bz2", b"BZh"),
+    ("zlib", b"\x78\x01"), ("zlib", b"\x78\x5e"), ("zlib", b"\x78\x9c"), ("zlib", b"\x78\xda"),
+)
+# The base64 (either alphabet) of a stream's first bytes, for a stream base64-encoded from its first byte
+# (a blob in a JSON field or a log line). zlib's two-byte header has no base64 spelling rare enough in text.
+BASE64_STREAM_ANCHORS = (
+    ("gzip", b"H4sI"), ("xz", b"/Td6WFo"), ("xz", b"_Td6WFo"), ("zstd", b"KLUv/"), ("zstd", b"KLUv_"),
+    ("bz2", b"Qlpo"),
+)
+_BZ2_BLOCK = b"1AY&SY"
+_BASE64_LINES = re.compile(rb"[A-Za-z0-9+/_\r\n-]*")
+
+
+class ScanBudget:
+    """What one scan may still spend decoding streams, over all its files."""
+
+    def __init__(self, attempts: int = MAX_SCAN_ATTEMPTS, decoded_bytes: int = MAX_SCAN_DECODED_BYTES) -> None:
+        self.attempts = attempts
+        self.decoded_bytes = decoded_bytes
+        self.limit_attempts = attempts
+        self.limit_bytes = decoded_bytes
+
+
+@dataclass
+class Carved:
+    """What carving one file's bytes found: hits inside streams (``where`` names the stream, offsets are in
+    its decoded bytes), the bounds reached and streams not looked inside (``problems``, ``"where: reason"``)
+    and how many of those cut the scan short (``truncated``)."""
+
+    hits: list[Hit]
+    problems: list[str]
+    truncated: int
+
+
+def carve(data: bytes, where: str, *, max_stream_bytes: int = DEFAULT_MAX_FILE_BYTES,
+          budget: ScanBudget | None = None) -> Carved:
+    """Every canary-shaped token inside the compressed streams in ``data``, wherever each starts.
+
+    A stream at offset 0 is labelled ``where (gzip)``, one further in ``where (gzip@OFFSET)``, a base64-encoded
+    one ``where (base64@OFFSET) (gzip)``; nested ones add their own label. The bytes of ``data`` itself are not
+    searched here (``find`` does that).
+    """
+    carver = _Carver(max_stream_bytes, budget if budget is not None else ScanBudget())
+    carver.layer(bytes(data), where, 1)
+    return Carved(carver.hits, carver.problems, carver.truncated)
+
+
+class _Carver:
+    def __init__(self, max_stream_bytes: int, budget: ScanBudget) -> None:
+        self.max_stream = max_stream_bytes
+        self.budget = budget
+        self.hits: list[Hit] = []
+        self.problems: list[str] = []
+        self.truncated = 0
+        self.attempts = 0
+        self.decoded = 0
+        self.file_decoded = FILE_DECODED_FACTOR * max_stream_bytes
+        self.stopped = False
+
+    def layer(self, data: bytes, where: str, depth: int) -> None:
+        candidates: list[tuple[int, str, bool]] = []
+        for kind, magic in STREAM_MAGICS:
+            at = data.find(magic)
+            while at != -1:
+                candidates.append((at, kind, False))
+                at = data.find(magic, at + 1)
+        for kind, anchor in BASE64_STREAM_ANCHORS:
+            at = data.find(anchor)
+            while at != -1:
+                candidates.append((at, kind, True))
+                at = data.find(anchor, at + 1)
+        for at, kind, encoded in sorted(candidates):
+            if self.stopped:
+                return
+            label = f"{where} (base64@{at}) ({kind})" if encoded else f"{where} ({kind})" if at == 0 else f"{where} ({kind}@{at})"
+            if not self.attempt(label):
+                return
+            stream = _unbase64_lines(data, at, self.room() * 4 // 3 + 8) if encoded else memoryview(data)[at:]
+            if depth > MAX_STREAM_DEPTH:
+                try:
+                    deeper = _open_stream(kind, stream, 1)
+                except _NoDecoder:
+                    deeper = b"?"
+                if deeper:
+                    self.not_inside(label, f"not looked inside: packed deeper than the bound of {MAX_STREAM_DEPTH} levels")
+                continue
+            room = self.room()
+            try:
+                opened = _open_stream(kind, stream, room + 1)
+            except _NoDecoder as error:
+                self.not_inside(label, f"not looked inside: {error}")
+                continue
+            if not opened:
+                continue
+            inner = opened[:room]
+            self.spend(len(inner))
+            if len(opened) > room:
+                self.cut(label, room)
+            self.hits.extend(find(inner, label))
+            self.layer(inner, label, depth + 1)
+
+    def room(self) -> int:
+        return max(0, min(self.max_stream, self.file_decoded - self.decoded, self.budget.decoded_bytes))
+
+    def attempt(self, label: str) -> bool:
+        if self.attempts >= MAX_FILE_ATTEMPTS:
+            self.stop(label, f"not looked inside: the bound of {MAX_FILE_ATTEMPTS} stream candidates a file was reached")
+            return False
+        if self.budget.attempts <= 0:
+            self.stop(label, f"not looked inside: the scan's bound of {self.budget.limit_attempts} stream candidates was reached")
+            return False
+        self.attempts += 1
+        self.budget.attempts -= 1
+        return True
+
+    def spend(self, size: int) -> None:
+        self.decoded += size
+        self.budget.decoded_bytes -= size
+
+    def cut(self, label: str, room: int) -> None:
+        if room >= self.max_stream:
+            self.not_inside(label, f"only the first {self.max_stream} bytes of the decompressed data were scanned")
+        elif self.budget.decoded_bytes <= 0:
+            self.stop(label, f"only the first {room} bytes of the decompressed data were scanned: the scan's bound of "
+                             f"{self.budget.limit_bytes} decoded bytes was reached")
+        else:
+            self.stop(label, f"only the first {room} bytes of the decompressed data were scanned: the bound of "
+                             f"{self.file_decoded} decoded bytes a file was reached")
+
+    def stop(self, label: str, reason: str) -> None:
+        self.not_inside(label, reason)
+        self.stopped = True
+
+    def not_inside(self, label: str, reason: str) -> None:
+        self.problems.append(f"{label}: {reason}")
+        self.truncated += 1
+
+
+class _NoDecoder(Exception):
+    """A stream this probe cannot decode (zstd, or xz and bzip2 on a minimal Python): said in problems, never
+    skipped quietly."""
+
+
+def _open_stream(kind: str, data: bytes | memoryview, room: int) -> bytes | None:
+    """Up to ``room`` bytes decoded from the stream of ``kind`` at the start of ``data``; None if none is there."""
+    if kind in ("gzip", "zlib"):
+        return _inflate(data, 31 if kind == "gzip" else 15, room)
+    # lzma and bz2 are imported here: a minimal Python (Debian's python3-minimal) has neither, and a probe
+    # that cannot open one kind of stream must still scan, and say what it could not open.
+    if kind == "xz":
+        try:
+            import lzma
+        except ImportError:
+            raise _NoDecoder("an xz stream, and this Python has no lzma module") from None
+        return _drive(lzma.LZMADecompressor(lzma.FORMAT_XZ), data, room, (lzma.LZMAError, EOFError))
+    if kind == "bz2":
+        if len(data) < 10 or not 0x31 <= data[3] <= 0x39 or bytes(data[4:10]) != _BZ2_BLOCK:
+            return None
+        try:
+            import bz2
+        except ImportError:
+            raise _NoDecoder("a bzip2 stream, and this Python has no bz2 module") from None
+        return _drive(bz2.BZ2Decompressor(), data, room, (OSError, EOFError, ValueError))
+    if len(data) < 5 or data[4] & 0x08:  # zstd: the frame header's reserved bit is zero
+        return None
+    raise _NoDecoder("a zstandard frame, which detect.py does not decode (the standard library has no zstd "
+                     "decoder before Python 3.14); probe/ppscan reads it")
+
+
+def _inflate(data: bytes | memoryview, wbits: int, room: int) -> bytes | None:
+    out = bytearray()
+    pending = data
+    while len(out) < room:
+        d = zlib.decompressobj(wbits)
+        try:
+            out += d.decompress(pending, room - len(out))
+        except zlib.error:
+            break
+        # A gzip file may hold several members one after another.
+        if not (wbits == 31 and d.eof and d.unused_data[:2] == b"\x1f\x8b"):
+            break
+        pending = d.unused_data
+    return bytes(out) if out else None
+
+
+def _drive(d, data: bytes | memoryview, room: int, errors: tuple[type[Exception], ...]) -> bytes | None:  # noqa: ANN001
+    try:
+        out = d.decompress(data, room)
+    except errors:
+        return None
+    return out or None
+
+
+def _unbase64_lines(data: bytes, at: int, limit: int) -> bytes:
+    """The bytes of the base64 run (either alphabet, line breaks skipped) starting at ``data[at]``."""
+    run = _BASE64_LINES.match(data, at, at + limit + limit // 38)
+    assert run is not None
+    chars = run.group().translate(None, b"\r\n")[:limit]
+    chars = chars[: len(chars) - len(chars) % 4]
+    try:
+        return binascii.a2b_base64(chars.translate(_URL_TO_STD))
+    except binascii.Error:
+        return b""
 
 
 class Readable(Protocol):
@@ -304,6 +835,7 @@ class _TreeScan:
         self.files = 0
         self.bytes = 0
         self.truncated = 0
+        self.budget = ScanBudget()
         self._proc_done = False
         # Bind mounts can show one directory at two paths, or inside itself.
         self._dirs_seen: set[tuple[int, int]] = set()
@@ -424,10 +956,13 @@ class _TreeScan:
             return
         try:
             with os.fdopen(fd, "rb", buffering=0) as stream:
+                # The chunks are kept (at most max_file_bytes) for carving the streams in them afterwards.
+                kept: list[bytes] = []
 
                 def counted(size: int, _read: Callable[[int], bytes] = stream.read) -> bytes:
                     chunk = _read(size)
                     self.bytes += len(chunk or b"")
+                    kept.append(chunk or b"")
                     return chunk
 
                 hits, truncated = _scan_reader(counted, path, _CHUNK_SIZE, self.max_file_bytes)
@@ -442,6 +977,11 @@ class _TreeScan:
                 path,
                 f"only the first {self.max_file_bytes} bytes were scanned (the file is larger than max_file_bytes)",
             )
+        carved = carve(b"".join(kept)[: self.max_file_bytes], path, max_stream_bytes=self.max_file_bytes,
+                       budget=self.budget)
+        self.hits.extend(carved.hits)
+        self.problems.extend(carved.problems)
+        self.truncated += carved.truncated
 
     def scan_name(self, path: str, name: str) -> None:
         self.hits.extend(find(os.fsencode(name), f"{path} (name)"))

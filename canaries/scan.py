@@ -11,7 +11,10 @@ Stored bytes (a snapshot, a backup, a cache) are opened layer by layer before th
 that "no canary at rest" cannot come from a scanner that only knew the one format a store happens to
 use. The probe (``detect``) stays standard-library-only and layer-blind; unpacking is host-side.
 Each layer is searched by a ``LayerSearch``: ``detect.find`` in this process unless the caller gives
-another (the suite hands every layer to its static probe, which decodes more encodings: ``acceptance.harness.hostscan``).
+another (the suite hands every layer to its static probe, ``acceptance.harness.hostscan``). The engine here is
+detect.py's (the standard library's ``re`` and ``bytes.find``, no Hyperscan: that is the static probe's, which
+``pairproof scan`` and the host-side scans run); it decodes every form the probe does (issue 26), and
+``scan_bytes`` and ``scan_dir`` carve streams at any offset as the probe does (``detect.carve``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from canaries.detect import DEFAULT_MAX_FILE_BYTES, Hit, find, scan_tree
+from canaries.detect import DEFAULT_MAX_FILE_BYTES, Hit, carve, find, scan_tree
 from canaries.errors import IncompleteScanError
 from canaries.token import Canary, Mint
 
@@ -55,8 +58,14 @@ def attribute(hits: Iterable[Hit], mint: Mint) -> list[Attributed]:
 
 
 def scan_bytes(data: bytes, mint: Mint, where: str = "") -> list[Attributed]:
-    """Attributed hits in ``data``, raw or encoded."""
-    return attribute(find(data, where), mint)
+    """Attributed hits in ``data``, raw or encoded, and inside the compressed streams it holds wherever they
+    start (``detect.carve``). Raises ``IncompleteScanError`` if a stream could not be opened or a bound of the
+    carving was reached (a zstd frame: detect.py has no decoder; ``find_at_rest`` opens one), keeping the hits."""
+    carved = carve(data, where)
+    found = attribute(find(data, where) + carved.hits, mint)
+    if carved.problems:
+        raise IncompleteScanError(where or "bytes", tuple(carved.problems), tuple(found))
+    return found
 
 
 def scan_dir(path: str | os.PathLike[str], mint: Mint, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list[Attributed]:

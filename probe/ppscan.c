@@ -20,6 +20,7 @@
 #include <zstd.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,8 +43,10 @@
 
 static const char PREFIX[] = "ppcanary-";
 /* In the order of their names, as detect.py sorts hits by (offset, encoding, token). */
-enum { ENC_BASE64, ENC_BASE64URL, ENC_DNS, ENC_HEX, ENC_JSON, ENC_PERCENT, ENC_RAW };
-static const char *ENC_NAMES[] = {"base64", "base64url", "dns-labels", "hex", "json-escape", "percent", "raw"};
+enum { ENC_BASE32, ENC_BASE64, ENC_B64B64, ENC_BASE64URL, ENC_DNS, ENC_HEX, ENC_HEXSEP, ENC_HTML, ENC_JSON, ENC_PERCENT,
+       ENC_QP, ENC_RAW, ENC_UTF16 };
+static const char *ENC_NAMES[] = {"base32", "base64", "base64-base64", "base64url", "dns-labels", "hex", "hex-sep",
+                                  "html-entity", "json-escape", "percent", "quoted-printable", "raw", "utf-16"};
 
 typedef struct { char token[MAX_TOKEN_CHARS + 1]; int enc; uint64_t offset; } Hit;
 typedef struct { Hit *v; size_t n, cap; } Hits;
@@ -96,9 +99,10 @@ static size_t match_token_at(const uint8_t *p, size_t n, int check_next) {
 static size_t match_token(const uint8_t *p, size_t n) { return match_token_at(p, n, 1); }
 
 /* ---- anchors ---- */
-enum { KIND_RAW, KIND_B64, KIND_HEX, KIND_ESC, KIND_DNS };
-typedef struct { char lit[32]; unsigned len; int kind, alignment, lead; } Anchor;
-static Anchor anchors[128];
+enum { KIND_RAW, KIND_B64, KIND_HEX, KIND_ESC, KIND_DNS, KIND_UTF16, KIND_HEXSEP, KIND_B32, KIND_B64B64, KIND_MAGIC };
+/* inner_alignment and inner_lead: of the base64 anchor a KIND_B64B64 anchor is the base64 of. */
+typedef struct { char lit[32]; unsigned len; int kind, alignment, lead, inner_alignment, inner_lead; } Anchor;
+static Anchor anchors[256];
 static unsigned n_anchors;
 static hs_database_t *db;
 static hs_scratch_t *scratch;
@@ -109,16 +113,55 @@ static uint8_t PREFIX_CHAR[256];
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 static int8_t B64_VAL[256];
 
-static void add_anchor(const char *lit, unsigned len, int kind, int alignment, int lead) {
+static void add_anchor2(const char *lit, unsigned len, int kind, int alignment, int lead, int inner_alignment, int inner_lead) {
     for (unsigned i = 0; i < n_anchors; i++)
         if (anchors[i].len == len && !memcmp(anchors[i].lit, lit, len) && anchors[i].kind == kind &&
-            anchors[i].alignment == alignment && anchors[i].lead == lead) return;
+            anchors[i].alignment == alignment && anchors[i].lead == lead && anchors[i].inner_alignment == inner_alignment &&
+            anchors[i].inner_lead == inner_lead) return;
     if (n_anchors == sizeof anchors / sizeof *anchors) { fprintf(stderr, "ppscan: too many anchors\n"); exit(70); }
     Anchor *a = &anchors[n_anchors++];
     memcpy(a->lit, lit, len);
     a->lit[len] = 0;
     a->len = len; a->kind = kind; a->alignment = alignment; a->lead = lead;
+    a->inner_alignment = inner_alignment; a->inner_lead = inner_lead;
 }
+static void add_anchor(const char *lit, unsigned len, int kind, int alignment, int lead) {
+    add_anchor2(lit, len, kind, alignment, lead, 0, 0);
+}
+
+/* The stable middle of the base64 (standard alphabet) of `plain` placed `alignment` bytes into a group:
+ * the characters that depend on it alone; *lead is where they start after their group. */
+static unsigned b64_middle(const uint8_t *plain, size_t plen, int alignment, char *out, int *lead) {
+    uint8_t buf[48] = {0};
+    memcpy(buf + alignment, plain, plen);
+    size_t total = alignment + plen + 2;
+    char enc[80];
+    size_t e = 0;
+    for (size_t i = 0; i < total; i += 3) {
+        uint32_t v = buf[i] << 16 | (i + 1 < total ? buf[i + 1] : 0) << 8 | (i + 2 < total ? buf[i + 2] : 0);
+        enc[e++] = B64[v >> 18 & 63]; enc[e++] = B64[v >> 12 & 63]; enc[e++] = B64[v >> 6 & 63]; enc[e++] = B64[v & 63];
+    }
+    *lead = (8 * alignment + 5) / 6;
+    int end = (int)(8 * (alignment + plen) / 6);
+    memcpy(out, enc + *lead, (size_t)(end - *lead));
+    return (unsigned)(end - *lead);
+}
+
+static const char B32[] = "abcdefghijklmnopqrstuvwxyz234567";
+static int8_t B32_VAL[256];
+
+/* Stream magics (detect.STREAM_MAGICS, BASE64_STREAM_ANCHORS): KIND_MAGIC anchors, alignment = format,
+ * lead = 1 when base64-encoded. Their matches only say that a file is worth carving (see carve()). */
+enum { FMT_BZ2, FMT_GZIP, FMT_XZ, FMT_ZLIB, FMT_ZSTD };
+static const char *FMT_NAMES[] = {"bz2", "gzip", "xz", "zlib", "zstd"};
+static const struct { int fmt; const char *magic; unsigned len; } MAGICS[] = {
+    {FMT_GZIP, "\x1f\x8b\x08", 3}, {FMT_XZ, "\xfd" "7zXZ\0", 6}, {FMT_ZSTD, "\x28\xb5\x2f\xfd", 4}, {FMT_BZ2, "BZh", 3},
+    {FMT_ZLIB, "\x78\x01", 2}, {FMT_ZLIB, "\x78\x5e", 2}, {FMT_ZLIB, "\x78\x9c", 2}, {FMT_ZLIB, "\x78\xda", 2},
+};
+static const struct { int fmt; const char *magic; unsigned len; } B64_MAGICS[] = {
+    {FMT_GZIP, "H4sI", 4}, {FMT_XZ, "/Td6WFo", 7}, {FMT_XZ, "_Td6WFo", 7}, {FMT_ZSTD, "KLUv/", 5}, {FMT_ZSTD, "KLUv_", 5},
+    {FMT_BZ2, "Qlpo", 4},
+};
 
 static void build_splits(void);
 static void pick_find_wrapped(void);
@@ -128,12 +171,9 @@ static void build_anchors(void) {
     for (int i = 0; i < 64; i++) B64_VAL[(uint8_t)B64[i]] = (int8_t)i;
     B64_VAL['-'] = 62; B64_VAL['_'] = 63;
     add_anchor(PREFIX, 9, KIND_RAW, 0, 0);
-    /* Beyond detect.py: the prefix split by a dot (a token cut into DNS labels). */
-    for (int cut = 1; cut < 9; cut++) {
-        char lit[32];
-        snprintf(lit, sizeof lit, "%.*s.%s", cut, PREFIX, PREFIX + cut);
-        add_anchor(lit, 10, KIND_DNS, 0, 0);
-    }
+    /* The prefix cut by dots, any number of them (a token cut into DNS labels): compiled as the
+     * regex p\.*p\.*c...\.*- (see the pattern loop), its start found by walking back (dns_start). */
+    add_anchor(PREFIX, 9, KIND_DNS, 0, 0);
     /* Beyond detect.py: any character of the prefix percent-encoded or as a JSON \u escape (the
      * latter found by find_json_escapes, not Hyperscan). */
     for (const char *c = "pcanryPCANRY-"; *c; c++) {
@@ -174,19 +214,95 @@ static void build_anchors(void) {
             add_anchor(hex, 18, KIND_HEX, 0, 0);
         }
     }
+    /* Beyond the prefix's first forms (issue 26), each as detect._more_tokens finds it. */
+    memset(B32_VAL, -1, sizeof B32_VAL);
+    for (int i = 0; i < 32; i++) { B32_VAL[(uint8_t)B32[i]] = (int8_t)i; if (i < 26) B32_VAL[(uint8_t)B32[i] - 32] = (int8_t)i; }
+    {
+        char lit[32];
+        int len;
+        for (int i = 0; i < 9; i++) { lit[2 * i] = PREFIX[i]; lit[2 * i + 1] = 0; }
+        add_anchor(lit, 17, KIND_UTF16, 0, 0);
+        static const char *SEPS[] = {":", "-", " ", ",", ", "};
+        static const char *PC[2][2] = {{"70", "63"}, {"50", "43"}};
+        for (int c = 0; c < 2; c++) {
+            const char *P = PC[c][0], *C = PC[c][1];
+            for (int k = 0; k < 5; k++) {
+                len = snprintf(lit, sizeof lit, "%s%s%s%s%s", P, SEPS[k], P, SEPS[k], C);
+                add_anchor(lit, (unsigned)len, KIND_HEXSEP, 0, 0);
+            }
+            len = snprintf(lit, sizeof lit, "\\x%s\\x%s\\x%s", P, P, C);
+            add_anchor(lit, (unsigned)len, KIND_HEXSEP, 0, 0);
+            for (int k = -1; k < 5; k++) {
+                const char *sep = k < 0 ? "" : SEPS[k];
+                len = snprintf(lit, sizeof lit, "0x%s%s0x%s%s0x%s", P, sep, P, sep, C);
+                add_anchor(lit, (unsigned)len, KIND_HEXSEP, 0, 0);
+            }
+        }
+        for (int up = 0; up < 2; up++) {
+            uint8_t prefix[9];
+            for (int i = 0; i < 9; i++) prefix[i] = (uint8_t)(up && PREFIX[i] >= 'a' ? PREFIX[i] - 32 : PREFIX[i]);
+            for (int alignment = 0; alignment < 5; alignment++) {
+                uint8_t buf[24] = {0};
+                memcpy(buf + alignment, prefix, 9);
+                size_t total = (size_t)alignment + 9 + 4, e = 0;
+                char enc[48];
+                for (size_t i = 0; i < total; i += 5) {
+                    uint64_t v = 0;
+                    for (int k = 0; k < 5; k++) v = v << 8 | buf[i + k];
+                    for (int k = 7; k >= 0; k--) enc[e++] = B32[v >> (5 * k) & 31];
+                }
+                int lead = (8 * alignment + 4) / 5, end = 8 * (alignment + 9) / 5;
+                add_anchor(enc + lead, (unsigned)(end - lead), KIND_B32, alignment, lead);
+            }
+        }
+        /* Base64 of base64: every base64 anchor above, base64-encoded at each alignment. */
+        unsigned n_first = n_anchors;
+        for (unsigned i = 0; i < n_first; i++) {
+            if (anchors[i].kind != KIND_B64) continue;
+            for (int alignment = 0; alignment < 3; alignment++) {
+                char mid[48];
+                int lead;
+                unsigned len = b64_middle((const uint8_t *)anchors[i].lit, anchors[i].len, alignment, mid, &lead);
+                add_anchor2(mid, len, KIND_B64B64, alignment, lead, anchors[i].alignment, anchors[i].lead);
+            }
+        }
+        /* HTML character references and quoted-printable escapes of the prefix's characters (with
+         * percent-encoding's), and the prefix cut by a quoted-printable soft line break. */
+        for (const char *c = "pcanryPCANRY-"; *c; c++) {
+            len = snprintf(lit, sizeof lit, "&#%u;", (unsigned)*c);
+            add_anchor(lit, (unsigned)len, KIND_ESC, 0, 0);
+            len = snprintf(lit, sizeof lit, "&#x%x;", (unsigned)*c);
+            add_anchor(lit, (unsigned)len, KIND_ESC, 0, 0);
+            len = snprintf(lit, sizeof lit, "=%02x", (unsigned)*c);
+            add_anchor(lit, (unsigned)len, KIND_ESC, 0, 0);
+        }
+        add_anchor("&#0", 3, KIND_ESC, 0, 0);
+        add_anchor("&#x0", 4, KIND_ESC, 0, 0);
+        for (int cut = 1; cut < 9; cut++) {
+            len = snprintf(lit, sizeof lit, "%.*s=\n%s", cut, PREFIX, PREFIX + cut);
+            add_anchor(lit, (unsigned)len, KIND_ESC, 0, 0);
+            len = snprintf(lit, sizeof lit, "%.*s=\r\n%s", cut, PREFIX, PREFIX + cut);
+            add_anchor(lit, (unsigned)len, KIND_ESC, 0, 0);
+        }
+        for (size_t i = 0; i < sizeof MAGICS / sizeof *MAGICS; i++) add_anchor(MAGICS[i].magic, MAGICS[i].len, KIND_MAGIC, MAGICS[i].fmt, 0);
+        for (size_t i = 0; i < sizeof B64_MAGICS / sizeof *B64_MAGICS; i++)
+            add_anchor(B64_MAGICS[i].magic, B64_MAGICS[i].len, KIND_MAGIC, B64_MAGICS[i].fmt, 1);
+    }
     build_splits();
-    static char patterns[128][32 * 4];
-    const char *exprs[128];
-    unsigned flags[128], ids[128];
+    static char patterns[256][32 * 4 + 64];
+    const char *exprs[256];
+    unsigned flags[256], ids[256];
     for (unsigned i = 0; i < n_anchors; i++) {
         char *q = patterns[i];
         for (unsigned k = 0; k < anchors[i].len; k++) {
             char c = anchors[i].lit[k];
             q += sprintf(q, "\\x%02x", (uint8_t)c);
+            if (anchors[i].kind == KIND_DNS && k + 1 < anchors[i].len) q += sprintf(q, "\\.*");
         }
         *q = 0;
         exprs[i] = patterns[i]; ids[i] = i;
-        flags[i] = anchors[i].kind == KIND_RAW || anchors[i].kind == KIND_ESC || anchors[i].kind == KIND_DNS ? HS_FLAG_CASELESS : 0;
+        int k = anchors[i].kind;
+        flags[i] = k == KIND_RAW || k == KIND_ESC || k == KIND_DNS || k == KIND_UTF16 || k == KIND_HEXSEP || k == KIND_B32 ? HS_FLAG_CASELESS : 0;
     }
 #ifdef PPSCAN_EMBEDDED_DB
     /* Compiling the patterns takes ~50 ms; the build compiled them already (same host, so the
@@ -291,27 +407,52 @@ static void verify_dns(const uint8_t *data, size_t n, size_t s, Hits *out) {
     hits_push(out, plain, m, ENC_DNS, s);
 }
 
-/* Percent-encoding and JSON \\u escapes (not in detect.py): decode from data[s] and match there.
- * A hit needs at least one escape inside the token; a token with none is the raw pass's. */
+/* Escapes decoded in place (detect._escaped_tokens): percent-encoding, JSON \u00XX (ASCII), HTML
+ * character references (&#N; and &#xH;, a non-ASCII one decoded as 0x80), quoted-printable =XX and its
+ * soft line break (= then LF or CRLF, standing for nothing; it marks the character after it). A hit
+ * needs an escape inside the token; its encoding is that of the first. */
 static void verify_escaped(const uint8_t *data, size_t n, size_t s, Hits *out) {
     uint8_t plain[MAX_TOKEN_CHARS + 2];
     int kind[MAX_TOKEN_CHARS + 2];
     size_t len = 0, i = s;
+    int soft = 0;
+    /* A soft line break stands for nothing: a token never starts at one (it starts after it). */
+    if (data[s] == '=' && s + 1 < n && (data[s + 1] == '\n' || data[s + 1] == '\r')) return;
     while (i < n && len < sizeof plain) {
+        int k = ENC_RAW;
+        uint8_t c = data[i];
         if (data[i] == '%' && i + 2 < n && is_hex(data[i + 1]) && is_hex(data[i + 2])) {
-            plain[len] = (uint8_t)(hexval(data[i + 1]) << 4 | hexval(data[i + 2]));
-            kind[len++] = ENC_PERCENT;
+            c = (uint8_t)(hexval(data[i + 1]) << 4 | hexval(data[i + 2]));
+            k = ENC_PERCENT;
             i += 3;
         } else if (data[i] == '\\' && i + 5 < n && data[i + 1] == 'u' && data[i + 2] == '0' && data[i + 3] == '0' &&
                    is_hex(data[i + 4]) && is_hex(data[i + 5]) && hexval(data[i + 4]) < 8) {
-            plain[len] = (uint8_t)(hexval(data[i + 4]) << 4 | hexval(data[i + 5]));
-            kind[len++] = ENC_JSON;
+            c = (uint8_t)(hexval(data[i + 4]) << 4 | hexval(data[i + 5]));
+            k = ENC_JSON;
             i += 6;
-        } else {
-            plain[len] = data[i];
-            kind[len++] = ENC_RAW;
-            i++;
-        }
+        } else if (data[i] == '&' && i + 3 < n && data[i + 1] == '#') {
+            int hx = data[i + 2] == 'x' || data[i + 2] == 'X';
+            size_t j = i + 2 + (size_t)hx, stop = j + (hx ? 6 : 7);
+            uint32_t v = 0;
+            while (j < n && j < stop && (hx ? is_hex(data[j]) : (data[j] >= '0' && data[j] <= '9')))
+                v = v * (hx ? 16 : 10) + (uint32_t)(hx ? hexval(data[j]) : data[j] - '0'), j++;
+            if (j > i + 2 + (size_t)hx && j < n && data[j] == ';') {
+                c = v < 128 ? (uint8_t)v : 0x80;
+                k = ENC_HTML;
+                i = j + 1;
+            } else i++;
+        } else if (data[i] == '=' && i + 2 < n && is_hex(data[i + 1]) && is_hex(data[i + 2])) {
+            c = (uint8_t)(hexval(data[i + 1]) << 4 | hexval(data[i + 2]));
+            k = ENC_QP;
+            i += 3;
+        } else if (data[i] == '=' && i + 1 < n && (data[i + 1] == '\n' || (data[i + 1] == '\r' && i + 2 < n && data[i + 2] == '\n'))) {
+            i += data[i + 1] == '\n' ? 2 : 3;
+            if (len) soft = 1;
+            continue;
+        } else i++;
+        plain[len] = c;
+        kind[len++] = soft ? ENC_QP : k;
+        soft = 0;
     }
     size_t m = match_token(plain, len);
     if (!m) return;
@@ -319,6 +460,106 @@ static void verify_escaped(const uint8_t *data, size_t n, size_t s, Hits *out) {
         if (kind[k] != ENC_RAW) { hits_push(out, plain, m, kind[k], s); return; }
 }
 
+/* UTF-16 either way round (detect._utf16_tokens): the 'p' at data[at]; the token ends where the next code
+ * unit is not a hex digit. */
+static void verify_utf16(const uint8_t *data, size_t n, size_t at, Hits *out) {
+    uint8_t plain[MAX_TOKEN_CHARS + 1];
+    size_t len = 0;
+    for (size_t i = at; i < n && len < sizeof plain; i += 2) plain[len++] = data[i];
+    size_t m = match_token_at(plain, len, 0);
+    if (!m) return;
+    size_t end = at + 2 * m;
+    int le = !(end + 1 < n && data[end + 1] == 0 && is_hex(data[end]));
+    int be = at > 0 && !(end < n && data[end - 1] == 0 && is_hex(data[end]));
+    for (size_t k = 0; k < m; k++) {
+        if (at + 2 * k + 1 < n && data[at + 2 * k + 1]) le = 0;
+        if (be && data[at + 2 * k - 1]) be = 0;
+    }
+    if (le || be) hits_push(out, plain, m, ENC_UTF16, at);
+}
+
+/* Hex pairs with separators or a per-byte \x or 0x (detect._unhex_separated). */
+static void verify_hexsep(const uint8_t *data, size_t n, size_t at, Hits *out) {
+    uint8_t plain[MAX_TOKEN_CHARS + 1];
+    size_t len = 0, i = at;
+    while (len < sizeof plain && i < n) {
+        size_t j = i;
+        if (i + 1 < n && (data[i] == '\\' || data[i] == '0') && lc(data[i + 1]) == 'x') j = i + 2;
+        if (j + 2 > n || !is_hex(data[j]) || !is_hex(data[j + 1])) break;
+        plain[len++] = (uint8_t)(hexval(data[j]) << 4 | hexval(data[j + 1]));
+        i = j + 2;
+        if (i + 1 < n && data[i] == ',' && data[i + 1] == ' ') i += 2;
+        else if (i < n && (data[i] == ':' || data[i] == '-' || data[i] == ' ' || data[i] == ',')) i++;
+    }
+    size_t m = match_token(plain, len);
+    if (m) hits_push(out, plain, m, ENC_HEXSEP, at);
+}
+
+/* Base32, either case (detect._base32_tokens), decoded bit by bit from its group's start. */
+#define BASE32_WINDOW (8 * ((4 + MAX_TOKEN_CHARS + 1 + 4) / 5))
+static void verify_b32(const uint8_t *data, size_t n, size_t start, int alignment, Hits *out) {
+    uint8_t plain[BASE32_WINDOW];
+    size_t len = 0;
+    unsigned bits = 0, value = 0;
+    for (size_t i = start; i < n && i < start + BASE32_WINDOW && B32_VAL[data[i]] >= 0; i++) {
+        value = (value << 5 | (unsigned)B32_VAL[data[i]]) & 0xffff;
+        bits += 5;
+        if (bits >= 8) { bits -= 8; plain[len++] = (uint8_t)(value >> bits & 255); }
+    }
+    if ((size_t)alignment >= len) return;
+    size_t m = match_token(plain + alignment, len - alignment);
+    if (m) hits_push(out, plain + alignment, m, ENC_BASE32, start + (size_t)(8 * alignment / 5));
+}
+
+/* The bytes of the base64 run (either alphabet, no line breaks) in data[start, stop) (detect._unbase64_run). */
+static size_t unbase64_run(const uint8_t *data, size_t n, size_t start, size_t stop, uint8_t *plain) {
+    size_t len = 0;
+    while (start + len < n && start + len < stop && B64_VAL[data[start + len]] >= 0) len++;
+    const uint8_t *c = data + start;
+    size_t whole = len - len % 4, tail = len % 4, pn = 0;
+    for (size_t i = 0; i < whole; i += 4) {
+        uint32_t v = B64_VAL[c[i]] << 18 | B64_VAL[c[i + 1]] << 12 | B64_VAL[c[i + 2]] << 6 | B64_VAL[c[i + 3]];
+        plain[pn++] = v >> 16; plain[pn++] = v >> 8 & 255; plain[pn++] = v & 255;
+    }
+    if (tail >= 2) {
+        uint32_t v = B64_VAL[c[whole]] << 18 | B64_VAL[c[whole + 1]] << 12 | (tail == 3 ? B64_VAL[c[whole + 2]] << 6 : 0);
+        plain[pn++] = v >> 16;
+        if (tail == 3) plain[pn++] = v >> 8 & 255;
+    }
+    return pn;
+}
+
+static void verify_b64(const uint8_t *data, size_t n, size_t start, int alignment, Hits *out, int joined);
+
+/* Base64 of base64 (detect._decode_nested_at): decode the outer run from its group (or the one before,
+ * where the inner run may start), then the inner run as a base64 anchor would. */
+#define NESTED_WINDOW (4 * ((3 + BASE64_WINDOW + 3 + 2 + 2) / 3) + 4)
+static void verify_b64b64(const uint8_t *data, size_t n, size_t at, const Anchor *a, Hits *out) {
+    if (at < (size_t)a->lead) return;
+    size_t group = at - (size_t)a->lead;
+    int earlier = group >= 4;
+    for (size_t k = 1; earlier && k <= 4; k++) if (B64_VAL[data[group - k]] < 0) earlier = 0;
+    size_t start = earlier ? group - 4 : group;
+    uint8_t inner[NESTED_WINDOW];
+    size_t len = unbase64_run(data, n, start, start + NESTED_WINDOW, inner);
+    long inner_start = (long)a->alignment + (earlier ? 3 : 0) - a->inner_lead;
+    if (inner_start < 0) return;
+    Hits one = {0};
+    verify_b64(inner, len, (size_t)inner_start, a->inner_alignment, &one, 0);
+    if (one.n) hits_push(out, (const uint8_t *)one.v[0].token, strlen(one.v[0].token), ENC_B64B64, group);
+    free(one.v);
+}
+
+/* Where a match of the dotted prefix regex ending at data[to] starts: walk back over it. */
+static size_t dns_start(const uint8_t *data, size_t to) {
+    size_t i = to - 1;  /* the '-' */
+    for (int k = 7; k >= 0; k--) {
+        i--;
+        while (data[i] == '.') i--;
+        (void)k;
+    }
+    return i;
+}
 
 static inline int is_break(uint8_t c) { return c == '\n' || c == '\r'; }
 
@@ -340,6 +581,16 @@ static void b64_occurrence(const ScanCtx *ctx, const Anchor *a, size_t at, size_
     verify_b64(data, ctx->n, start, a->alignment, ctx->out, 1);
 }
 
+/* Where the last find() saw a stream's magic (KIND_MAGIC anchors): the candidates carve() tries, so that
+ * it never searches a buffer again (memmem for two-byte magics cost 6 times the whole scan). */
+typedef struct { size_t at; int fmt, b64; } Cand;
+typedef struct { Cand *v; size_t n, cap; } Cands;
+static __thread Cands magic_found;
+static void cands_push(Cands *c, size_t at, int fmt, int b64) {
+    if (c->n == c->cap) { c->cap = c->cap ? c->cap * 2 : 16; c->v = realloc(c->v, c->cap * sizeof *c->v); if (!c->v) exit(70); }
+    c->v[c->n++] = (Cand){at, fmt, b64};
+}
+
 static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *vctx) {
     (void)from; (void)flags;
     ScanCtx *ctx = vctx;
@@ -348,7 +599,12 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
     size_t at = (size_t)to - a->len;
     if (a->kind == KIND_B64) { b64_occurrence(ctx, a, at, (size_t)to); return 0; }
     if (a->kind == KIND_ESC) { posv_push(ctx->esc, (size_t)to); return 0; }
-    if (a->kind == KIND_DNS) { verify_dns(data, ctx->n, at, ctx->out); return 0; }
+    if (a->kind == KIND_DNS) { verify_dns(data, ctx->n, dns_start(data, (size_t)to), ctx->out); return 0; }
+    if (a->kind == KIND_UTF16) { verify_utf16(data, ctx->n, at, ctx->out); return 0; }
+    if (a->kind == KIND_HEXSEP) { verify_hexsep(data, ctx->n, at, ctx->out); return 0; }
+    if (a->kind == KIND_B32) { if (at >= (size_t)a->lead) verify_b32(data, ctx->n, at - a->lead, a->alignment, ctx->out); return 0; }
+    if (a->kind == KIND_B64B64) { verify_b64b64(data, ctx->n, at, a, ctx->out); return 0; }
+    if (a->kind == KIND_MAGIC) { cands_push(&magic_found, at, a->alignment, a->lead); return 0; }
     if (a->kind == KIND_RAW) {
         posv_push(ctx->esc, (size_t)to);
         verify_dns(data, ctx->n, at, ctx->out);
@@ -659,6 +915,7 @@ static void find(const uint8_t *data, size_t n, Hits *out, hs_scratch_t *scr) {
     static __thread Posv esc;
     out->n = 0;
     esc.n = 0;
+    magic_found.n = 0;
     ScanCtx ctx = {data, n, out, memchr(data, '\n', n) || memchr(data, '\r', n), &esc};
     if (n > UINT_MAX) { fprintf(stderr, "ppscan: window too large\n"); exit(70); }
     if (hs_scan(db, (const char *)data, (unsigned)n, 0, scr, on_match, &ctx) != HS_SUCCESS) {
@@ -672,10 +929,10 @@ static void find(const uint8_t *data, size_t n, Hits *out, hs_scratch_t *scr) {
         qsort(esc.v, esc.n, sizeof *esc.v, cmp_size);
         size_t tried_to = 0;
         for (size_t i = 0; i < esc.n; i++) {
-            size_t lo = esc.v[i] > 64 ? esc.v[i] - 64 : 0;
+            size_t lo = esc.v[i] > 80 ? esc.v[i] - 80 : 0;
             if (lo < tried_to) lo = tried_to;
             for (size_t s = lo; s < esc.v[i]; s++)
-                if (lc(data[s]) == 'p' || data[s] == '%' || data[s] == '\\') verify_escaped(data, n, s, out);
+                if (lc(data[s]) == 'p' || data[s] == '%' || data[s] == '\\' || data[s] == '&' || data[s] == '=') verify_escaped(data, n, s, out);
             if (esc.v[i] > tried_to) tried_to = esc.v[i];
         }
     }
@@ -863,12 +1120,23 @@ typedef struct {
     size_t cap;
     Spare spare[MAX_DEPTH + 2], packed;
     struct libdeflate_decompressor *deflate;
+    /* The current file's carving (carve()): candidates tried, bytes decoded, whether a bound stopped it. */
+    uint64_t carve_attempts, carve_decoded;
+    int carve_stopped;
+    uint64_t buf_from;  /* the file offset of buf[0] */
+    size_t held;        /* bytes of the file in buf */
+    Cands file_cands;  /* the magics the windows of the current file held, at file offsets */
 } Worker;
 
 /* detect._scan_reader over a descriptor into ev; returns 0, or the errno that stopped it. */
+/* The windows are slices of w->buf, which keeps the whole file while it fits in KEEP_BUFFER_MAX (w->held
+ * bytes from file offset w->buf_from = 0), so that carving it afterwards reads nothing twice; past that,
+ * what every later window leaves behind is dropped. */
 static int scan_fd(Worker *w, int fd, Event *ev) {
     size_t carry = 0;
     uint64_t base = 0, reported_to = 0, total = 0;
+    w->buf_from = 0;
+    w->held = 0;
     for (;;) {
         size_t want;
         ssize_t got;
@@ -882,8 +1150,12 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
         } else {
             want = CHUNK_SIZE;
             if (max_file_bytes - total < want) want = (size_t)(max_file_bytes - total);
-            if (w->cap < carry + want) { w->cap = carry + want; w->buf = realloc(w->buf, w->cap); if (!w->buf) exit(70); }
-            do got = read(fd, w->buf + carry, want); while (got < 0 && errno == EINTR);
+            size_t skip = (size_t)(base - w->buf_from);
+            if (w->cap < skip + carry + want) {
+                size_t grown = w->cap * 2 > skip + carry + want ? w->cap * 2 : skip + carry + want;
+                w->cap = grown; w->buf = realloc(w->buf, w->cap); if (!w->buf) exit(70);
+            }
+            do got = read(fd, w->buf + skip + carry, want); while (got < 0 && errno == EINTR);
             if (got < 0) return errno;
             ev->bytes += (uint64_t)got;
         }
@@ -892,8 +1164,10 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
         size_t wlen = carry + (size_t)got;
         uint64_t end = base + wlen;
         uint64_t horizon = at_end ? end : (end >= OVERLAP ? end - OVERLAP : 0);
+        const uint8_t *window = w->buf + (size_t)(base - w->buf_from);
+        w->held = (size_t)(base - w->buf_from) + wlen;
         if (horizon > reported_to) {
-            find(w->buf, wlen, &w->window, w->scratch);
+            find(window, wlen, &w->window, w->scratch);
             for (size_t i = 0; i < w->window.n; i++) {
                 uint64_t off = base + w->window.v[i].offset;
                 if (reported_to <= off && off < horizon) {
@@ -901,12 +1175,19 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
                     hits_push(&ev->file_hits, (const uint8_t *)h->token, strlen(h->token), h->enc, off);
                 }
             }
+            for (size_t i = 0; i < magic_found.n; i++) {
+                uint64_t off = base + magic_found.v[i].at;
+                if (reported_to <= off && off < horizon) cands_push(&w->file_cands, (size_t)off, magic_found.v[i].fmt, magic_found.v[i].b64);
+            }
             reported_to = horizon;
         }
         if (at_end) return 0;
         uint64_t keep_from = reported_to >= BACKUP && reported_to - BACKUP > base ? reported_to - BACKUP : base;
         size_t drop = (size_t)(keep_from - base);
-        memmove(w->buf, w->buf + drop, wlen - drop);
+        if (w->held + CHUNK_SIZE > KEEP_BUFFER_MAX) {
+            memmove(w->buf, window + drop, wlen - drop);
+            w->buf_from = keep_from;
+        }
         carry = wlen - drop;
         base = keep_from;
     }
@@ -931,13 +1212,13 @@ static void inner_note(Event *ev, char *text) {
 }
 
 /* Decompressed bytes, at most max_file_bytes (*cut says there was more); NULL if nothing came out. */
-typedef struct { uint8_t *p; size_t n, cap; int cut; } Out;
+typedef struct { uint8_t *p; size_t n, cap; int cut; uint64_t limit; } Out;
 static int out_room(Out *o) {
-    if (o->n >= max_file_bytes) { o->cut = 1; return 0; }
+    if (o->n >= o->limit) { o->cut = 1; return 0; }
     if (o->cap - o->n < 65536) { o->cap = o->cap ? o->cap * 2 : 1 << 20; o->p = xrealloc(o->p, o->cap); }
     return 1;
 }
-static size_t out_avail(Out *o) { size_t room = o->cap - o->n; uint64_t left = max_file_bytes - o->n; return left < room ? (size_t)left : room; }
+static size_t out_avail(Out *o) { size_t room = o->cap - o->n; uint64_t left = o->limit - o->n; return left < room ? (size_t)left : room; }
 
 static void inflate_all(const uint8_t *data, size_t n, int bits, Out *o, size_t *used) {
     z_stream z;
@@ -971,8 +1252,8 @@ static void inflate_all(const uint8_t *data, size_t n, int bits, Out *o, size_t 
  * no header CRC (zlib checks it, libdeflate skips it), no reserved flag and method 8 (zlib refuses
  * those). Anything else returns 0 with o emptied, and the caller inflates with zlib from the start. */
 static int gunzip_whole(Worker *w, const uint8_t *data, size_t n, Out *o) {
-    if (max_file_bytes > KEEP_BUFFER_MAX) return 0;
-    size_t limit = (size_t)max_file_bytes, at = 0;
+    if (o->limit > KEEP_BUFFER_MAX || o->limit < 2) return 0;
+    size_t limit = (size_t)o->limit, at = 0;
     if (!w->deflate && !(w->deflate = libdeflate_alloc_decompressor())) return 0;
     if (o->cap < limit) { free(o->p); o->p = xrealloc(NULL, limit); o->cap = limit; }
     o->n = 0;
@@ -1046,6 +1327,7 @@ static Out out_take(Worker *w, int depth) {
     Out o = {0};
     Spare *s = &w->spare[depth];
     o.p = s->p; o.cap = s->cap;
+    o.limit = max_file_bytes;
     s->p = NULL; s->cap = 0;
     return o;
 }
@@ -1064,7 +1346,7 @@ static uint64_t octal(const uint8_t *p, size_t n) {
     return v;
 }
 
-static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth);
+static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth, const Cands *cands);
 
 /* Scan what came out of a stream, as its own data labelled `where`, then look inside it. */
 static void scan_decoded(Worker *w, Event *ev, Out *o, char *where, int depth) {
@@ -1083,7 +1365,12 @@ static void scan_decoded(Worker *w, Event *ev, Out *o, char *where, int depth) {
         inner_note(ev, problem_text(where, buf));
         ev->inner_truncated++;
     }
-    if (o->n) scan_inner(w, ev, o->p, o->n, where, depth + 1);
+    if (o->n) {
+        Cands mine = {0};
+        for (size_t i = 0; i < magic_found.n; i++) cands_push(&mine, magic_found.v[i].at, magic_found.v[i].fmt, magic_found.v[i].b64);
+        scan_inner(w, ev, o->p, o->n, where, depth + 1, &mine);
+        free(mine.v);
+    }
     out_give(w, depth, o);
 }
 
@@ -1096,29 +1383,162 @@ static void not_looked_inside(Event *ev, const char *where, const char *why) {
     ev->inner_truncated++;
 }
 
-static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth) {
+/* ---- streams carved wherever they start (detect.carve; issue 26) ----
+ * Every offset holding a stream's magic, or the base64 of one's first bytes, is tried, in the order of
+ * (offset, format name, base64 or not); what comes out is scanned and carved again, MAX_STREAM_DEPTH
+ * deep. The work is bounded per stream (max_file_bytes out), per file (MAX_FILE_ATTEMPTS candidates,
+ * FILE_DECODED_FACTOR x max_file_bytes out in all) and per scan (MAX_SCAN_ATTEMPTS, MAX_SCAN_DECODED, over
+ * every thread): a bound reached is a problem and counts as truncated. */
+#define MAX_STREAM_DEPTH 5
+#define MAX_FILE_ATTEMPTS 4096
+#define FILE_DECODED_FACTOR 4
+#define MAX_SCAN_ATTEMPTS (1 << 18)
+#define MAX_SCAN_DECODED ((int64_t)1 << 30)
+static atomic_llong scan_attempts_left = MAX_SCAN_ATTEMPTS;
+static atomic_llong scan_decoded_left = MAX_SCAN_DECODED;
+
+static int cand_cmp(const void *x, const void *y) {
+    const Cand *a = x, *b = y;
+    if (a->at != b->at) return a->at < b->at ? -1 : 1;
+    int c = strcmp(FMT_NAMES[a->fmt], FMT_NAMES[b->fmt]);
+    return c ? c : a->b64 - b->b64;
+}
+
+static void carve_stop(Worker *w, Event *ev, const char *label, const char *why) {
+    not_looked_inside(ev, label, why);
+    w->carve_stopped = 1;
+}
+
+static uint64_t carve_room(Worker *w) {
+    uint64_t room = max_file_bytes, file_left = FILE_DECODED_FACTOR * max_file_bytes;
+    file_left = w->carve_decoded < file_left ? file_left - w->carve_decoded : 0;
+    long long scan_left = atomic_load(&scan_decoded_left);
+    if (file_left < room) room = file_left;
+    if (scan_left < 0) scan_left = 0;
+    if ((uint64_t)scan_left < room) room = (uint64_t)scan_left;
+    return room;
+}
+
+static void decode_stream(Worker *w, int fmt, const uint8_t *data, size_t n, Out *o) {
+    if (fmt == FMT_GZIP) { if (!gunzip_whole(w, data, n, o)) inflate_all(data, n, 15 + 16, o, NULL); }
+    else if (fmt == FMT_ZLIB) inflate_all(data, n, 15, o, NULL);
+    else if (fmt == FMT_XZ) unxz(data, n, o);
+    else if (fmt == FMT_BZ2) unbz2(data, n, o);
+    else unzstd(data, n, o);
+}
+
+/* detect._unbase64_lines: the bytes of the base64 run at data[at], line breaks skipped, at most limit chars. */
+static size_t unbase64_lines(const uint8_t *data, size_t n, size_t at, size_t limit, uint8_t **out) {
+    size_t stop = at + limit + limit / 38, k = 0;
+    uint8_t *chars = xrealloc(NULL, limit + 4);
+    for (size_t i = at; i < n && i < stop && k < limit; i++) {
+        if (data[i] == '\r' || data[i] == '\n') continue;
+        if (B64_VAL[data[i]] < 0) break;
+        chars[k++] = data[i];
+    }
+    k -= k % 4;
+    uint8_t *plain = xrealloc(NULL, k / 4 * 3 + 1);
+    size_t pn = unbase64_run(chars, k, 0, k, plain);
+    free(chars);
+    *out = plain;
+    return pn;
+}
+
+static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth, const Cands *cands);
+
+static void carve(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth, const Cands *cands) {
+    size_t nc = 0;
+    Cand *c = xrealloc(NULL, (cands->n + 1) * sizeof *c);
+    for (size_t i = 0; i < cands->n; i++) if (cands->v[i].at < n) c[nc++] = cands->v[i];
+    if (nc > 1) qsort(c, nc, sizeof *c, cand_cmp);
+    for (size_t i = 0; i < nc && !w->carve_stopped; i++) {
+        const char *kind = FMT_NAMES[c[i].fmt];
+        size_t len = strlen(where) + 64;
+        char *lab = xrealloc(NULL, len);
+        if (c[i].b64) snprintf(lab, len, "%s (base64@%zu) (%s)", where, c[i].at, kind);
+        else if (c[i].at == 0) snprintf(lab, len, "%s (%s)", where, kind);
+        else snprintf(lab, len, "%s (%s@%zu)", where, kind, c[i].at);
+        char why[160];
+        if (w->carve_attempts >= MAX_FILE_ATTEMPTS) {
+            snprintf(why, sizeof why, "not looked inside: the bound of %d stream candidates a file was reached", MAX_FILE_ATTEMPTS);
+            carve_stop(w, ev, lab, why);
+            break;
+        }
+        if (atomic_fetch_sub(&scan_attempts_left, 1) <= 0) {
+            snprintf(why, sizeof why, "not looked inside: the scan's bound of %d stream candidates was reached", MAX_SCAN_ATTEMPTS);
+            carve_stop(w, ev, lab, why);
+            break;
+        }
+        w->carve_attempts++;
+        uint8_t *decoded_b64 = NULL;
+        const uint8_t *sp = data + c[i].at;
+        size_t sn = n - c[i].at;
+        if (c[i].b64) {
+            sn = unbase64_lines(data, n, c[i].at, (size_t)(carve_room(w) * 4 / 3 + 8), &decoded_b64);
+            sp = decoded_b64;
+        }
+        if (depth > MAX_STREAM_DEPTH) {
+            Out probe = {0};
+            probe.limit = 1;
+            decode_stream(w, c[i].fmt, sp, sn, &probe);
+            if (probe.n) not_looked_inside(ev, lab, "not looked inside: packed deeper than the bound of " MAX_DEPTH_TEXT " levels");
+            free(probe.p);
+            free(decoded_b64);
+            continue;
+        }
+        uint64_t room = carve_room(w);
+        Out o = out_take(w, depth);
+        o.limit = room ? room : 1;
+        decode_stream(w, c[i].fmt, sp, sn, &o);
+        free(decoded_b64);
+        if (!room && o.n) { o.n = 0; o.cut = 1; }
+        if (!o.n && !o.cut) { out_give(w, depth, &o); free(lab); continue; }
+        w->carve_decoded += o.n;
+        atomic_fetch_sub(&scan_decoded_left, (long long)o.n);
+        if (o.cut) {
+            if (room >= max_file_bytes) {
+                snprintf(why, sizeof why, "only the first %llu bytes of the decompressed data were scanned", (unsigned long long)max_file_bytes);
+                not_looked_inside(ev, lab, why);
+            } else if (atomic_load(&scan_decoded_left) <= 0) {
+                snprintf(why, sizeof why, "only the first %llu bytes of the decompressed data were scanned: the scan's bound of %lld decoded bytes was reached",
+                         (unsigned long long)room, (long long)MAX_SCAN_DECODED);
+                carve_stop(w, ev, lab, why);
+            } else {
+                snprintf(why, sizeof why, "only the first %llu bytes of the decompressed data were scanned: the bound of %llu decoded bytes a file was reached",
+                         (unsigned long long)room, (unsigned long long)(FILE_DECODED_FACTOR * max_file_bytes));
+                carve_stop(w, ev, lab, why);
+            }
+            o.cut = 0;
+        }
+        scan_decoded(w, ev, &o, lab, depth - 1);
+    }
+    free(c);
+}
+
+/* What is inside a file's bytes or a stream's: its streams, wherever they start, then the tar or zip
+ * archive it is (at its start). */
+/* The magics in data (a tar or zip member, which no find() saw alone). */
+static int magic_only(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *vctx) {
+    (void)from; (void)flags;
+    if (anchors[id].kind == KIND_MAGIC) cands_push(vctx, (size_t)to - anchors[id].len, anchors[id].alignment, anchors[id].lead);
+    return 0;
+}
+static void scan_member(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth) {
+    Cands mine = {0};
+    if (n && n <= UINT_MAX && hs_scan(db, (const char *)data, (unsigned)n, 0, w->scratch, magic_only, &mine) != HS_SUCCESS) {
+        fprintf(stderr, "ppscan: hyperscan scan failed\n");
+        exit(70);
+    }
+    scan_inner(w, ev, data, n, where, depth, &mine);
+    free(mine.v);
+}
+
+static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth, const Cands *cands) {
+    carve(w, ev, data, n, where, depth + 1, cands);
     if (n < 4) return;
     if (depth > MAX_DEPTH) {
-        if (looks_packed(data, n)) not_looked_inside(ev, where, "not looked inside: packed deeper than the bound of " MAX_DEPTH_TEXT " levels");
-        return;
-    }
-    enum { NONE, GZIP, ZLIB, XZ, BZ2, ZSTD } format = NONE;
-    static const char *FORMATS[] = {NULL, "gzip", "zlib", "xz", "bz2", "zstd"};
-    if (data[0] == 0x1f && data[1] == 0x8b) format = GZIP;
-    else if (data[0] == 0x78 && (data[1] == 0x01 || data[1] == 0x5e || data[1] == 0x9c || data[1] == 0xda)) format = ZLIB;
-    else if (n >= 6 && !memcmp(data, "\xfd" "7zXZ\0", 6)) format = XZ;
-    else if (data[0] == 'B' && data[1] == 'Z' && data[2] == 'h') format = BZ2;
-    else if (!memcmp(data, "\x28\xb5\x2f\xfd", 4)) format = ZSTD;
-    if (format != NONE) {
-        const char *kind = FORMATS[format];
-        Out o = out_take(w, depth);
-        if (format == GZIP) { if (!gunzip_whole(w, data, n, &o)) inflate_all(data, n, 15 + 16, &o, NULL); }
-        else if (format == ZLIB) inflate_all(data, n, 15, &o, NULL);
-        else if (format == XZ) unxz(data, n, &o);
-        else if (format == BZ2) unbz2(data, n, &o);
-        else unzstd(data, n, &o);
-        if (o.n || o.cut) scan_decoded(w, ev, &o, label(where, kind, NULL, 0), depth);
-        else out_give(w, depth, &o);
+        if ((n >= 262 && !memcmp(data + 257, "ustar", 5)) || !memcmp(data, "PK\x03\x04", 4))
+            not_looked_inside(ev, where, "not looked inside: packed deeper than the bound of " MAX_DEPTH_TEXT " levels");
         return;
     }
     if (n >= 512 && !memcmp(data + 257, "ustar", 5)) {
@@ -1133,7 +1553,7 @@ static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, cons
                 size_t name_len = strnlen((const char *)h, 100);
                 char *member = label(where, "member", (const char *)h, name_len);
                 size_t before = ev->n_inner_where + ev->n_inner_notes;
-                scan_inner(w, ev, data + body, (size_t)size, member, depth + 1);
+                scan_member(w, ev, data + body, (size_t)size, member, depth + 1);
                 if (ev->n_inner_where + ev->n_inner_notes == before) free(member);
             }
             at = body + (size_t)((size + 511) / 512 * 512);
@@ -1166,7 +1586,7 @@ static void scan_inner(Worker *w, Event *ev, const uint8_t *data, size_t n, cons
             } else if (method == 0 || method == 12 || method == 93 || method == 95) {
                 /* stored, or bzip2, zstd and xz: those members are whole streams, known by their magic */
                 size_t before = ev->n_inner_where + ev->n_inner_notes;
-                scan_inner(w, ev, data + body, used, member, depth + 1);
+                scan_member(w, ev, data + body, used, member, depth + 1);
                 if (ev->n_inner_where + ev->n_inner_notes == before) free(member);
             } else {
                 char why[80];
@@ -1186,19 +1606,29 @@ static int looks_packed(const uint8_t *h, size_t n) {
            !memcmp(h, "\x28\xb5\x2f\xfd", 4) || !memcmp(h, "PK\x03\x04", 4) || (n >= 262 && !memcmp(h + 257, "ustar", 5));
 }
 
-static void scan_packed(Worker *w, int fd, Event *ev) {
+static void scan_packed(Worker *w, int fd, Event *ev, int magic) {
     uint8_t head[512];
     ssize_t got = pread(fd, head, sizeof head, 0);
-    if (got < 4 || !looks_packed(head, (size_t)got)) return;
+    w->carve_attempts = w->carve_decoded = 0;
+    w->carve_stopped = 0;
+    if (got < 4 || !(magic || looks_packed(head, (size_t)got))) return;
     size_t cap = max_file_bytes < ((uint64_t)1 << 31) ? (size_t)max_file_bytes : (size_t)1 << 31, n = 0;
-    if (w->packed.cap < cap) { free(w->packed.p); w->packed.p = xrealloc(NULL, cap); w->packed.cap = cap; }
-    uint8_t *data = w->packed.p;
-    while (n < cap) {
-        ssize_t r = pread(fd, data + n, cap - n, (off_t)n);
-        if (r <= 0) break;
-        n += (size_t)r;
+    uint8_t *data;
+    if (w->buf_from == 0 && w->held <= cap) {
+        data = w->buf;  /* scan_fd kept the whole of what it read */
+        n = w->held;
+        cap = 0;
+    } else {
+        if (w->packed.cap < cap) { free(w->packed.p); w->packed.p = xrealloc(NULL, cap); w->packed.cap = cap; }
+        data = w->packed.p;
+        while (n < cap) {
+            ssize_t r = pread(fd, data + n, cap - n, (off_t)n);
+            if (r <= 0) break;
+            n += (size_t)r;
+        }
     }
-    scan_inner(w, ev, data, n, ev->text, 0);
+    if (w->file_cands.n > 1) qsort(w->file_cands.v, w->file_cands.n, sizeof *w->file_cands.v, cand_cmp);
+    scan_inner(w, ev, data, n, ev->text, 0, &w->file_cands);
     if (cap > KEEP_BUFFER_MAX) { free(w->packed.p); w->packed.p = NULL; w->packed.cap = 0; }
 }
 
@@ -1208,8 +1638,9 @@ static void read_event(Worker *w, Event *ev) {
     struct stat st;
     if (fstat(fd, &st) < 0) { ev->open_err = errno; close(fd); return; }
     if (!S_ISREG(st.st_mode)) { close(fd); ev->not_regular = 1; return; }
+    w->file_cands.n = 0;
     ev->read_err = scan_fd(w, fd, ev);
-    if (!ev->read_err) scan_packed(w, fd, ev);
+    if (!ev->read_err) scan_packed(w, fd, ev, w->file_cands.n > 0);
     close(fd);
 }
 

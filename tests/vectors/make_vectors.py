@@ -1,20 +1,31 @@
-"""Write the parity test vectors: tests/vectors/canaries.bin (python3 tests/vectors/make_vectors.py).
+"""Write the parity test vectors: tests/vectors/canaries.bin and forms.bin (python3 tests/vectors/make_vectors.py).
 
 Deterministic bytes holding canary-shaped tokens in every encoding detect.py knows (raw in three
 cases, standard and url-safe base64 at each alignment, line-wrapped base64 with LF and CRLF, hex in
 both cases), the boundaries of the token shape, and near misses that must not be hits. The
 chunk-crossing cases are built by the test from this file (it is placed at offsets around the 1 MiB
 read boundary), so the file itself stays small.
+
+forms.bin holds issue 26's forms, which detect.py and ppscan both decode: UTF-16 either way round, hex with
+separators, \\x or 0x, base32 at each alignment and in either case, HTML references, quoted-printable (escaped,
+soft line breaks), DNS labels with any number of dots, base64 of base64, and gzip, zlib, xz and bz2 streams
+(raw and base64-encoded) starting inside the file, with near misses of each. (zstd is left out: detect.py
+says it cannot open it, which ppscan does.)
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import bz2
+import gzip
+import lzma
 import pathlib
 import random
+import zlib
 
 OUT = pathlib.Path(__file__).with_name("canaries.bin")
+FORMS_OUT = pathlib.Path(__file__).with_name("forms.bin")
 
 
 def token(rng: random.Random, principal: str = "b", location: str = "mem") -> bytes:
@@ -69,5 +80,58 @@ def build() -> bytes:
     return b"".join(parts)
 
 
+def build_forms() -> bytes:
+    rng = random.Random(26)
+    parts: list[bytes] = []
+
+    def add(label: str, data: bytes) -> None:
+        parts.append(b"\n== " + label.encode() + b" ==\n" + data + b"\n")
+
+    add("utf-16-le", token(rng).decode().encode("utf-16-le") + "!".encode("utf-16-le"))
+    add("utf-16-be upper", token(rng).upper().decode().encode("utf-16-be") + "!".encode("utf-16-be"))
+    add("utf-16-le at file end of a block", b"\xff\xfe" + token(rng).decode().encode("utf-16-le"))
+    for sep in (b":", b"-", b" ", b",", b", "):
+        add(f"hex sep {sep!r}", sep.join(b"%02x" % c for c in token(rng)))
+    add("hex sep upper", b":".join(b"%02X" % c for c in token(rng).upper()))
+    add("hex \\x", b"".join(b"\\x%02x" % c for c in token(rng)))
+    add("hex 0x comma", b", ".join(b"0x%02x" % c for c in token(rng)))
+    add("hex 0X glued", b"".join(b"0X%02X" % c for c in token(rng)))
+    for lead in range(5):
+        add(f"base32 lead {lead}", base64.b32encode(bytes(range(1, lead + 1)) + token(rng)))
+        add(f"base32 lower lead {lead}", base64.b32encode(bytes(range(1, lead + 1)) + token(rng) + b"?").lower())
+    add("html decimal", b"".join(b"&#%d;" % c for c in token(rng)))
+    add("html hex mixed", b"".join(b"&#x%x;" % c if i % 3 == 0 else bytes([c]) for i, c in enumerate(token(rng))))
+    add("html leading zeros", b"&#0112;&#x00070;" + token(rng)[2:])
+    add("html late", (t := token(rng))[:17] + b"&#45;" + t[18:])
+    add("qp every byte", b"".join(b"=%02X" % c for c in token(rng)))
+    for cut in (3, 9, 30):
+        add(f"qp soft break at {cut} LF", (t := token(rng))[:cut] + b"=\n" + t[cut:])
+        add(f"qp soft break at {cut} CRLF", (t := token(rng))[:cut] + b"=\r\n" + t[cut:])
+    add("dns one dot", (t := token(rng))[:20] + b"." + t[20:] + b".evil.example")
+    add("dns three labels", (t := token(rng))[:3] + b"." + t[3:6] + b"." + t[6:] + b".evil.example")
+    add("dns every two", b".".join((t := token(rng))[i:i + 2] for i in range(0, len(t), 2)) + b".x.example")
+    for outer in range(3):
+        for inner in range(3):
+            add(f"base64 of base64 {outer}/{inner}",
+                base64.b64encode(bytes(range(outer)) + base64.b64encode(bytes(range(inner)) + token(rng))))
+    for name, pack in (("gzip", gzip.compress), ("zlib", zlib.compress), ("xz", lzma.compress), ("bz2", bz2.compress)):
+        add(f"{name} inside a line", b"record blob=" + pack(b"k=" + token(rng)) + b" end")
+    add("base64 of gzip", b'{"blob": "' + base64.b64encode(gzip.compress(b"v " + token(rng))) + b'"}')
+    blob = base64.b64encode(gzip.compress(bytes(rng.randrange(256) for _ in range(200)) + token(rng)))
+    add("base64 of gzip wrapped", b"\n".join(blob[i:i + 76] for i in range(0, len(blob), 76)))
+    add("gzip in gzip", b"x" * 7 + gzip.compress(b"y" * 9 + gzip.compress(b"z " + token(rng))))
+    # Near misses: none of these is a hit.
+    add("near hex sep 17 hex", b":".join(b"%02x" % c for c in token(rng) + b"a"))
+    add("near utf-16 17 hex", (token(rng) + b"a").decode().encode("utf-16-le"))
+    add("near base32 short", base64.b32encode(token(rng)[:-1]))
+    add("near qp short", b"".join(b"=%02X" % c for c in token(rng)[:-1]))
+    add("near dns 17 hex", (t := token(rng))[:30] + b"." + t[30:] + b"a.example")
+    add("near html non-ascii", b"&#368;" + token(rng)[1:])
+    add("near gzip of near miss", b"z" + gzip.compress(token(rng)[:-1]))
+    add("not a stream", b"x^ x\x9c BZh9 \x1f\x8b\x08 H4sI Qlpo /Td6WFo")
+    return b"".join(parts)
+
+
 if __name__ == "__main__":
     OUT.write_bytes(build())
+    FORMS_OUT.write_bytes(build_forms())

@@ -60,11 +60,12 @@ def test_bytes_are_scanned_by_the_static_probe_and_hits_carry_their_labels(built
 
 
 def test_at_rest_opens_layers_anywhere_and_the_engine_decodes_within(built: Path) -> None:
-    """A gzip stream behind a store's header (which the probe, opening streams only at a file's start, would not
-    open) is opened by find_at_rest and its layer searched by the probe, which finds a JSON-escaped token."""
+    """A gzip stream behind a store's header is opened by find_at_rest and its layer searched by the probe, which
+    finds a JSON-escaped token; the probe carves the same stream out of the whole blob too (issue 26)."""
     escaped = "".join(f"\\u{ord(c):04x}" for c in TOKEN).encode()
     scan, judged = hostscan.at_rest(b"STORE-HEADER\x00\x01" + gzip.compress(escaped), "snap")
-    assert [(h.token, h.encoding, h.where) for h in scan.hits] == [(TOKEN, "json-escape", "snap > gzip@14")]
+    assert sorted((h.token, h.encoding, h.where) for h in scan.hits) == [
+        (TOKEN, "json-escape", "snap (gzip@14)"), (TOKEN, "json-escape", "snap > gzip@14")]
     assert scan.problems == [] and judged.report.engine == f"static probe {built}"
 
 
@@ -79,15 +80,18 @@ def test_host_files_are_read_in_place(built: Path, tmp_path: Path) -> None:
 
 def test_an_engine_blind_to_an_encoding_it_claims_is_a_proof_error(built: Path, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """detect.py standing in for the static probe finds the token, but not the sentinels in percent, JSON
-    escapes, DNS labels or any compression: the scan did not prove it looked, and the log keeps the failure."""
+    """detect.py standing in for the static probe finds the token, and the sentinels in percent, JSON escapes, DNS
+    labels and the streams the standard library reads, but not zstd nor archive members: the scan did not prove
+    it looked, and the log keeps the failure."""
     stand_in = _script(tmp_path / "ppscan", "#!" + sys.executable + " -I\n" + Path(detect.__file__).read_text())
     monkeypatch.setenv("PAIRPROOF_PROBE", str(stand_in))
     log = probe.ProbeLog("n")
     with pytest.raises(ProofError, match="blind to that encoding") as caught:
         hostscan.scan_blobs([("the log", TOKEN.encode())], "the log", log=log)
-    for missed in ("percent", "json-escape", "dns-labels", "(gzip)", "(zstd)", "(member m.gz)"):
+    for missed in ("(zstd)", "(member m.gz)"):
         assert missed in str(caught.value)
+    for seen in ("percent", "json-escape", "dns-labels", "s.gz (gzip)"):
+        assert seen not in str(caught.value)
     assert log.failures == [str(caught.value)]
 
 
