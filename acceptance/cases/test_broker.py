@@ -108,7 +108,8 @@ def test_tl1_allowed_method_works(instances, broker_call):
 
 NAME_TRICKS = ["Notes_create", "NOTES_CREATE", "notes_create ", " notes_create", "notes_create\u200d",
                "notes_creat", "notes_create_v2", "n\u043etes_create", "ｎｏｔｅｓ＿ｃｒｅａｔｅ"]
-ARGUMENT_TRICKS = [{"body": 5}, {"body": "x", "owner": "bob"}, {}, {"body": ["x"]}, {"body": "x" * 10001}]
+# None: no arguments member at all (MCP allows it): judged against the pin as {}, never left unchecked.
+ARGUMENT_TRICKS = [{"body": 5}, {"body": "x", "owner": "bob"}, {}, {"body": ["x"]}, {"body": "x" * 10001}, None]
 
 
 @pytest.mark.case("TL-2", "refusal", pair="A->product")
@@ -119,9 +120,10 @@ def test_tl2_tool_names_are_exact(name, instances, broker_call):
 
 
 @pytest.mark.case("TL-2", "refusal", pair="A->product")
-@pytest.mark.parametrize("arguments", ARGUMENT_TRICKS, ids=["int", "extra-key", "missing", "list", "too-long"])
+@pytest.mark.parametrize("arguments", ARGUMENT_TRICKS, ids=["int", "extra-key", "missing", "list", "too-long", "absent"])
 def test_tl2_arguments_are_schema_checked(arguments, instances, broker_call):
-    answer = broker_call(instances["A"], "POST", "/mcp", rpc("tools/call", {"name": "notes_create", "arguments": arguments}))
+    params = {"name": "notes_create"} if arguments is None else {"name": "notes_create", "arguments": arguments}
+    answer = broker_call(instances["A"], "POST", "/mcp", rpc("tools/call", params))
     assert reason(answer) == "arguments_invalid"
 
 
@@ -158,6 +160,11 @@ def test_tl2_no_shape_carries_an_unpinned_tool_or_bad_arguments_to_the_product(i
 
 # -- TL-3: discovery is not authority -----------------------------------------------------------------
 
+# tools/list as MCP allows it: bare, with empty params, asking for a later page (the product has one page and
+# answers every cursor with it, so a broker that filters only the first page offers everything).
+LIST_SHAPES = (None, {}, {"cursor": "2"}, {"cursor": "", "_meta": {}})
+
+
 @pytest.mark.case("TL-3", "refusal", pair="A->product")
 def test_tl3_newly_advertised_tool_is_not_callable(instances, broker_call, target, dedicated):
     """The product advertises notes_purge; until pinned it is neither offered to the agent nor callable,
@@ -167,8 +174,9 @@ def test_tl3_newly_advertised_tool_is_not_callable(instances, broker_call, targe
     instances share (so one instance's pin opens the tool to all); a pin keyed by something wider than the
     instance (its org)."""
     def refused(ref, when: str) -> None:
-        listed = broker_call(ref, "POST", "/mcp", rpc("tools/list"))["body"]["result"]["tools"]
-        assert "notes_purge" not in {t["name"] for t in listed}, f"{ref.key} is offered notes_purge {when}"
+        for params in LIST_SHAPES:  # a later page is discovery too, filtered like the first
+            listed = broker_call(ref, "POST", "/mcp", rpc("tools/list", params))["body"]["result"]["tools"]
+            assert "notes_purge" not in {t["name"] for t in listed}, f"{ref.key} is offered notes_purge {when} ({params})"
         answer = broker_call(ref, "POST", "/mcp", rpc("tools/call", {"name": "notes_purge", "arguments": {}}))
         assert reason(answer) == "tool_not_pinned", f"{ref.key} may call notes_purge {when}"
 

@@ -545,19 +545,27 @@ def _traffic(target, agent_profile, principals, instances, planted, probe_log=No
     """Turns that carry every canary of A through tools, refusals and approvals; with a ``probe_log``, each
     turn is a platform probe and its request id is returned. The canary rides in the call that is refused
     too, by the product (an issue that does not exist) and by the broker (an argument the pinned schema does
-    not have): a refusal logged with the arguments that earned it is a payload in the log. No two refused calls
-    follow each other across turns, and at most two within one: an agent may stop calling a tool server after a
-    few failures in a row (hermes-agent does after three, for a minute), and a call never sent logs nothing."""
+    not have, and a value of the wrong type: a validator's message quotes the value), and in a card A rejects
+    (a rejected draft is what the owner kept private): a refusal or a rejection logged with the payload that
+    earned it is a payload in the log. No two refused calls follow each other across turns, and at most two
+    within one: an agent may stop calling a tool server after a few failures in a row (hermes-agent does after
+    three, for a minute), and a call never sent logs nothing; and at most five calls a turn (the reference agent's
+    tool rounds: a call left over is played into the next turn)."""
     nonces = []
     for location, token in planted.tokens["A"].items():
         nonce = probe_log.platform_probe(instances["A"], f"a turn carrying A's {location} canary") if probe_log else ""
+        since = last_card(target, principals["A"])
         drive(target, agent_profile, principals["A"], instances["A"], [("notes_create", {"body": token}),
-                                                         ("notes_get", {"id": 999999}),
+                                                         ("notes_get", {"id": token}),
                                                          ("message_send", {"to": "x@outside.example", "body": token}),
                                                          ("issue_comment", {"issue_id": 999999, "body": token}),
                                                          ("notes_create", {"body": "x", "title": token})],
               reply=f"ok {location}",
               request_id=nonce)
+        held = _held_card_for(target, principals["A"], token, since)
+        status, body = target.person(principals["A"]).request("POST", f"/api/approvals/{held['id']}/reject", {})
+        if status != 200:
+            raise TargetError(f"A could not reject the card carrying A's {location} canary: {status} {body!r}"[:300])
         nonces.append(nonce)
     return nonces
 

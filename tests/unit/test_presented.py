@@ -33,11 +33,16 @@ def _where(request: dict, value: str) -> set[str]:
 @pytest.mark.parametrize("route", list(presented.ROUTES))
 @pytest.mark.parametrize("place", presented.PLACES)
 def test_each_place_carries_the_value_there_and_nowhere_else(place: str, route: str):
-    request = presented.placed(route, place, VALUE, "rid-1", "presented rid-1")
+    request = presented.placed(route, place, VALUE, "rid-1", "presented rid-1", "org1:alice")
     where = _where(request, VALUE)
     assert request["headers"]["X-Request-Id"] == "rid-1"
     assert urlsplit(request["path"]).path == route
-    if place.startswith("header "):
+    if place == presented.END_USER:
+        assert where == set()
+        named = _where(request, "org1:alice")
+        assert named == ({"body params._meta.user", "body params._meta.user_id"} if route == "/mcp"
+                         else {"body user", "body metadata.user_id"})
+    elif place.startswith("header "):
         assert where == {f"header {place.split(' ')[1].rstrip(':')}"}
     elif place.startswith("query"):
         assert where == {f"query {n}" for n in presented.KEY_NAMES}

@@ -25,11 +25,13 @@ Judged as it happens, through the product's own paths (the people's API, never t
 What it covers and what it cannot: operation sequences on cards are an unbounded space, so they are sampled.
 First ``FLOOR``, one fixed sequence that reaches every kind of sequence the class turns on (``Reach.REQUIRED``:
 an approval after a later write to the card's target, a re-sent text approved, a second approval, another
-card's digest, a rejection); then hypothesis (``EXAMPLES`` sequences of ``STEPS`` steps, derandomized, so a
-run is reproducible) interleaves the same operations over three target kinds of the product's agent tools
-(issue comment, task for a colleague, outside message; two targets each) and text whose edges and characters
-a tidy-up or a normalizer would change. ``Reach`` records what was run; the case is broken, not passed, if a
-required kind was not reached.
+card's digest, a rejection, an approval that posts each target kind, one whose text is longer than a listing's
+preview); then hypothesis (``EXAMPLES`` sequences of ``STEPS`` steps, derandomized, so a run is reproducible)
+interleaves the same operations over the target kinds of the product's agent tools whose writes are held
+(issue comment, task for a colleague, outside message, invitation; two targets each, an invitation's address
+being its text) and text whose edges, case, characters and length a tidy-up, a normalizer or a preview would
+change. Not driven: crm_note (posted like a comment, to the team) and conversation posts (SH-4's). ``Reach``
+records what was run; the case is broken, not passed, if a required kind was not reached.
 """
 
 from __future__ import annotations
@@ -51,13 +53,18 @@ EXAMPLES = 6
 STEPS = 10
 
 # What a held write's text is made of: edges a tidy-up would strip, characters a normalizer would fold
-# (composed and decomposed accents, a ligature, a zero-width space, full-width digits), and markup.
+# (composed and decomposed accents, a ligature, a zero-width space, full-width digits), markup, and a length
+# past what a listing would show as a preview (what is cut from the page is not what the owner was shown).
+LONG = "tail " * 120
 EDGES = st.sampled_from(["", " ", "\n", "\t", "  \n", "\u00a0"])
 WORDS = st.lists(st.sampled_from(["ok", "café", "cafe\u0301", "ﬁle", "a\u200bb", "１２", "<b>", "&amp;", "**x**",
-                                  "[l](/api/records/1)", "  two  spaces", "Straße", "İ"]), max_size=3).map(" ".join)
+                                  "[l](/api/records/1)", "  two  spaces", "Straße", "İ", "Mixed@Case.Example", LONG]),
+                 max_size=3).map(" ".join)
 PICK = st.integers(0, 2**16)  # which of the candidate cards: an index, so a fixed sequence can name one too
 
-KINDS = ("comment", "task", "message")
+# Every agent tool whose write is held as a card (crm_note posts like comment: one target, the team).
+KINDS = ("comment", "task", "message", "invite")
+ADDRESS_MAX = 320  # the invite tool's pinned maxLength: the address is the text, cut to fit
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,8 @@ class Reach:
     counts: Counter = field(default_factory=Counter)
 
     REQUIRED = ("approved after a later write to its target", "approved after a re-send to another audience",
-                "second approval refused", "rejected", "another card's digest refused", "approval posted")
+                "second approval refused", "rejected", "another card's digest refused", "approval posted",
+                *(f"approval posted: {kind}" for kind in KINDS), "approval posted: longer than a preview")
 
     def missing(self) -> list[str]:
         return [what for what in self.REQUIRED if not self.counts[what]]
@@ -201,6 +209,8 @@ def build_machine(target, profile, principals, instance, prefix: str, probes: li
             if t.kind == "task":
                 who = self.colleagues[t.slot]
                 return "task_create", {"title": text, "assignee": who}, f"user:{who}"
+            if t.kind == "invite":  # the address is the text: the card's audience is what the agent wrote
+                return "invite", {"email": text[:ADDRESS_MAX]}, f"external:{text[:ADDRESS_MAX]}"
             return "message_send", {"to": self.addresses[t.slot], "body": text}, f"external:{self.addresses[t.slot]}"
 
         def _write(self, t: Target, mark: str, text: str) -> None:
@@ -221,6 +231,8 @@ def build_machine(target, profile, principals, instance, prefix: str, probes: li
 
         def _resend(self, card: int) -> None:
             t = self.cards[card]
+            if t.kind == "invite":
+                return  # an invitation's text is its address: the same text elsewhere is the same audience
             listed = {c["id"]: c for c in self._observe()}
             if card not in listed:
                 raise TargetError(f"A's card {card} is no longer in A's listing")
@@ -267,6 +279,9 @@ def build_machine(target, profile, principals, instance, prefix: str, probes: li
             self.decided[card] = "posted"
             self.expected[seen.record()] += 1
             reach.counts["approval posted"] += 1
+            reach.counts[f"approval posted: {self.cards[card].kind}"] += 1
+            if any(len(str(v)) > 200 for v in json.loads(seen.payload).values()):
+                reach.counts["approval posted: longer than a preview"] += 1
             if self.cards[card] in self.changed:
                 reach.counts["approved after a later write to its target"] += 1
             if card in self.resent:
@@ -363,7 +378,7 @@ def run_floor(machine: type[RuleBasedStateMachine]) -> None:
         ("first_card_and_a_look", {"kind": "comment", "slot": 0, "edges": (" ", "\n"), "words": "café ﬁle"}),
         # a later write to the comment's issue, then A approves the comment from the page A has
         ("later_write_then_approve_as_shown", {"pick": 0, "resend": False, "edges": ("\t", " "), "words": "cafe\u0301"}),
-        ("write", {"kind": "task", "slot": 0, "edges": ("", "\u00a0"), "words": "Straße"}),
+        ("write", {"kind": "task", "slot": 0, "edges": ("", "\u00a0"), "words": "Straße " + LONG}),
         ("look", {}),
         # pending on the page: the second comment, the task; the task's text re-sent to the other colleague,
         # then A approves the task (for the first colleague) from the page A has
@@ -375,6 +390,13 @@ def run_floor(machine: type[RuleBasedStateMachine]) -> None:
         ("approve", {"pick": 1, "other": 0}),  # the second comment, with the first one's digest
         ("reject", {"pick": 4}),
         ("approve", {"pick": 1, "other": None}),
+        # a message and an invitation approved as shown (pick -1: the newest card on the page)
+        ("write", {"kind": "message", "slot": 1, "edges": (" ", " "), "words": "ok"}),
+        ("look", {}),
+        ("approve", {"pick": -1, "other": None}),
+        ("write", {"kind": "invite", "slot": 0, "edges": ("", " "), "words": "Mixed@Case.Example"}),
+        ("look", {}),
+        ("approve", {"pick": -1, "other": None}),
     ]
     m.posted_is_exactly_what_was_approved_as_shown()
     for name, arguments in steps:

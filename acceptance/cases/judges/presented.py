@@ -16,10 +16,11 @@ detector sees: every model request its broker answered 200 must be found at the 
 ``/mcp`` request answered with a result must have left its marker in someone's notes, and every request must
 have been answered (status 0: the harness could not ask). Otherwise the sweep is broken, never passed.
 
-What it enumerates: the artifacts ``capabilities`` names, for the holders the case passes, × ``PLACES`` ×
-``ROUTES``. What it cannot: header names and body or query field names outside ``KEY_NAMES`` and
-``HEADERS`` (an agent may invent any name; a platform that reads one of its own choosing is not found here
-unless it is among them), and routes the broker forwards that the contract does not name.
+What it enumerates: the artifacts ``capabilities`` names, for the holders the case passes, × ``PLACES`` (with
+the holder's name in the end-user fields, ``END_USER``) × ``ROUTES``. What it cannot: header names and body or
+query field names outside ``KEY_NAMES`` and ``HEADERS`` (an agent may invent any name; a platform that reads one
+of its own choosing is not found here unless it is among them), and routes the broker forwards that the contract
+does not name.
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ HEADERS: tuple[tuple[str, str], ...] = (
 # Names a credential goes by in a query or a JSON body (clients' and gateways' conventions).
 KEY_NAMES: tuple[str, ...] = ("api_key", "apiKey", "key", "token", "access_token", "authorization", "capability",
                               "grant", "runctl")
-PLACES: tuple[str, ...] = (*(f"header {name}: {shape}" for name, shape in HEADERS),
+# Not a credential but a claim of whom the call is for: the body's end-user fields (OpenAI's ``user``, Anthropic's
+# ``metadata.user_id``; in an MCP call's ``params._meta``) naming the artifact's holder, as org:user. A platform
+# that keeps a client's end user bills and attributes the call to whomever the sandbox names.
+END_USER = "body (end-user fields naming the holder: user, metadata.user_id)"
+PLACES: tuple[str, ...] = (*(f"header {name}: {shape}" for name, shape in HEADERS), END_USER,
                            "query (every key name)", "body (every key name, top level)",
                            "body (every key name, in metadata or params._meta)")
 NOTE_TOOL = "notes_create"  # the product tool the sweep calls on /mcp: its effect is a note of the caller's
@@ -102,14 +107,21 @@ class Presented:
         return f"{self.artifact.label} in {self.place} on {self.route} ({self.id})"
 
 
-def placed(route: str, place: str, value: str, request_id: str, marker: str) -> dict:
-    """The request that presents ``value`` in ``place`` on ``route``: {method, path, headers, body}. Pure."""
+def placed(route: str, place: str, value: str, request_id: str, marker: str, holder: str = "") -> dict:
+    """The request that presents ``value`` in ``place`` on ``route`` ({method, path, headers, body}); ``END_USER``
+    presents ``holder`` (org:user) instead. Pure."""
     body = ROUTES[route](marker)
     headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
     path = route
     if place.startswith("header "):
         name, shape = place[len("header "):].split(": ", 1)
         headers[name] = shape.format(value)
+    elif place == END_USER:
+        if route == "/mcp":
+            body["params"]["_meta"] = {"user": holder, "user_id": holder}
+        else:
+            body["user"] = holder
+            body.setdefault("metadata", {})["user_id"] = holder
     elif place.startswith("query"):
         path += "?" + "&".join(f"{n}={quote(value, safe='')}" for n in KEY_NAMES)
     elif place == PLACES[-2]:
@@ -171,7 +183,8 @@ def run(target, host, base: str, presenter: Principal, artifacts: Sequence[Artif
     if unknown:
         raise ValueError(f"places {unknown} are not among PLACES")
     requests = plan(artifacts, f"pp{secrets.token_hex(4)}", places)
-    items = [{"id": p.id, **placed(p.route, p.place, p.artifact.value, p.id, p.marker)} for p in requests]
+    items = [{"id": p.id, **placed(p.route, p.place, p.artifact.value, p.id, p.marker,
+                                   f"{p.artifact.holder.org}:{p.artifact.holder.user}")} for p in requests]
     script = f"PLAN = {json.dumps(items)!r}\nimport json as _j\nPLAN = _j.loads(PLAN)\n".encode() + PROBE.read_bytes()
     out = host.backend.run_with_stdin(f"/usr/bin/python3 -I -S - {host.backend.quote('%s', base)}", stdin=script,
                                       timeout=600.0)
