@@ -67,9 +67,13 @@ _METHOD = re.compile(r"[A-Z]{1,10}")
 
 
 def loggable_route(route: str) -> str:
+    """``route`` as the log may name it: a route the side that refused it serves (the agent side: its paths
+    only, without a method; the platform side: "METHOD path" of the run-control routes), else its length and
+    digest. A run-control path refused on the agent side is the agent's text like any other."""
     method, _, path = route.rpartition(" ")
     method = method if _METHOD.fullmatch(method) else ("(a method)" if method else "")
-    if path not in _SERVED_PATHS and not any(rx.fullmatch(path) for _, rx in RUNCTL_ROUTES):
+    served = any(m == method and rx.fullmatch(path) for m, rx in RUNCTL_ROUTES) if method else path in _SERVED_PATHS
+    if not served:
         path = f"(an unserved path of {len(path)} bytes, sha256 {hashlib.sha256(path.encode()).hexdigest()[:12]})"
     return f"{method} {path}".strip()
 
@@ -95,6 +99,7 @@ class Broker:
         # purpose for, whose last user message is exactly one of them, is that run's turn, and is declared so
         # (``declared_turn``); anything else goes on undeclared, for the proxy to attribute by its shape.
         self._run_inputs: deque[str] = deque(maxlen=RUN_INPUTS_KEPT)
+        self._run_request_ids: deque[str] = deque(maxlen=RUN_INPUTS_KEPT)
         self._lock = threading.Lock()
         self.suspended = False  # its instance is frozen: refuse everything, on both sides
         inner = socket_in(sandbox_pid)
@@ -221,6 +226,7 @@ class Broker:
         if method == "POST" and path == RUNCTL_ROUTES[0][1].pattern:
             if requestid.current():
                 self.run_request_id = requestid.current()
+                self._run_request_ids.append(self.run_request_id)
             run_input = _run_input(raw)
             if run_input:
                 self._run_inputs.append(run_input)
@@ -253,6 +259,16 @@ class Broker:
 
         class AgentSide(JsonHandler):
             component = f"broker {broker.instance} (agent side)"
+
+            def parse_request(self) -> bool:
+                ok = super().parse_request()
+                # The agent's X-Request-Id is its text, and the id is written on every log line of the request:
+                # only an id the platform gave one of this instance's runs is kept, any other is replaced by the
+                # current run's (an agent that names its turn's id keeps the chain; one that names a canary
+                # puts nothing in the log).
+                if requestid.current() not in broker._run_request_ids:
+                    requestid.bind(broker.run_request_id)
+                return ok
 
             def _route_refused(self, status: int, reason: str) -> bool:
                 broker._refused(self.path[:200], reason)

@@ -198,15 +198,21 @@ def run(target, host, base: str, presenter: Principal, artifacts: Sequence[Artif
     if len(answers) != len(requests) or unanswered:
         raise ProofError(f"the broker did not answer {len(unanswered)} of the sweep's {len(requests)} requests "
                          f"(e.g. {unanswered[:3]}): the sweep could not present everything")
-    by_id = {p.id: p for p in requests}
-    records = [r for r in target.provider_records() if r.get("request_id") in by_id]
-    seen = {r["request_id"] for r in records}
-    for r in records:
-        sweep.bought.append((by_id[r["request_id"]], str(r.get("user"))))
+    # Matched by the marker in the prompt the provider recorded, not by the request id the sandbox sent: an id
+    # chosen inside a sandbox is the instance's text, and a platform need not keep it (the reference broker
+    # replaces any id it did not issue).
+    by_marker = {json.dumps(p.marker): p for p in requests if p.route in MODEL_ROUTES}
+    seen: set[str] = set()
+    for r in target.provider_records():
+        said = json.dumps(r.get("body"))
+        for quoted, p in by_marker.items():
+            if quoted in said:
+                sweep.bought.append((p, str(r.get("user"))))
+                seen.add(p.id)
     blind = [p.show() for p in requests if p.route in MODEL_ROUTES and sweep.status[p.id] == 200 and p.id not in seen]
     if blind:
         raise ProofError(f"{len(blind)} model requests the broker answered 200 are not in the provider's record "
-                         f"under their request id (e.g. {blind[:2]}): the sweep cannot tell whom a call was for")
+                         f"with their marker (e.g. {blind[:2]}): the sweep cannot tell whom a call was for")
     markers = {p.marker: p for p in requests if p.route == "/mcp"}
     found: set[str] = set()
     for reader in {*readers, presenter}:
