@@ -283,8 +283,9 @@ def route_channels(target: Any, observer: Observer, owner: OwnerFacts) -> tuple[
     left_out = [f"{m} {t} ({door})" for m, t, door in table if door != "person"]
     if left_out:
         routes.could_not.append(f"routes of other doors not called as a person ({len(left_out)}: the agent's door is "
-                                f"its broker's, the operator's serves records to operators by design, audited for "
-                                f"the owner, judged by OP-1/OP-2): {left_out}")
+                                f"reached through the observer's own agent, the 'tools' channel; the operator's "
+                                f"serves records to operators by design, audited for the owner, judged by "
+                                f"OP-1/OP-2): {left_out}")
     for method, template, door in table:
         if door != "person":
             continue
