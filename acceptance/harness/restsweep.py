@@ -57,9 +57,14 @@ MAX_FILE_BYTES = 64 << 20
 # Records are joined (a canary cut across lines or rows) in files up to this size, while the join's bound has
 # room for their views (about eight times the file); larger files are read and opened alone, and counted.
 JOIN_MAX = 1 << 20
+# Layers opened (compression, archives) over the whole sweep, not per file: a folder of packed files written
+# meanwhile (a benchmark corpus) would otherwise cost each file's own bound. Past it: broken, saying so.
+EXPAND_BUDGET = 1 << 30
+MAX_LAYERS = 20_000  # layers (a file, each stream or member opened in it) over the whole sweep
 SENTINEL_PREFIX = ".pairproof-rest-sentinel-"
-# The harness's own temporary folders (hostscan's workspaces, the lab): canaries by design, never the platform's.
-HARNESS_PREFIXES = ("pairproof-hostscan-", "pairproof-lab-")
+# The harness's own temporary folders (hostscan's workspaces, the lab, the mutant runner's copies of the suite):
+# canaries by design, never the platform's.
+HARNESS_PREFIXES = ("pairproof-hostscan-", "pairproof-lab-", "pairproof-mutants-")
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,7 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
     state_dir = os.fspath(state_dir)
     roots = list(baseline.roots) + ([state_dir] if not any(state_dir.startswith(r + "/") or state_dir == r
                                                             for r in baseline.roots) else [])
-    harness = {tempfile.gettempdir() + "/" + p + "*": "the harness's own scan workspaces and lab: canaries by design"
+    harness = {tempfile.gettempdir() + "/" + p + "*": "the harness's own scan workspaces, lab and mutant copies"
                for p in HARNESS_PREFIXES}
     mint = Mint(secrets.token_hex(4))
     sentinels: dict[str, tuple[str, str]] = {}  # token -> (root, file)
@@ -218,6 +223,7 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
         problems: list[str] = []
         read_bytes = 0
         not_joined = 0
+        expanded = layers = 0
         with hostscan.Workspace() as workspace:
             using = hostscan.engine()
             joining = hostscan.JoiningSearch(hostscan.EngineSearch(workspace, what, using))
@@ -237,7 +243,14 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
                 scanned.append(path)
                 joined = len(blob) <= JOIN_MAX and joining.room > 8 * len(blob)
                 not_joined += not joined
-                problems += find_at_rest(blob, path, search=deferred if joined else alone).problems
+                room = max(0, EXPAND_BUDGET - expanded)
+                scan = find_at_rest(blob, path, search=deferred if joined else alone, max_expanded_bytes=room)
+                expanded += scan.bytes_scanned - len(blob)
+                layers += len(scan.layers)
+                if layers > MAX_LAYERS:
+                    raise ProofError(f"{what}: more than {MAX_LAYERS} layers in the files created or changed (the last "
+                                     f"{path}, {len(scan.layers)} of them): past the sweep's bound")
+                problems += scan.problems
             hits = joining.hits()
             judged = joining.judged
         for hit in hits:
@@ -259,8 +272,9 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
         "bytes scanned (engine, sentinels apart)": judged.evidence(what)["bytes"] if judged else 0,
         "read alone, not joined (past JOIN_MAX or the join's bound)": not_joined,
         "not read: past the file bound, in a shared root": dict(sorted(too_large.items())[:20]),
+        "bytes opened inside layers": expanded,
         "gone before read": len(gone), "unreadable": unreadable[:20] + baseline.unreadable[:20],
-        "layer bounds hit": problems[:20],
+        "layer bounds hit": problems[:20], "layers": layers,
         "excluded, and why": {**dict(excluded), **harness,
                               "files neither created nor changed since the session started":
                                   "at rest before the platform ran (/tmp and /var/tmp are shared with other processes)"},
