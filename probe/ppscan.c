@@ -109,6 +109,8 @@ static hs_scratch_t *scratch;
 
 /* The characters of the prefix, either case (for JSON escapes). */
 static uint8_t PREFIX_CHAR[256];
+/* The bytes find_escapes stops at (escape_at). */
+static uint8_t ESCAPE_BYTE[256];
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 static int8_t B64_VAL[256];
@@ -167,6 +169,7 @@ static void build_splits(void);
 static void pick_find_wrapped(void);
 
 static void build_anchors(void) {
+    for (const char *c = "\\&=\x01\x5e\x9c\xda"; *c; c++) ESCAPE_BYTE[(uint8_t)*c] = 1;
     memset(B64_VAL, -1, sizeof B64_VAL);
     for (int i = 0; i < 64; i++) B64_VAL[(uint8_t)B64[i]] = (int8_t)i;
     B64_VAL['-'] = 62; B64_VAL['_'] = 63;
@@ -266,25 +269,10 @@ static void build_anchors(void) {
                 add_anchor2(mid, len, KIND_B64B64, alignment, lead, anchors[i].alignment, anchors[i].lead);
             }
         }
-        /* HTML character references and quoted-printable escapes of the prefix's characters (with
-         * percent-encoding's), and the prefix cut by a quoted-printable soft line break. */
-        for (const char *c = "pcanryPCANRY-"; *c; c++) {
-            len = snprintf(lit, sizeof lit, "&#%u;", (unsigned)*c);
-            add_anchor(lit, (unsigned)len, KIND_ESC, 0, 0);
-            len = snprintf(lit, sizeof lit, "&#x%x;", (unsigned)*c);
-            add_anchor(lit, (unsigned)len, KIND_ESC, 0, 0);
-            len = snprintf(lit, sizeof lit, "=%02x", (unsigned)*c);
-            add_anchor(lit, (unsigned)len, KIND_ESC, 0, 0);
-        }
-        add_anchor("&#0", 3, KIND_ESC, 0, 0);
-        add_anchor("&#x0", 4, KIND_ESC, 0, 0);
-        for (int cut = 1; cut < 9; cut++) {
-            len = snprintf(lit, sizeof lit, "%.*s=\n%s", cut, PREFIX, PREFIX + cut);
-            add_anchor(lit, (unsigned)len, KIND_ESC, 0, 0);
-            len = snprintf(lit, sizeof lit, "%.*s=\r\n%s", cut, PREFIX, PREFIX + cut);
-            add_anchor(lit, (unsigned)len, KIND_ESC, 0, 0);
-        }
-        for (size_t i = 0; i < sizeof MAGICS / sizeof *MAGICS; i++) add_anchor(MAGICS[i].magic, MAGICS[i].len, KIND_MAGIC, MAGICS[i].fmt, 0);
+        /* HTML references, quoted-printable escapes and soft breaks, and zlib's two-byte headers are found
+         * by find_escapes' byte search (fewer, longer literals keep Hyperscan on a faster engine). */
+        for (size_t i = 0; i < sizeof MAGICS / sizeof *MAGICS; i++)
+            if (MAGICS[i].fmt != FMT_ZLIB) add_anchor(MAGICS[i].magic, MAGICS[i].len, KIND_MAGIC, MAGICS[i].fmt, 0);
         for (size_t i = 0; i < sizeof B64_MAGICS / sizeof *B64_MAGICS; i++)
             add_anchor(B64_MAGICS[i].magic, B64_MAGICS[i].len, KIND_MAGIC, B64_MAGICS[i].fmt, 1);
     }
@@ -590,6 +578,7 @@ static void cands_push(Cands *c, size_t at, int fmt, int b64) {
     if (c->n == c->cap) { c->cap = c->cap ? c->cap * 2 : 16; c->v = realloc(c->v, c->cap * sizeof *c->v); if (!c->v) exit(70); }
     c->v[c->n++] = (Cand){at, fmt, b64};
 }
+static void cands_push_zlib(size_t at) { cands_push(&magic_found, at, FMT_ZLIB, 0); }
 
 static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *vctx) {
     (void)from; (void)flags;
@@ -620,29 +609,64 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
  * literals had it), found apart from Hyperscan: thirteen more literals there would push it onto an
  * engine half as fast, and one "\u00" literal would cost a callback at every escape of Latin-1 text
  * in JSON. Each is noted where its literal would have ended, for find() to look back from. */
-static inline void json_escape_at(const uint8_t *data, size_t n, size_t i, Posv *esc) {
+/* What a backslash, '&', '=' or a zlib header's second byte at data[i] may start: a JSON \u00XX escape, an HTML
+ * reference (&#N; or &#xH;) or a quoted-printable escape (=XX) of a prefix character (noted where it ends,
+ * for find() to look back from), a soft line break after a prefix character (the same), or a zlib stream
+ * (0x78 then 0x01, 0x5e, 0x9c or 0xda: a carving candidate). */
+static void cands_push_zlib(size_t at);
+static inline void escape_at(const uint8_t *data, size_t n, size_t i, Posv *esc) {
     const uint8_t *p = data + i;
-    if (n - i < 6 || (p[1] | 0x20) != 'u' || p[2] != '0' || p[3] != '0' || !is_hex(p[4]) || !is_hex(p[5])) return;
-    if (PREFIX_CHAR[hexval(p[4]) << 4 | hexval(p[5])]) posv_push(esc, i + 6);
+    size_t left = n - i;
+    switch (p[0]) {
+    case '\\':
+        if (left < 6 || (p[1] | 0x20) != 'u' || p[2] != '0' || p[3] != '0' || !is_hex(p[4]) || !is_hex(p[5])) return;
+        if (PREFIX_CHAR[hexval(p[4]) << 4 | hexval(p[5])]) posv_push(esc, i + 6);
+        return;
+    case '&': {
+        if (left < 4 || p[1] != '#') return;
+        int hx = p[2] == 'x' || p[2] == 'X';
+        size_t j = 2 + (size_t)hx, stop = j + (hx ? 6 : 7);
+        uint32_t v = 0;
+        while (j < left && j < stop && (hx ? is_hex(p[j]) : (p[j] >= '0' && p[j] <= '9')))
+            v = v * (hx ? 16 : 10) + (uint32_t)(hx ? hexval(p[j]) : p[j] - '0'), j++;
+        if (j > 2 + (size_t)hx && j < left && p[j] == ';' && v < 128 && PREFIX_CHAR[v]) posv_push(esc, i + j + 1);
+        return;
+    }
+    case '=':
+        if (left >= 3 && is_hex(p[1]) && is_hex(p[2])) { if (PREFIX_CHAR[hexval(p[1]) << 4 | hexval(p[2])]) posv_push(esc, i + 3); }
+        else if (i > 0 && PREFIX_CHAR[data[i - 1]] && left >= 2 && (p[1] == '\n' || (p[1] == '\r' && left >= 3 && p[2] == '\n')))
+            posv_push(esc, i + (p[1] == '\n' ? 2 : 3));
+        return;
+    default:
+        if (i > 0 && data[i - 1] == 0x78) cands_push_zlib(i - 1);
+        return;
+    }
 }
 
-/* Every backslash, by memchr: fast where they are few. */
+/* Every such byte, one at a time: the fallback where AVX2 is missing (and PPSCAN_ISA=sse2). */
 static void find_json_escapes_memchr(const uint8_t *data, size_t n, Posv *esc) {
-    for (const uint8_t *p = memchr(data, '\\', n); p; p = memchr(p + 1, '\\', (size_t)(data + n - p - 1)))
-        json_escape_at(data, n, (size_t)(p - data), esc);
+    for (size_t i = 0; i < n; i++) if (ESCAPE_BYTE[data[i]]) escape_at(data, n, i, esc);
 }
 
-/* The same with the backslashes found 64 bytes at a time and no call per backslash: JSON has one
- * every few words (memchr's call per backslash made such text scan at half the speed). */
+/* The same with the bytes found 64 at a time and no call per byte: JSON has a backslash every few words
+ * (memchr's call per backslash made such text scan at half the speed). */
 __attribute__((target("avx2,bmi"))) static void find_json_escapes_avx2(const uint8_t *data, size_t n, Posv *esc) {
-    const __m256i backslash = _mm256_set1_epi8('\\');
+    const __m256i b0 = _mm256_set1_epi8('\\'), b1 = _mm256_set1_epi8('&'), b2 = _mm256_set1_epi8('='),
+                  z0 = _mm256_set1_epi8(0x01), z1 = _mm256_set1_epi8(0x5e), z2 = _mm256_set1_epi8((char)0x9c),
+                  z3 = _mm256_set1_epi8((char)0xda);
     size_t block = 0;
     for (; n - block >= 64; block += 64) {
-        uint64_t bits = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(data + block)), backslash)) |
-                        (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(data + block + 32)), backslash)) << 32;
-        for (; bits; bits &= bits - 1) json_escape_at(data, n, block + (size_t)__builtin_ctzll(bits), esc);
+        uint64_t bits = 0;
+        for (int half = 0; half < 2; half++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(data + block + 32 * half));
+            __m256i m = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, b0), _mm256_cmpeq_epi8(v, b1)),
+                                        _mm256_or_si256(_mm256_cmpeq_epi8(v, b2), _mm256_cmpeq_epi8(v, z0)));
+            m = _mm256_or_si256(m, _mm256_or_si256(_mm256_cmpeq_epi8(v, z1), _mm256_or_si256(_mm256_cmpeq_epi8(v, z2), _mm256_cmpeq_epi8(v, z3))));
+            bits |= (uint64_t)(uint32_t)_mm256_movemask_epi8(m) << (32 * half);
+        }
+        for (; bits; bits &= bits - 1) escape_at(data, n, block + (size_t)__builtin_ctzll(bits), esc);
     }
-    for (size_t i = block; i < n; i++) if (data[i] == '\\') json_escape_at(data, n, i, esc);
+    for (size_t i = block; i < n; i++) if (ESCAPE_BYTE[data[i]]) escape_at(data, n, i, esc);
 }
 
 static void (*find_json_escapes)(const uint8_t *data, size_t n, Posv *esc) = find_json_escapes_memchr;
@@ -1517,19 +1541,17 @@ static void carve(Worker *w, Event *ev, const uint8_t *data, size_t n, const cha
 
 /* What is inside a file's bytes or a stream's: its streams, wherever they start, then the tar or zip
  * archive it is (at its start). */
-/* The magics in data (a tar or zip member, which no find() saw alone). */
-static int magic_only(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *vctx) {
-    (void)from; (void)flags;
-    if (anchors[id].kind == KIND_MAGIC) cands_push(vctx, (size_t)to - anchors[id].len, anchors[id].alignment, anchors[id].lead);
-    return 0;
-}
+/* A tar or zip member, which no find() saw alone: find() it again for its magics (its hits were the
+ * archive's), then look inside it. */
 static void scan_member(Worker *w, Event *ev, const uint8_t *data, size_t n, const char *where, int depth) {
+    Hits ignored = {0};
     Cands mine = {0};
-    if (n && n <= UINT_MAX && hs_scan(db, (const char *)data, (unsigned)n, 0, w->scratch, magic_only, &mine) != HS_SUCCESS) {
-        fprintf(stderr, "ppscan: hyperscan scan failed\n");
-        exit(70);
+    if (n) {
+        find(data, n, &ignored, w->scratch);
+        for (size_t i = 0; i < magic_found.n; i++) cands_push(&mine, magic_found.v[i].at, magic_found.v[i].fmt, magic_found.v[i].b64);
     }
     scan_inner(w, ev, data, n, where, depth, &mine);
+    free(ignored.v);
     free(mine.v);
 }
 
