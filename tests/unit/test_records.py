@@ -11,11 +11,11 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.split_logs import FORMS, TOKEN, log_lines, noise
 
 from canaries import records
 from canaries.detect import find
 from canaries.records import join_records, split_forms
-from support.split_logs import FORMS, TOKEN, log_lines, noise
 
 
 def _joined_tokens(data: bytes) -> set[str]:

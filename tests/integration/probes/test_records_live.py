@@ -9,12 +9,12 @@ import os
 from pathlib import Path
 
 import pytest
+from support.split_logs import FORMS, TOKEN, log_lines, noise
 
 from acceptance.errors import ProofError
 from acceptance.harness import hostscan
 from acceptance.harness import probes as probe
 from canaries import records
-from support.split_logs import FORMS, TOKEN, log_lines, noise
 
 
 @pytest.fixture(params=["static probe", "detect.py"])
