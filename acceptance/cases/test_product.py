@@ -604,7 +604,8 @@ HOSTILE_REQUESTS = (
 
 
 @pytest.mark.case("LG-1", "refusal", pair="A->logs")
-def test_lg1_what_a_hostile_agent_puts_in_a_request_line_is_not_logged(instances, planted, target, broker_call):
+def test_lg1_what_a_hostile_agent_puts_in_a_request_line_is_not_logged(instances, planted, target, broker_call,
+                                                                       probe_log):
     """A's agent, turned hostile (one prompt injection), puts A's canaries in every part of a request to its
     own broker that it controls besides a tool's arguments: the path, a query, an absolute URI, a CONNECT
     authority, headers. The broker refuses each (its record of refusals grows by one per request: they reached
@@ -623,7 +624,7 @@ def test_lg1_what_a_hostile_agent_puts_in_a_request_line_is_not_logged(instances
         raise ProofError(f"A's broker recorded {refused} refusals of the {sent} hostile requests: the rest never "
                          "reached it, and a log that never saw them proves nothing")
     log = target.platform_log()
-    found = hostscan.tokens_in_records(log.encode(), "the platform log") & set(planted.tokens["A"].values())
+    found = hostscan.tokens_in_records(log.encode(), "the platform log", log=probe_log) & set(planted.tokens["A"].values())
     attach("LG-1 hostile request lines", {"requests": sent, "refusals recorded": refused, "canaries in the log": len(found)})
     assert not found, f"{len(found)} of A's canaries, sent in refused request lines, are in the platform log"
 

@@ -79,32 +79,20 @@ class Walk:
 
 
 def _steps(target: Any) -> dict[str, Callable[[InstanceRef], InstanceRef]]:
-    def sleep(ref: InstanceRef) -> InstanceRef:
-        target.sleep(ref)
-        return ref
-
-    def freeze(ref: InstanceRef) -> InstanceRef:
-        target.freeze(ref)
-        return ref
+    def same_ref(method: Callable[[InstanceRef], None]) -> Callable[[InstanceRef], InstanceRef]:
+        """A transition that keeps the instance's generation: the ref after it is the ref before."""
+        def step(ref: InstanceRef) -> InstanceRef:
+            method(ref)
+            return ref
+        return step
 
     def restore(ref: InstanceRef) -> InstanceRef:
         return target.restore(target.snapshot(ref), ref)
 
-    def rotate(ref: InstanceRef) -> InstanceRef:
-        target.rotate(ref)
-        return ref
-
-    def crash(ref: InstanceRef) -> InstanceRef:
-        target.crash(ref)
-        return ref
-
-    def revoke(ref: InstanceRef) -> InstanceRef:
-        target.revoke(ref)
-        return ref
-
-    return {"sleep": sleep, "wake": target.wake, "freeze": freeze, "thaw": target.wake,
-            "recreate": target.recreate, "restore": restore, "rotate": rotate, "crash": crash,
-            "recover": target.recover, "revoke": revoke}
+    return {"sleep": same_ref(target.sleep), "wake": target.wake, "freeze": same_ref(target.freeze),
+            "thaw": target.wake, "recreate": target.recreate, "restore": restore,
+            "rotate": same_ref(target.rotate), "crash": same_ref(target.crash), "recover": target.recover,
+            "revoke": same_ref(target.revoke)}
 
 
 def walk(target: Any, ref: InstanceRef, walked: Walk | None = None) -> Iterator[Point]:
