@@ -120,7 +120,7 @@ def test_a_run_killed_at_any_point_leaves_the_previous_set_or_the_new_one(tmp_pa
         now = _whole_set(reports)
         # (now != shown: the kill came just after the new set was published, which is as good)
         if now == shown and signum in (signal.SIGTERM, signal.SIGINT):
-            assert code == 130, f"{signal.Signals(signum).name} mid-run: exit {code}, not 130"
+            assert code == 130, f"{signal.Signals(signum).name} mid-run: exit {code}, not 130\n{proc.stderr.read()[-3000:]}"
         shown = now
     last = _qualify(reports)
     assert last.wait(timeout=DEADLINE) == 0, last.stderr.read()[-3000:]
