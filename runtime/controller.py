@@ -325,7 +325,8 @@ class Controller:
         self._start_inputs[instance_id] = written
         limits = Limits(record.memory_bytes, record.pids_max)
         if self.engine is not None:
-            proc = self.engine.start(self.spec(record), limits, self.launch.command, deadline=self.ready_deadline)
+            proc = self.engine.start(self.spec(record), limits, self.launch.command, deadline=self.ready_deadline,
+                                         on_gate=self.start_observer)
         else:
             cg = self.hierarchy.create(self.run, f"{record.id}-g{record.generation}", limits)
             try:

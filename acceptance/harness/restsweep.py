@@ -99,6 +99,29 @@ def engine_root(target_name: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
+def overlay_mounts(roots: Iterable[str]) -> dict[str, str]:
+    """The overlay mounts under ``roots`` (a running container's merged root), each with why it is not walked:
+    it shows the image's files, unchanged, through a new inode each, beside the container's writable layer,
+    which is a folder of the engine's data root and walked there."""
+    prefixes = tuple(r.rstrip("/") + "/" for r in roots)
+    found = {}
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        fields = line.split()
+        try:
+            fstype = fields[fields.index("-") + 1]
+        except (ValueError, IndexError):
+            continue
+        point = fields[4].encode().decode("unicode_escape")
+        if fstype == "overlay" and point.startswith(prefixes):
+            found[point] = ("a container's merged root (overlay): the image's files seen through it, unchanged; the "
+                            "container's own writes are its writable layer, walked in the engine's data root")
+    return found
+
+
 def walk(roots: Iterable[str], excluded: Iterable[str] = ()) -> tuple[dict[str, Stamp], list[str]]:
     """The stamp of every regular file under ``roots`` (symlinks not followed), folders in ``excluded`` not
     entered; and the folders that could not be listed."""
@@ -186,6 +209,8 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
                                                             for r in baseline.roots) else [])
     harness = {tempfile.gettempdir() + "/" + p + "*": "the harness's own scan workspaces, lab and mutant copies"
                for p in HARNESS_PREFIXES}
+    overlays = overlay_mounts(roots)
+    excluded = {**excluded, **overlays}
     mint = Mint(secrets.token_hex(4))
     sentinels: dict[str, tuple[str, str]] = {}  # token -> (root, file)
     for number, root in enumerate([*roots, state_dir]):
@@ -212,7 +237,9 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
         if own:
             raise ProofError(f"{what}: the platform's own {own[:3]} are past the sweep's file bound of {MAX_FILE_BYTES} "
                              "bytes: unread, they cannot be judged")
-        to_read = [p for p in candidates if p not in too_large]
+        # Smallest first: the join's bound goes to the many small files (logs, dumps: where records are cut),
+        # not to the first large ones in path order.
+        to_read = sorted((p for p in candidates if p not in too_large), key=lambda p: (after[p].size, p))
         total = sum(after[p].size for p in to_read)
         if total > MAX_BYTES:
             largest = sorted(to_read, key=lambda p: -after[p].size)[:5]

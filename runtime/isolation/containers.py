@@ -26,13 +26,14 @@ docker-py is imported here only, when a Docker engine is made: the bubblewrap pa
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,6 +165,57 @@ class ContainerSandbox:
         until(lambda: not self.alive(), deadline, f"container {self.container_id[:12]} still runs after its removal")
 
 
+GATE_INSIDE = "/run/pairproof-gate"
+# pid 1 waits on a fifo of the host's (read-only mount) until the host writes to it, then execs the image's
+# entrypoint and command; with the host gone, the read fails and nothing runs. dash's `read` is a builtin:
+# the wait opens nothing but the fifo.
+GATE_SCRIPT = f'read _ < {GATE_INSIDE}/go && exec "$@"'
+
+
+class _Gate:
+    """A gate before a container's first instruction: a fifo in a host folder mounted read-only at
+    ``GATE_INSIDE``, pid 1 a ``/bin/sh`` (the suite's probes need one in the image anyway) reading it, then
+    ``exec``ing what the image would have run (its entrypoint, then the command)."""
+
+    def __init__(self, image_attrs: Mapping) -> None:
+        import tempfile
+
+        self.entrypoint = list((image_attrs.get("Config") or {}).get("Entrypoint") or [])
+        self.folder = Path(tempfile.mkdtemp(prefix="pairproof-gate-"))
+        self.folder.chmod(0o755)
+        self.fifo = self.folder / "go"
+        os.mkfifo(self.fifo, 0o644)
+
+    def wrap(self, config: dict) -> dict:
+        return {**config, "entrypoint": ["/bin/sh", "-c", GATE_SCRIPT, "pairproof-gate"],
+                "command": [*self.entrypoint, *config["command"]],
+                "mounts": [*config["mounts"], {"Type": "bind", "Source": str(self.folder), "Target": GATE_INSIDE,
+                                               "ReadOnly": True}]}
+
+    def open(self, deadline: float) -> None:
+        """Let pid 1 go: write once it has the fifo open for reading (no reader yet: ENXIO, polled). The fd is
+        returned as fd + 1: 0 is a descriptor, and ``until`` waits for something truthy."""
+        def writer() -> int:
+            try:
+                return os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK) + 1
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    return 0
+                raise SandboxError(f"the container's gate could not be opened: {exc.strerror}") from None
+
+        fd = until(writer, deadline, "the container's pid 1 never read its gate (does the image have /bin/sh?)",
+                   every=0.005) - 1
+        try:
+            os.write(fd, b"go\n")
+        finally:
+            os.close(fd)
+
+    def remove(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 class DockerEngine:
     """Starts instance containers of one image for one run, and removes them."""
 
@@ -179,10 +231,12 @@ class DockerEngine:
         self.hierarchy = cgroups.detect()
 
     def start(self, spec: SandboxSpec, limits: Limits, command: Sequence[str], *, deadline: float = 10.0,
-              edit=None) -> ContainerSandbox:
+              edit=None, on_gate: Callable[[int], None] | None = None) -> ContainerSandbox:
         """Create and start the instance's container; return once it has a pid 1. ``edit`` sees the
         configuration (``container_config``) and returns the one to use: whatever it changes, its caller
-        answers for (broken arrangements only)."""
+        answers for (broken arrangements only). ``on_gate(pid)``, if given, runs while the container's pid 1
+        waits at a gate, before the image's entrypoint and command run (``_gated``): an observer attached from
+        the host (a traced start) sees everything the agent does from its first instruction."""
         docker = _docker()
         name = f"pairproof-{self.run}-{spec.instance_id}-{os.urandom(3).hex()}"
         resolv = spec.etc_dir / RESOLV_CONF
@@ -192,6 +246,9 @@ class DockerEngine:
         config = container_config(spec, limits, command, image=self.image, run=self.run, name=name)
         if edit is not None:
             config = edit(config)
+        gate = _Gate(self.client.images.get(self.image).attrs) if on_gate is not None else None
+        if gate is not None:
+            config = gate.wrap(config)
         # Three calls to the engine, the fewest there are: create, start, inspect (for the pid of the started
         # container). ``containers.run`` would make four (its create inspects the container not yet started),
         # and pull the image when the engine lacks it: nothing is pulled here, a missing image is an error.
@@ -208,6 +265,9 @@ class DockerEngine:
             if not state.get("Running") or start_time is None:
                 logs = api.logs(container_id, tail=20).decode(errors="replace").strip()
                 raise SandboxError(f"container of {spec.instance_id} exited at once ({state.get('ExitCode')}): {logs}")
+            if gate is not None:
+                on_gate(pid)
+                gate.open(deadline)
         except docker.errors.DockerException as exc:
             if container_id is not None:
                 self.remove(container_id)
@@ -216,6 +276,9 @@ class DockerEngine:
             if container_id is not None:
                 self.remove(container_id)
             raise
+        finally:
+            if gate is not None:
+                gate.remove()
         cg = self.hierarchy.open(self.run, container_id)
         return ContainerSandbox(spec=spec, engine=self, container_id=container_id, host_pid=pid,
                                 start_time=start_time, cgroup=cg)

@@ -183,6 +183,31 @@ class PlatformTarget:
         # The budget the pure capacity arithmetic sees (a broken arrangement may edit it).
         self._budget_view: Callable[[Mapping[str, int]], Mapping[str, int]] = dict
 
+    # -- startup: a cold start traced from the host --------------------------------------------------------
+
+    def trace_cold_start(self, ref: InstanceRef) -> StartTrace:
+        """Sleep, then wake with ``strace`` attached from the host to the launcher before its first instruction
+        (``starttrace``): the sandbox's gate, or the container's (``containers._Gate``), holds it until then.
+        Detached at ready. ``written`` is the controller's own record of this start."""
+        from acceptance.targets.reference.starttrace import StartTracer, strace
+
+        strace()
+        self.controller.sleep(ref.key, "stopped")
+        tracer = StartTracer()
+        self.controller.start_observer = tracer.attach
+        try:
+            try:
+                woke = self.wake(ref)
+            finally:
+                self.controller.start_observer = None
+                tracer.stop()
+            return StartTrace(ref=woke, opened=tracer.opened(), written=self.controller.start_inputs(ref.key),
+                              persistent=("/data", "/run/agent"),
+                              state=tuple(sorted({*self.profile.state.values(), *self.profile.startup_state})),
+                              tracer="strace -f attached from the host to the launcher, detached at ready")
+        finally:
+            tracer.remove()
+
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def provision(self, principal: Principal, *, memory_limit_mb: int | None = None,
@@ -514,26 +539,3 @@ class ReferenceTarget(Breakers, PlatformTarget):
 
     name = "reference"
 
-    # -- startup: a cold start traced from the host --------------------------------------------------------
-
-    def trace_cold_start(self, ref: InstanceRef) -> StartTrace:
-        """Sleep, then wake with ``strace`` attached from the host to the launcher before its first instruction
-        (``starttrace``), detached at ready. ``written`` is the controller's own record of this start."""
-        from acceptance.targets.reference.starttrace import StartTracer, strace
-
-        strace()
-        self.controller.sleep(ref.key, "stopped")
-        tracer = StartTracer()
-        self.controller.start_observer = tracer.attach
-        try:
-            try:
-                woke = self.wake(ref)
-            finally:
-                self.controller.start_observer = None
-                tracer.stop()
-            return StartTrace(ref=woke, opened=tracer.opened(), written=self.controller.start_inputs(ref.key),
-                              persistent=("/data", "/run/agent"),
-                              state=tuple(sorted({*self.profile.state.values(), *self.profile.startup_state})),
-                              tracer="strace -f attached from the host to the launcher, detached at ready")
-        finally:
-            tracer.remove()
