@@ -85,6 +85,7 @@ class Baseline:
     seconds: float
     state_root: str = ""
     not_roots: dict[str, str] = field(default_factory=dict)
+    engine_root: str = ""  # the container engine's data root, when the target runs one
 
 
 def engine_root(target_name: str) -> str:
@@ -100,7 +101,8 @@ def engine_root(target_name: str) -> str:
 
 
 def overlay_mounts(roots: Iterable[str]) -> dict[str, str]:
-    """The overlay mounts under ``roots`` (a running container's merged root), each with why it is not walked:
+    """The overlay mounts under ``roots`` (the container engine's data root: a running container's merged
+    root), each with why it is not walked:
     it shows the image's files, unchanged, through a new inode each, beside the container's writable layer,
     which is a folder of the engine's data root and walked there."""
     prefixes = tuple(r.rstrip("/") + "/" for r in roots)
@@ -164,7 +166,7 @@ def take(state_root: str | os.PathLike[str], target_name: str = "reference") -> 
     Path(state_root).mkdir(parents=True, exist_ok=True)
     files, unreadable = walk(roots)
     return Baseline(tuple(r for r in roots if os.path.isdir(r)), files, unreadable, time.monotonic() - started,
-                    os.fspath(state_root), not_roots)
+                    os.fspath(state_root), not_roots, engine)
 
 
 class _Deferred:
@@ -209,7 +211,8 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
                                                             for r in baseline.roots) else [])
     harness = {tempfile.gettempdir() + "/" + p + "*": "the harness's own scan workspaces, lab and mutant copies"
                for p in HARNESS_PREFIXES}
-    overlays = overlay_mounts(roots)
+    # (only the engine's: an overlay the platform mounted under its state root or /tmp is walked like any folder)
+    overlays = overlay_mounts([baseline.engine_root]) if baseline.engine_root else {}
     excluded = {**excluded, **overlays}
     mint = Mint(secrets.token_hex(4))
     sentinels: dict[str, tuple[str, str]] = {}  # token -> (root, file)

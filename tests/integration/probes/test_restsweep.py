@@ -65,3 +65,45 @@ def test_past_the_bound_the_sweep_is_broken_and_names_the_largest(host: dict[str
     monkeypatch.setattr(restsweep, "MAX_BYTES", 1024)
     with pytest.raises(ProofError, match="big.bin"):
         restsweep.sweep(baseline, state_dir=host["state"], excluded={})
+
+
+def _overlay(base: Path) -> Path:
+    """A real overlay mount (an image's lower layer, an upper layer, the merged view), as Docker makes one."""
+    for name in ("lower", "upper", "work", "merged"):
+        (base / name).mkdir(parents=True)
+    (base / "lower" / "image-file").write_bytes(b"from the image\n")
+    import subprocess
+
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={base / 'lower'},upperdir={base / 'upper'},workdir={base / 'work'}", str(base / "merged")],
+                   check=True)
+    return base / "merged"
+
+
+def test_the_engines_merged_overlay_is_left_out_its_writable_layer_read(host: dict[str, Path], tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A running container's merged root, in the engine's data root, shows the image's files through new
+    inodes: not walked, said why; what the container wrote is its upper layer, read. An overlay anywhere else
+    (the platform's own, under its state root) is walked like any folder."""
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    monkeypatch.setattr(restsweep, "engine_root", lambda target: str(engine))
+    baseline = restsweep.take(host["state"], "docker")
+    assert baseline.engine_root == str(engine)
+    merged = _overlay(engine / "overlay2" / "c1")
+    mine = _overlay(host["state"] / "platform-overlay")
+    try:
+        (merged / "written-by-the-container").write_bytes(TOKEN.encode())  # lands in c1/upper
+        (mine / "written-by-the-platform").write_bytes(OTHER.encode())
+        swept = restsweep.sweep(baseline, state_dir=host["state"], excluded={})
+    finally:
+        import subprocess
+
+        for point in (merged, mine):
+            subprocess.run(["umount", str(point)], check=True)
+    assert swept.holding({TOKEN, OTHER}) == {
+        TOKEN: [str(engine / "overlay2" / "c1" / "upper" / "written-by-the-container")],
+        OTHER: sorted([str(host["state"] / "platform-overlay" / "upper" / "written-by-the-platform"),
+                       str(mine / "written-by-the-platform")])}
+    assert str(merged) in swept.record["excluded, and why"]
+    assert str(mine) not in swept.record["excluded, and why"]
