@@ -1,7 +1,5 @@
 """``python -m acceptance.cli``: the ``pairproof`` command."""
 
-import sys
+from acceptance.cli import entry
 
-from acceptance.cli import main
-
-sys.exit(main())
+entry()

@@ -33,11 +33,24 @@ class Subcommands(Protocol):
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
 
 
+# The interrupts (SIGINT, SIGTERM) this process received, in order: a KeyboardInterrupt can be swallowed on its
+# way up (hypothesis, interrupted inside a property test, turns it into its own AssertionError and the run goes
+# on), so a command asks this list, not only pytest, whether it was interrupted.
+RECEIVED: list[int] = []
+
+
 def terminate_like_interrupt(signum: int, frame: object) -> None:
     """SIGTERM (how CI systems and `timeout` cancel a job) tears the run down as Ctrl-C does: pytest
     runs every fixture's finalizer on KeyboardInterrupt. A second SIGTERM must not cut that teardown
     short, so it is ignored from here on (SIGKILL stays the last resort, and `pairproof clean` after it)."""
+    RECEIVED.append(signum)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def interrupt_recorded(signum: int, frame: object) -> None:
+    """SIGINT as Python's own handler takes it (a KeyboardInterrupt), recorded in ``RECEIVED`` first."""
+    RECEIVED.append(signum)
     raise KeyboardInterrupt
 
 

@@ -12,6 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
+from acceptance.cli import common
 from acceptance.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, Subcommands, image, terminate_like_interrupt
 from acceptance.errors import SetupError
 
@@ -111,9 +112,12 @@ def run(args: argparse.Namespace) -> int:
     end = _run_end()
     published = False
     previous = signal.signal(signal.SIGTERM, terminate_like_interrupt)
+    previous_int = signal.signal(signal.SIGINT, common.interrupt_recorded)
+    received = len(common.RECEIVED)
     try:
         code = pytest.main(pytest_args + args.pytest_args, plugins=[end])
-        if end.interrupted:
+        # (an interrupt pytest did not see as one, swallowed on the way: still an interrupt, and nothing published)
+        if end.interrupted or len(common.RECEIVED) > received:
             print(f"pairproof: qualify interrupted: the run's instances were torn down; the reports in {reports} "
                   "are left as they were", file=sys.stderr)
             return EXIT_INTERRUPTED
@@ -138,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
                          f"choose another --reports-dir; the reports in {reports} are left as they were") from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
         if not published:
             reportset.discard(staged)
             inputs.unmake(reports, existed)

@@ -36,15 +36,16 @@ time.sleep(1.5)
 """
 
 
-def _qualify(reports: Path) -> subprocess.Popen:
+def _qualify(reports: Path, *pytest_args: str, path: str = "") -> subprocess.Popen:
     allure = reports.parent / "allure"
     if not allure.exists():
         allure.write_text(FAKE_ALLURE)
         allure.chmod(0o755)
-    env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "PAIRPROOF_ALLURE": str(allure)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(CHECKOUT), path])),
+           "PAIRPROOF_ALLURE": str(allure)}
     return subprocess.Popen([sys.executable, "-m", "acceptance.cli", "qualify", "--case", "CP-1",
-                             "--reports-dir", str(reports)], cwd=reports.parent, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             "--reports-dir", str(reports), *(["--", *pytest_args] if pytest_args else [])],
+                            cwd=reports.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def _whole_set(reports: Path) -> str:
@@ -128,3 +129,40 @@ def test_a_run_killed_at_any_point_leaves_the_previous_set_or_the_new_one(tmp_pa
     assert new != shown
     # the folders the killed runs left are swept by the next publish
     assert sorted(p.name for p in (reports / reportset.SETS).iterdir()) == sorted(["current", reportset.current(reports).name])
+
+
+# A test that swallows the KeyboardInterrupt a SIGTERM raised in it, as hypothesis does when the interrupt lands
+# inside a property test (it fails the test with an AssertionError of its own, and the run goes on).
+SWALLOWING = """
+import os, signal, time
+import pytest
+
+_done = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    if not _done:
+        _done.append(item.nodeid)
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # (the handler runs at once and raises here)
+        except KeyboardInterrupt:
+            pass
+    yield
+"""
+
+
+def test_an_interrupt_swallowed_inside_a_test_still_ends_the_run_as_interrupted(tmp_path):
+    """The run that received SIGTERM exits 130 and publishes nothing, even when the KeyboardInterrupt never
+    reached pytest: the run after it judged with the suite cut short."""
+    reports = tmp_path / "reports"
+    first = _qualify(reports)
+    assert first.wait(timeout=DEADLINE) == 0, first.stderr.read()[-3000:]
+    shown = _whole_set(reports)
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "swallow_interrupt.py").write_text(SWALLOWING)
+    proc = _qualify(reports, "-p", "swallow_interrupt", path=str(tmp_path / "plugins"))
+    code = proc.wait(timeout=DEADLINE)
+    assert code == 130, f"exit {code}, not 130: {proc.stderr.read()[-3000:]}"
+    assert _whole_set(reports) == shown
