@@ -346,6 +346,15 @@ class Controller:
         self._last_used[instance_id] = time.monotonic()
         return dataclasses.replace(self.registry.set_state(instance_id, "running"), woke_from=depth)
 
+    def _renew_model_capability(self, record: InstanceRecord) -> str | None:
+        """A fresh model capability for ``record``'s broker, under the lease current now, only while that lease
+        stands for this generation, unrevoked, not frozen and unexpired; else None."""
+        assert self.platform is not None
+        s = self.platform.current.standing(record.id)
+        if s is None or s.revoked or s.suspended or s.generation != record.generation or s.lease_expires < time.time():
+            return None
+        return self.platform.models.issue(record.id, record.org, record.user, record.generation, s.lease, ttl=MODEL_TTL)
+
     def _thaw(self, record: InstanceRecord, proc: sandbox.SandboxProcess) -> InstanceRecord:
         """Wake from frozen: admitted (it was resident all along; now it is active too), its authority
         re-checked and renewed only if still good, then its processes and its broker run again."""
@@ -494,7 +503,8 @@ class Controller:
                         model_capability=self.platform.models.issue(*claims, ttl=MODEL_TTL),
                         product_url=self.platform.product.url, proxy_url=self.platform.proxy.url,
                         mcp_filter=self.platform.mcp_filter, journal=self.journal(record.id), generation=record.generation,
-                        runctl_key=runctl_key, agent_port=self.launch.turn.port)
+                        runctl_key=runctl_key, agent_port=self.launch.turn.port,
+                        renew_model=lambda: self._renew_model_capability(record), model_renew_after=MODEL_TTL / 2)
         self._brokers[record.id] = broker.start()
         self._fence_when_gone(record.id, proc)
 

@@ -33,7 +33,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from runtime import httpjson
 from runtime.authority import requestid
@@ -81,8 +81,15 @@ def loggable_route(route: str) -> str:
 class Broker:
     def __init__(self, *, instance: str, sandbox_pid: int, grant: str, model_capability: str, product_url: str,
                  proxy_url: str, mcp_filter: McpFilter, journal: Journal | None = None,
-                 generation: int = 0, runctl_key: str = "", agent_port: int = RUNCTL_PORT) -> None:
+                 generation: int = 0, runctl_key: str = "", agent_port: int = RUNCTL_PORT,
+                 renew_model: Callable[[], str | None] | None = None, model_renew_after: float = 0.0) -> None:
         self.instance, self.sandbox_pid = instance, sandbox_pid
+        # The model capability is short-lived: an instance that runs longer than it would lose the model. Past
+        # ``model_renew_after`` seconds the next model call first asks ``renew_model`` (the controller: a fresh
+        # one only while this instance's lease is current, not revoked, not frozen; else None, and the one held
+        # runs out).
+        self._renew_model, self._model_renew_after = renew_model, model_renew_after
+        self._model_renew_at = time.monotonic() + model_renew_after
         self.agent_port = agent_port  # where the agent serves its own API (its turn API), in its namespace
         self._grant, self._model = grant, model_capability
         self._runctl_key = runctl_key  # this instance's only: never logged, never handed out
@@ -139,6 +146,19 @@ class Broker:
         with self._lock:
             self._grant = grant or self._grant
             self._model = model_capability or self._model
+            if model_capability:
+                self._model_renew_at = time.monotonic() + self._model_renew_after
+
+    def _model_capability(self) -> str:
+        """The model capability to send: renewed first when it is due (``renew_model``)."""
+        with self._lock:
+            if self._renew_model is not None and time.monotonic() >= self._model_renew_at:
+                fresh = self._renew_model()
+                if fresh:
+                    self._model = fresh
+                    log.info("broker %s: model capability renewed under its current lease", self.instance)
+                self._model_renew_at = time.monotonic() + (self._model_renew_after if fresh else 30.0)
+            return self._model
 
     def set_product_upstream(self, url: str) -> str:
         """Point this broker's link to the product (its configured upstream) at ``url``, as a deployment that
@@ -195,8 +215,7 @@ class Broker:
         """Forward a model call to the proxy with the instance's capability. A streamed answer (server-sent
         events) is passed through to ``relay``'s caller as it arrives, chunk by chunk, and (status, None) is
         returned; any other answer is returned whole."""
-        with self._lock:
-            capability = self._model
+        capability = self._model_capability()
         raw = declared_turn(raw, self._run_inputs)
         # The agent's adapter speaks x-api-key; the proxy wants the capability as a Bearer token. What the
         # agent sent is dropped, never forwarded: the sandbox holds no credential to forward.
