@@ -30,7 +30,6 @@ what it needs inside ``run``, so ``pairproof --help`` starts no runtime.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 
@@ -84,13 +83,11 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> None:
     """The ``pairproof`` command (and ``python -m acceptance.cli``): ``main``, then the process ends with its
     code. After an interrupt the run is torn down and has said so: no later signal (one arrived while the
-    interpreter shut down, and the process ended by SIGINT, not 130) and no finalization can change how it
-    ended, so the process ends there."""
+    interpreter shut down, and the process ended by SIGINT, not 130) changes how it ended."""
     code = main()
     if code == EXIT_INTERRUPTED:
+        # Ignored, not handled: the interpreter's shutdown resets a handler to the default (death by the
+        # signal) but leaves an ignored signal ignored.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
     sys.exit(code)
