@@ -170,6 +170,16 @@ _STATIC_TEXT_FORMS: tuple[tuple[str, str, Callable[[bytes], bytes]], ...] = (
     ("pct", "percent", lambda t: b"".join(b"%%%02X" % c for c in t)),
     ("json", "json-escape", lambda t: b'"' + b"".join(b"\\u%04x" % c for c in t) + b'"'),
     ("dns", "dns-labels", lambda t: t[:20] + b"." + t[20:] + b".lab.example"),
+    # issue 26's forms
+    ("dns4", "dns-labels", lambda t: b".".join((t[:9], t[9:22], t[22:30], t[30:])) + b".lab.example"),
+    ("u16le", "utf-16", lambda t: b"\xff\xfe" + t.decode().encode("utf-16-le")),
+    ("u16be", "utf-16", lambda t: t.decode().encode("utf-16-be")),
+    ("hexsep", "hex-sep", lambda t: b":".join(b"%02x" % c for c in t)),
+    ("hexesc", "hex-sep", lambda t: b"".join(b"\\x%02x" % c for c in t)),
+    ("b32", "base32", lambda t: base64.b32encode(b"\x01" + t)),
+    ("html", "html-entity", lambda t: b"".join(b"&#%d;" % c if i % 2 else bytes([c]) for i, c in enumerate(t))),
+    ("qp", "quoted-printable", lambda t: b"".join(b"=%02X" % c for c in t)),
+    ("b64b64", "base64-base64", lambda t: base64.b64encode(base64.b64encode(t))),
 )
 # (location, file name, suffix the engine adds to where, how the file holds the raw token)
 _STATIC_LAYERS: tuple[tuple[str, str, str, Callable[[bytes], bytes]], ...] = (
