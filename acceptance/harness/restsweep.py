@@ -23,8 +23,8 @@ private data by design (``Artifacts.stores``), and, in /tmp and /var/tmp, which 
 share, every file the run neither created nor changed. Files that vanished between the walk and the read
 were not at rest; they are counted. Bounded: at most ``MAX_BYTES`` of created or changed files, past which
 the sweep is broken and names the largest; a file past ``MAX_FILE_BYTES`` in a shared root is listed by name
-and size, not read (under the state root it breaks the sweep); records are joined in files up to ``JOIN_MAX``
-while the join's own bound has room, larger ones read alone and counted.
+and size, not read (under the state root it breaks the sweep); records are joined in every file up to
+``JOIN_MAX`` (in batches, each within the join's own bound, ``_Batches``), larger ones read alone and counted.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ MAX_BYTES = 1 << 30  # created or changed bytes a sweep reads; past it the sweep
 # A file past this in a shared root (/tmp, /var/tmp: other processes write there too) is listed, not read; under
 # the state root it makes the sweep broken (the platform's own file, unread).
 MAX_FILE_BYTES = 64 << 20
-# Records are joined (a canary cut across lines or rows) in files up to this size, while the join's bound has
-# room for their views (about eight times the file); larger files are read and opened alone, and counted.
+# Records are joined (a canary cut across lines or rows) in every file up to this size (their views, about eight
+# times the file, in batches within the join's bound); larger files are read and opened alone, and counted.
 JOIN_MAX = 1 << 20
 # Layers opened (compression, archives) over the whole sweep, not per file: a folder of packed files written
 # meanwhile (a benchmark corpus) would otherwise cost each file's own bound. Past it: broken, saying so.
@@ -100,12 +100,14 @@ def engine_root(target_name: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def overlay_mounts(roots: Iterable[str]) -> dict[str, str]:
-    """The overlay mounts under ``roots`` (the container engine's data root: a running container's merged
-    root), each with why it is not walked:
-    it shows the image's files, unchanged, through a new inode each, beside the container's writable layer,
-    which is a folder of the engine's data root and walked there."""
-    prefixes = tuple(r.rstrip("/") + "/" for r in roots)
+def overlay_mounts(under: Iterable[str], walked: Iterable[str]) -> dict[str, str]:
+    """The overlay mounts under ``under`` (the container engine's data root: a running container's merged
+    root) whose writable layer (``upperdir``) is in a folder the sweep walks (``walked``), each with why it is
+    not walked itself: it shows the image's files, unchanged, through a new inode each, and the container's
+    writes are that layer. An overlay whose layer is elsewhere (an engine keeping its layers outside the roots)
+    is walked like any folder."""
+    prefixes = tuple(r.rstrip("/") + "/" for r in under)
+    walked_prefixes = tuple(r.rstrip("/") + "/" for r in walked)
     found = {}
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
@@ -114,13 +116,16 @@ def overlay_mounts(roots: Iterable[str]) -> dict[str, str]:
     for line in lines:
         fields = line.split()
         try:
-            fstype = fields[fields.index("-") + 1]
+            dash = fields.index("-")
+            fstype, options = fields[dash + 1], fields[dash + 3]
         except (ValueError, IndexError):
             continue
         point = fields[4].encode().decode("unicode_escape")
-        if fstype == "overlay" and point.startswith(prefixes):
-            found[point] = ("a container's merged root (overlay): the image's files seen through it, unchanged; the "
-                            "container's own writes are its writable layer, walked in the engine's data root")
+        upper = next((o[len("upperdir="):] for o in options.split(",") if o.startswith("upperdir=")), "")
+        upper = upper.encode().decode("unicode_escape")
+        if fstype == "overlay" and point.startswith(prefixes) and upper and (upper + "/").startswith(walked_prefixes):
+            found[point] = (f"a container's merged root (overlay): the image's files seen through it, unchanged; the "
+                            f"container's own writes are its writable layer {upper}, walked")
     return found
 
 
@@ -183,6 +188,51 @@ class _Deferred:
         return []
 
 
+class _Batches:
+    """The sweep's searches, in batches: each a workspace and a joined search (``hostscan.JoiningSearch``)
+    within the join's bound. When a file's views would not fit, ``flush`` runs the engine over the batch (its
+    sentinels proving it looked, as for one run) and a new batch begins, so every file up to ``JOIN_MAX`` is
+    joined whatever came before it."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.using = hostscan.engine()
+        self.hits: list[Hit] = []
+        self.judged_bytes = 0
+        self.count = 0
+        self._workspace: hostscan.Workspace | None = None
+        self._begin()
+
+    def _begin(self) -> None:
+        self._workspace = hostscan.Workspace().__enter__()
+        self.joining = hostscan.JoiningSearch(hostscan.EngineSearch(self._workspace, self.what, self.using))
+        self.deferred, self.alone = _Deferred(self.joining), _Deferred(self.joining.inner)
+        self.added = 0
+
+    def flush(self) -> None:
+        """Search the batch (if it holds anything), then begin a new one."""
+        try:
+            if self.joining.inner.labels:
+                self.hits += self.joining.hits()
+                judged = self.joining.judged
+                self.judged_bytes += judged.evidence(self.what)["bytes"] if judged else 0
+                self.count += 1
+        finally:
+            self._close()
+        self._begin()
+
+    def _close(self) -> None:
+        if self._workspace is not None:
+            self._workspace.__exit__(None, None, None)
+            self._workspace = None
+
+    def __enter__(self) -> _Batches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close()
+
+
 @dataclass
 class Swept:
     """What a sweep found (token -> the files holding it) and its completeness record."""
@@ -212,7 +262,7 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
     harness = {tempfile.gettempdir() + "/" + p + "*": "the harness's own scan workspaces, lab and mutant copies"
                for p in HARNESS_PREFIXES}
     # (only the engine's: an overlay the platform mounted under its state root or /tmp is walked like any folder)
-    overlays = overlay_mounts([baseline.engine_root]) if baseline.engine_root else {}
+    overlays = overlay_mounts([baseline.engine_root], roots) if baseline.engine_root else {}
     excluded = {**excluded, **overlays}
     mint = Mint(secrets.token_hex(4))
     sentinels: dict[str, tuple[str, str]] = {}  # token -> (root, file)
@@ -240,8 +290,7 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
         if own:
             raise ProofError(f"{what}: the platform's own {own[:3]} are past the sweep's file bound of {MAX_FILE_BYTES} "
                              "bytes: unread, they cannot be judged")
-        # Smallest first: the join's bound goes to the many small files (logs, dumps: where records are cut),
-        # not to the first large ones in path order.
+        # (smallest first: a batch of the join holds as many files as its bound allows)
         to_read = sorted((p for p in candidates if p not in too_large), key=lambda p: (after[p].size, p))
         total = sum(after[p].size for p in to_read)
         if total > MAX_BYTES:
@@ -254,10 +303,7 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
         read_bytes = 0
         not_joined = 0
         expanded = layers = 0
-        with hostscan.Workspace() as workspace:
-            using = hostscan.engine()
-            joining = hostscan.JoiningSearch(hostscan.EngineSearch(workspace, what, using))
-            deferred, alone = _Deferred(joining), _Deferred(joining.inner)
+        with _Batches(what) as batches:
             scanned = []
             for path in to_read:
                 try:
@@ -271,18 +317,21 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
                     continue
                 read_bytes += len(blob)
                 scanned.append(path)
-                joined = len(blob) <= JOIN_MAX and joining.room > 8 * len(blob)
+                joined = len(blob) <= JOIN_MAX
+                if joined and batches.joining.room <= 8 * len(blob):
+                    batches.flush()  # the join's bound is full: its files are searched now, a new batch begins
                 not_joined += not joined
                 room = max(0, EXPAND_BUDGET - expanded)
-                scan = find_at_rest(blob, path, search=deferred if joined else alone, max_expanded_bytes=room)
+                scan = find_at_rest(blob, path, search=batches.deferred if joined else batches.alone,
+                                    max_expanded_bytes=room)
                 expanded += scan.bytes_scanned - len(blob)
                 layers += len(scan.layers)
                 if layers > MAX_LAYERS:
                     raise ProofError(f"{what}: more than {MAX_LAYERS} layers in the files created or changed (the last "
                                      f"{path}, {len(scan.layers)} of them): past the sweep's bound")
                 problems += scan.problems
-            hits = joining.hits()
-            judged = joining.judged
+            batches.flush()
+            hits, judged_bytes, join_batches = batches.hits, batches.judged_bytes, batches.count
         for hit in hits:
             found.setdefault(hit.token, [])
             where = _file_of(hit.where, scanned)
@@ -299,8 +348,8 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
         "roots": roots, "not roots, and why": baseline.not_roots,
         "files before (session start)": len(baseline.files), "files after": len(after),
         "created": len(created), "changed": len(changed), "read": len(scanned), "bytes read": read_bytes,
-        "bytes scanned (engine, sentinels apart)": judged.evidence(what)["bytes"] if judged else 0,
-        "read alone, not joined (past JOIN_MAX or the join's bound)": not_joined,
+        "bytes scanned (engine, sentinels apart)": judged_bytes,
+        "read alone, not joined (past JOIN_MAX)": not_joined, "join batches (one engine run each)": join_batches,
         "not read: past the file bound, in a shared root": dict(sorted(too_large.items())[:20]),
         "bytes opened inside layers": expanded,
         "gone before read": len(gone), "unreadable": unreadable[:20] + baseline.unreadable[:20],

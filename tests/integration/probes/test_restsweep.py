@@ -107,3 +107,47 @@ def test_the_engines_merged_overlay_is_left_out_its_writable_layer_read(host: di
                        str(mine / "written-by-the-platform")])}
     assert str(merged) in swept.record["excluded, and why"]
     assert str(mine) not in swept.record["excluded, and why"]
+
+
+def test_every_small_file_is_joined_however_full_the_join_is(host: dict[str, Path],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The join's bound (its views, about eight times each file) filled by the files before: the sweep searches
+    what it holds and begins a new batch, so a canary cut across two records of the last small file is still
+    found (before, past the bound every later file was read alone, and the cut canary passed)."""
+    from canaries import records
+
+    monkeypatch.setattr(records, "MAX_VIEW_BYTES", 96 << 10)
+    baseline = restsweep.take(host["state"])
+    for number in range(8):
+        (host["tmp"] / f"cache-{number}.log").write_bytes(b"filler line of a busy platform\n" * 330)  # ~10 KiB
+    cut = host["tmp"] / "zz-last.log"
+    cut.write_bytes(b"x" * 10_500 + b"\n" + records.split_forms(TOKEN.encode())["base64 halves"])
+    swept = restsweep.sweep(baseline, state_dir=host["state"], excluded={})
+    assert swept.holding({TOKEN}) == {TOKEN: [str(cut)]}
+    assert swept.record["join batches (one engine run each)"] > 1
+    assert swept.record["read alone, not joined (past JOIN_MAX)"] == 0
+
+
+def test_an_engine_overlay_whose_layer_is_not_walked_is_walked_itself(host: dict[str, Path], tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine that keeps a container's writable layer outside the sweep's roots (an external containerd's
+    store): its merged root is the only place the sweep sees the container's writes, so it is walked."""
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    elsewhere = tmp_path / "containerd-store"
+    monkeypatch.setattr(restsweep, "engine_root", lambda target: str(engine))
+    baseline = restsweep.take(host["state"], "docker")
+    for name in ("lower", "upper", "work"):
+        (elsewhere / name).mkdir(parents=True)
+    merged = engine / "rootfs" / "c2"
+    merged.mkdir(parents=True)
+    import subprocess
+
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o", f"lowerdir={elsewhere / 'lower'},upperdir="
+                    f"{elsewhere / 'upper'},workdir={elsewhere / 'work'}", str(merged)], check=True)
+    try:
+        (merged / "written-by-the-container").write_bytes(TOKEN.encode())
+        swept = restsweep.sweep(baseline, state_dir=host["state"], excluded={})
+    finally:
+        subprocess.run(["umount", str(merged)], check=True)
+    assert swept.holding({TOKEN}) == {TOKEN: [str(merged / "written-by-the-container")]}
