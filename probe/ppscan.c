@@ -1727,20 +1727,28 @@ static void read_event(Worker *w, Event *ev) {
         return;
     }
     sigjmp_buf env;
+    int again = 0;
     if (sigsetjmp(env, 1) == 0) {
         bus_env = &env;
         scan_mapped(w, map, size, ev);
         w->mapped = map;
         w->mapped_n = size;
         scan_packed(w, fd, ev, w->file_cands.n > 0);
+        bus_env = NULL;
+        /* It grew meanwhile: read() would have read to its end, so it is read again that way. */
+        struct stat now;
+        again = fstat(fd, &now) < 0 || (size_t)now.st_size != size;
     } else {
-        /* It shrank while read: what the mapping gave is dropped and the file is read again as any other
-         * (what it holds now, as read() sees a file cut short). A scan cut short may leave the scratch marked
-         * in use: a fresh one. */
+        /* It shrank while read (the mapping faulted past its new end): read again, as read() sees a file cut
+         * short. A scan cut short may leave the scratch marked in use: a fresh one. */
         bus_env = NULL;
         if (hs_clone_scratch(scratch, &w->scratch) != HS_SUCCESS) { fprintf(stderr, "ppscan: hyperscan scratch failed\n"); exit(70); }
-        w->mapped = NULL;
-        munmap(map, size);
+        again = 1;
+    }
+    w->mapped = NULL;
+    munmap(map, size);
+    if (again) {
+        /* What the mapping gave is dropped (the strings it kept are left: a rare path) and the file read whole. */
         ev->file_hits.n = ev->inner.n = ev->n_inner_where = ev->n_inner_notes = 0;
         ev->bytes = ev->inner_truncated = 0;
         ev->truncated = 0;
@@ -1750,12 +1758,7 @@ static void read_event(Worker *w, Event *ev) {
             ev->read_err = scan_fd(w, fd, ev);
             if (!ev->read_err) scan_packed(w, fd, ev, w->file_cands.n > 0);
         }
-        close(fd);
-        return;
     }
-    bus_env = NULL;
-    w->mapped = NULL;
-    munmap(map, size);
     close(fd);
 }
 
