@@ -176,7 +176,7 @@ _STATIC_TEXT_FORMS: tuple[tuple[str, str, Callable[[bytes], bytes]], ...] = (
     ("u16be", "utf-16", lambda t: t.decode().encode("utf-16-be")),
     ("hexsep", "hex-sep", lambda t: b":".join(b"%02x" % c for c in t)),
     ("hexesc", "hex-sep", lambda t: b"".join(b"\\x%02x" % c for c in t)),
-    ("b32", "base32", lambda t: base64.b32encode(b"\x01" + t)),
+    *((f"b32a{lead}", "base32", lambda t, lead=lead: base64.b32encode(b"\x01" * lead + t)) for lead in range(5)),
     ("html", "html-entity", lambda t: b"".join(b"&#%d;" % c if i % 2 else bytes([c]) for i, c in enumerate(t))),
     ("qp", "quoted-printable", lambda t: b"".join(b"=%02X" % c for c in t)),
     ("b64b64", "base64-base64", lambda t: base64.b64encode(base64.b64encode(t))),
@@ -209,7 +209,29 @@ def plant_sentinels(folder: Path, static: bool) -> list[Sentinel]:
         token = mint.mint("probe", location)
         (folder / name).write_bytes(pack(token.bytes))
         planted.append(Sentinel(token.token, "raw", name, suffix))
+    if static:
+        planted += _plant_large(folder, mint)
     return planted
+
+
+LARGE_BYTES = (1 << 20) + (64 << 10)
+
+
+def _plant_large(folder: Path, mint: Mint) -> list[Sentinel]:
+    """A file past the static probe's read chunk (1 MiB) and its mapping threshold: a token cut by the chunk
+    boundary, a gzip stream starting at an odd offset inside, and a base64 token near its end, so a scan that
+    drops a window, the carry between windows or the carving of a large file is broken, not blind."""
+    cross, packed, tail = (mint.mint("probe", f"large{i}") for i in range(3))
+    text = bytearray((b"a sentinel file larger than one read chunk\n" * (LARGE_BYTES // 40 + 1))[:LARGE_BYTES])
+    at = (1 << 20) - 20
+    text[at:at] = b"<" + cross.bytes + b">"
+    text[-100:-100] = base64.b64encode(b"\x01\x02" + tail.bytes)  # within the last window's overlap
+    start = (1 << 20) + 33_333
+    stream = gzip.compress(packed.bytes)
+    text[start:start] = b"blob:" + stream + b" end"
+    (folder / "large.bin").write_bytes(bytes(text))
+    return [Sentinel(cross.token, "raw", "large.bin"), Sentinel(tail.token, "base64", "large.bin"),
+            Sentinel(packed.token, "raw", "large.bin", f" (gzip@{start + 5})")]
 
 
 def _missing_sentinels(report: Report, folder: Path, planted: list[Sentinel]) -> list[str]:
