@@ -118,7 +118,7 @@ def test_an_engine_that_reads_fewer_files_or_cuts_one_short_is_a_proof_error(bui
     skip = _script(tmp_path / "skip", f'#!/bin/sh\nlast=""; for a; do last="$a"; done\n'
                                       f'exec {built} "$@" --skip "$(dirname "$last")/blobs/000000"\n')
     monkeypatch.setenv("PAIRPROOF_PROBE", str(skip))
-    with pytest.raises(ProofError, match="it read 9 files of the 10"):
+    with pytest.raises(ProofError, match="it read 10 files of the 11"):
         hostscan.scan_blobs([("first", TOKEN.encode()), ("second", b"clean")], "two")
 
 
