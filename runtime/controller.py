@@ -346,10 +346,13 @@ class Controller:
         self._last_used[instance_id] = time.monotonic()
         return dataclasses.replace(self.registry.set_state(instance_id, "running"), woke_from=depth)
 
-    def _renew_model_capability(self, record: InstanceRecord) -> str | None:
+    def _renew_model_capability(self, record: InstanceRecord, broker: Broker) -> str | None:
         """A fresh model capability for ``record``'s broker, under the lease current now, only while that lease
-        stands for this generation, unrevoked, not frozen and unexpired; else None."""
+        stands for this generation, unrevoked, not frozen and unexpired, and only for the instance's current
+        broker (a stopped one's straggling request gets nothing); else None."""
         assert self.platform is not None
+        if self._brokers.get(record.id) is not broker:
+            return None
         s = self.platform.current.standing(record.id)
         if s is None or s.revoked or s.suspended or s.generation != record.generation or s.lease_expires < time.time():
             return None
@@ -504,7 +507,8 @@ class Controller:
                         product_url=self.platform.product.url, proxy_url=self.platform.proxy.url,
                         mcp_filter=self.platform.mcp_filter, journal=self.journal(record.id), generation=record.generation,
                         runctl_key=runctl_key, agent_port=self.launch.turn.port,
-                        renew_model=lambda: self._renew_model_capability(record), model_renew_after=MODEL_TTL / 2)
+                        renew_model=lambda: self._renew_model_capability(record, broker),
+                        model_renew_after=MODEL_TTL / 2)
         self._brokers[record.id] = broker.start()
         self._fence_when_gone(record.id, proc)
 

@@ -46,6 +46,17 @@ def _run_end():
     class RunEnd:
         interrupted = False
         stopped = ""
+        received = len(common.RECEIVED)  # the interrupts before the run
+        session = None
+
+        def pytest_sessionstart(self, session) -> None:
+            self.session = session
+
+        def pytest_runtest_logreport(self, report) -> None:
+            # An interrupt a test swallowed (hypothesis turns it into a failure of its own): the run stops at the
+            # next test, as pytest stops on Ctrl-C, instead of judging the rest of the suite.
+            if len(common.RECEIVED) > self.received and self.session is not None:
+                self.session.shouldstop = "interrupted (SIGINT or SIGTERM)"
 
         def pytest_keyboard_interrupt(self, excinfo) -> None:
             if isinstance(excinfo.value, KeyboardInterrupt):
@@ -113,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     published = False
     previous = signal.signal(signal.SIGTERM, terminate_like_interrupt)
     previous_int = signal.signal(signal.SIGINT, common.interrupt_recorded)
-    received = len(common.RECEIVED)
+    received = end.received
     try:
         code = pytest.main(pytest_args + args.pytest_args, plugins=[end])
         # (an interrupt pytest did not see as one, swallowed on the way: still an interrupt, and nothing published)
@@ -132,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return EXIT_FAILED
         build_pages(staged, reports)
+        if len(common.RECEIVED) > received:  # one that came while the pages were built: nothing published
+            print(f"pairproof: qualify interrupted: the reports in {reports} are left as they were", file=sys.stderr)
+            return EXIT_INTERRUPTED
         reportset.publish(reports, staged)
         published = True
     except (OSError, ExceptionGroup) as exc:  # (pytest.main lets a session-end hook's error out as a group)
