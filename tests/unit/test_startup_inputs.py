@@ -50,6 +50,7 @@ def _trace(*opened: Opened, written: dict | None = None) -> StartTrace:
 
 
 READS = (
+    Opened("/usr/bin/python3", "EXEC", "ok"),  # the launcher's exec, once let go from its gate
     Opened("/usr/lib/python3/json/__init__.py", "O_RDONLY|O_CLOEXEC", "ok"),
     Opened("/data/home/state.db-wal", "O_RDWR|O_CREAT", "ok"),
     Opened("/data/home/.env", "O_RDONLY", "ok"),
@@ -89,7 +90,19 @@ def test_a_trace_that_saw_nothing_is_a_proof_error():
     with pytest.raises(ProofError, match="no open at all"):
         startup_inputs.judge(_trace(), _agent)
     with pytest.raises(ProofError, match="read nothing under"):
-        startup_inputs.judge(_trace(Opened("/usr/lib/x", "O_RDONLY", "ok")), _agent)
+        startup_inputs.judge(_trace(Opened("/usr/bin/x", "EXEC", "ok"), Opened("/usr/lib/x", "O_RDONLY", "ok")), _agent)
+
+
+def test_a_trace_attached_after_the_start_began_is_a_proof_error():
+    """No program run in the trace: the tracer attached after the launcher left its gate (a gate let go before
+    the observer was attached), and what was read before is not in it, whatever it shows after."""
+    with pytest.raises(ProofError, match="no program run"):
+        startup_inputs.judge(_trace(*READS[1:]), _agent)
+
+
+def test_a_program_run_from_the_agents_home_is_judged_as_an_input():
+    judged = startup_inputs.judge(_trace(*READS, Opened("/data/home/bin/tool", "EXEC", "ok")), _agent)
+    assert "/data/home/bin/tool" in judged.findings or "/data/home/bin/tool" in judged.unclassified
 
 
 def test_strace_lines_are_read_with_their_folders(tmp_path):
@@ -98,10 +111,14 @@ def test_strace_lines_are_read_with_their_folders(tmp_path):
         'openat(3</data/home>, "config.yaml", O_RDONLY) = -1 ENOENT (No such file or directory)\n'
         'openat(AT_FDCWD</data>, "/data/home/hooks", O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_DIRECTORY) = 4</data/home/hooks>\n'
         'getdents64(4</data/home/hooks>, 0x55d0 /* 2 entries */, 32768) = 48\n'
+        'execve("/data/home/bin/tool", ["tool", "a) b"], 0x7ffd /* 5 vars */) = 0\n'
+        'execveat(3</data/home>, "hook", ["hook"], 0x1 /* 1 var */, 0) = -1 ENOENT (No such file or directory)\n'
         '+++ exited with 0 +++\n')
     (tmp_path / "strace.err").write_text("strace: Process 10 attached\n")
     assert parse(tmp_path) == (
         Opened("/etc/ld.so.cache", "O_RDONLY|O_CLOEXEC", "ok"),
         Opened("/data/home/config.yaml", "O_RDONLY", "ENOENT"),
         Opened("/data/home/hooks", "O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_DIRECTORY", "ok", listed=True),
+        Opened("/data/home/bin/tool", "EXEC", "ok"),
+        Opened("/data/home/hook", "EXEC", "ENOENT"),
     )

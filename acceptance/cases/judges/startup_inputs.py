@@ -108,6 +108,11 @@ def judge(trace: StartTrace, run_as_agent: Callable[[str, bytes], tuple[int, byt
     out = Judged(opens=len(trace.opened))
     if not trace.opened:
         raise ProofError(f"the traced cold start recorded no open at all ({trace.tracer}): nothing was seen")
+    if not any(o.flags == "EXEC" and o.result == "ok" for o in trace.opened):
+        # Held at its gate, the launcher's first act once let go is an exec: a trace without one was attached
+        # after the start began, and what the agent read before that is not in it.
+        raise ProofError(f"the traced cold start shows no program run ({trace.tracer}): the tracer attached after "
+                         "the start's first instruction, so what was read before it is not seen")
     reads: dict[str, bool] = {}  # path -> listed (a folder whose entries were read)
     for o in trace.opened:
         if o.reads:

@@ -28,6 +28,9 @@ LINE = re.compile(r'^(?P<call>open|openat|openat2)\((?:(?P<dirfd>[^,]*?), )?"(?P
 DIRFD = re.compile(r"<(?P<dir>[^>]*)>$")
 # getdents64(3</data/hermes/hooks>, 0x... /* 2 entries */, 32768) = 48: a folder listed
 LISTED = re.compile(r'^getdents64\(\d+<(?P<dir>[^>]*)>')
+# execve("/usr/bin/python3", ["python3", "-P"], 0x7ffd... /* 5 vars */) = 0; execveat(3</d>, "x", ...) = -1 ENOENT (...)
+EXEC = re.compile(r'^(?:execve\(|execveat\((?P<dirfd>[^,]*), )"(?P<path>(?:[^"\\]|\\.)*)".*\) = (?P<ret>-?\d+)'
+                  r'(?: (?P<errno>E[A-Z]+))?')
 
 
 def strace() -> str:
@@ -52,7 +55,7 @@ class StartTracer:
         with open(said, "wb") as err:
             self.proc = subprocess.Popen(
                 [strace(), "-p", str(pid), "-f", "-ff", "-o", str(self.folder / "t"), "-y", "-s", "4096",
-                 "-e", "trace=open,openat,openat2,getdents64", "-e", "signal=none"],
+                 "-e", "trace=open,openat,openat2,getdents64,execve,execveat", "-e", "signal=none"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
         marker = f"Process {pid} attached".encode()
 
@@ -96,6 +99,16 @@ def parse(folder: Path) -> tuple[Opened, ...]:
         for line in file.read_text(errors="replace").splitlines():
             if (dents := LISTED.match(line)) is not None:
                 listed.add(os.path.normpath(dents["dir"]))
+                continue
+            if (ran := EXEC.match(line)) is not None:
+                # A program run is a file read at start too (flags EXEC); a relative one needs its folder.
+                path = ran["path"].encode().decode("unicode_escape", errors="replace")
+                where = DIRFD.search(ran["dirfd"] or "")
+                if not path.startswith("/") and where is not None:
+                    path = os.path.join(where["dir"], path)
+                if path.startswith("/"):
+                    ok = int(ran["ret"]) >= 0
+                    out.append((os.path.normpath(path), "EXEC", "ok" if ok else (ran["errno"] or "error")))
                 continue
             match = LINE.match(line)
             if match is None:
