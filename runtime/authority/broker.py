@@ -24,6 +24,7 @@ digest: a path is the agent's text), never the payload.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.client
 import json
@@ -41,6 +42,7 @@ from runtime.authority.journal import Journal
 from runtime.authority.mcp_filter import McpFilter
 from runtime.httpjson import JsonHandler, QuietServer, serve
 from runtime.isolation.netns import socket_in
+from runtime.wait import until
 
 log = logging.getLogger("pairproof.broker")
 AGENT_PORT = 8765  # where the agent finds its broker, inside its own network namespace
@@ -78,6 +80,8 @@ def loggable_route(route: str) -> str:
     return f"{method} {path}".strip()
 
 
+LOOPBACK_DEADLINE = 5.0  # seconds for a new sandbox's loopback to come up before the broker binds in it
+
 class Broker:
     def __init__(self, *, instance: str, sandbox_pid: int, grant: str, model_capability: str, product_url: str,
                  proxy_url: str, mcp_filter: McpFilter, journal: Journal | None = None,
@@ -111,7 +115,23 @@ class Broker:
         self.suspended = False  # its instance is frozen: refuse everything, on both sides
         inner = socket_in(sandbox_pid)
         inner.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        inner.bind(("127.0.0.1", AGENT_PORT))
+
+        def bound() -> bool:
+            # bwrap reports the sandbox's pid before its child has brought loopback up in the new namespace:
+            # until then 127.0.0.1 is not an address there (EADDRNOTAVAIL), a wait, not a failure.
+            try:
+                inner.bind(("127.0.0.1", AGENT_PORT))
+            except OSError as exc:
+                if exc.errno != errno.EADDRNOTAVAIL:
+                    raise
+                return False
+            return True
+
+        try:
+            until(bound, LOOPBACK_DEADLINE, f"loopback never came up in {instance}'s network namespace", every=0.005)
+        except BaseException:
+            inner.close()
+            raise
         inner.listen(64)
         self._agent_side = QuietServer(("127.0.0.1", AGENT_PORT), self._agent_handler(), bind_and_activate=False)
         self._agent_side.socket.close()
