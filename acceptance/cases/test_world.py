@@ -31,6 +31,10 @@ from acceptance.harness.evidence import attach
 from acceptance.harness.transitions import Walk, walk
 from canaries import Mint
 
+# A turn for A and for each observer at every point of the walk: with an agent whose prompts are large (hermes),
+# the platform's default allowance runs out mid-walk and the observer's turn never reaches the provider
+# (spend_exhausted, seen on hermes). The caps themselves are judged on users of their own (MD-3).
+WORLD_SPEND_USD = 100.0
 LOCATION_CODES = {"memory": "mem", "transcript": "tr", "task": "task", "volume": "vol"}
 
 
@@ -41,6 +45,7 @@ def _owner(target, agent_profile, dedicated) -> tuple[object, dict[str, str], li
     tokens = {where: mint.mint("a", code).token for where, code in
               {**LOCATION_CODES, "note": "note", "card": "card", "run": "run", "turn": "turn"}.items()}
     a = dedicated("WA", "wanda", org="org3")
+    target.set_spend_cap(a.principal, WORLD_SPEND_USD)
     principal = a.principal
     for location in LOCATIONS:
         target.plant(a, location, tokens[location])
@@ -85,6 +90,8 @@ def test_wd1_nothing_of_a_in_any_observers_world_after_each_transition(agent_pro
     started = time.monotonic()
     a, tokens, runs = _owner(target, agent_profile, dedicated)
     b, c = dedicated("WB", "wes", org="org3"), dedicated("WC", "cyd", org="org4")
+    for ref in (b, c):
+        target.set_spend_cap(ref.principal, WORLD_SPEND_USD)
     observers = [world.Observer("B", b.principal, b, target.person(b.principal)),
                  world.Observer("C", c.principal, c, target.person(c.principal)),
                  world.Observer("operator", None, None, target.operator("wd-observer"))]
