@@ -1157,6 +1157,24 @@ typedef struct {
     size_t mapped_n;
 } Worker;
 
+/* One window of a file (at file offset base): its hits and the stream magics it holds, those in
+ * [reported_to, horizon) only (the overlap with the next window is reported there). */
+static void report_window(Worker *w, Event *ev, const uint8_t *window, size_t wlen, uint64_t base, uint64_t reported_to,
+                          uint64_t horizon) {
+    find(window, wlen, &w->window, w->scratch);
+    for (size_t i = 0; i < w->window.n; i++) {
+        uint64_t off = base + w->window.v[i].offset;
+        if (reported_to <= off && off < horizon) {
+            Hit *h = &w->window.v[i];
+            hits_push(&ev->file_hits, (const uint8_t *)h->token, strlen(h->token), h->enc, off);
+        }
+    }
+    for (size_t i = 0; i < magic_found.n; i++) {
+        uint64_t off = base + magic_found.v[i].at;
+        if (reported_to <= off && off < horizon) cands_push(&w->file_cands, (size_t)off, magic_found.v[i].fmt, magic_found.v[i].b64);
+    }
+}
+
 /* detect._scan_reader over a descriptor into ev; returns 0, or the errno that stopped it. */
 /* The windows are slices of w->buf, which keeps the whole file while it fits in KEEP_BUFFER_MAX (w->held
  * bytes from file offset w->buf_from = 0), so that carving it afterwards reads nothing twice; past that,
@@ -1196,18 +1214,7 @@ static int scan_fd(Worker *w, int fd, Event *ev) {
         const uint8_t *window = w->buf + (size_t)(base - w->buf_from);
         w->held = (size_t)(base - w->buf_from) + wlen;
         if (horizon > reported_to) {
-            find(window, wlen, &w->window, w->scratch);
-            for (size_t i = 0; i < w->window.n; i++) {
-                uint64_t off = base + w->window.v[i].offset;
-                if (reported_to <= off && off < horizon) {
-                    Hit *h = &w->window.v[i];
-                    hits_push(&ev->file_hits, (const uint8_t *)h->token, strlen(h->token), h->enc, off);
-                }
-            }
-            for (size_t i = 0; i < magic_found.n; i++) {
-                uint64_t off = base + magic_found.v[i].at;
-                if (reported_to <= off && off < horizon) cands_push(&w->file_cands, (size_t)off, magic_found.v[i].fmt, magic_found.v[i].b64);
-            }
+            report_window(w, ev, window, wlen, base, reported_to, horizon);
             reported_to = horizon;
         }
         if (at_end) return 0;
@@ -1239,18 +1246,7 @@ static void scan_mapped(Worker *w, const uint8_t *map, size_t size, Event *ev) {
         uint64_t horizon = at_end ? end : (end >= OVERLAP ? end - OVERLAP : 0);
         const uint8_t *window = map + base;
         if (horizon > reported_to) {
-            find(window, wlen, &w->window, w->scratch);
-            for (size_t i = 0; i < w->window.n; i++) {
-                uint64_t off = base + w->window.v[i].offset;
-                if (reported_to <= off && off < horizon) {
-                    Hit *h = &w->window.v[i];
-                    hits_push(&ev->file_hits, (const uint8_t *)h->token, strlen(h->token), h->enc, off);
-                }
-            }
-            for (size_t i = 0; i < magic_found.n; i++) {
-                uint64_t off = base + magic_found.v[i].at;
-                if (reported_to <= off && off < horizon) cands_push(&w->file_cands, (size_t)off, magic_found.v[i].fmt, magic_found.v[i].b64);
-            }
+            report_window(w, ev, window, wlen, base, reported_to, horizon);
             reported_to = horizon;
         }
         if (at_end) return;
