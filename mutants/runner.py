@@ -38,27 +38,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+# The digests a verdict names too (reports/identity.py): one definition of "this source".
+from reports.identity import SUITE_PACKAGES, tree_digest
+
 from .catalogue import PATH as CATALOGUE_PATH
 from .catalogue import Mutant, apply, catalogue_path, copy_suite, display, load
 from .errors import MutantError
 
 SCHEMA = "pairproof.mutants/3"  # 3: the target, its catalogue and the image named
-SUITE_PACKAGES = ("acceptance", "canaries")
-# What copy_suite leaves out of a copy is left out of a digest too, so a tree and its copy hash alike.
-_NOT_SOURCE = {"__pycache__", "allure-results", "verdict.json"}
-
-
-def tree_digest(*roots: Path) -> str:
-    """sha256 over every file under ``roots`` (each file's path relative to its root, then its bytes'
-    sha256), in path order; compiled files and run leftovers are not source."""
-    digest = hashlib.sha256()
-    for root in roots:
-        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix != ".pyc"
-                       and not _NOT_SOURCE & set(p.relative_to(root).parts))
-        for path in files:
-            name = f"{root.name}/{path.relative_to(root).as_posix()}"
-            digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
 
 
 def source_digest(tree: Path | None = None, catalogue: Path = CATALOGUE_PATH) -> dict[str, str]:

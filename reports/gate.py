@@ -15,6 +15,10 @@ and the source it is run from (DESIGN §5 rule 7).
   absent = coverage not proven) is among the refusals, and no other. A case the verdict says the target
   lacks a facet for (``lacks``) is not covered, naming the facet.
   A case whose recorded status disagrees with its evidence fails (the verdict contradicts itself).
+- **What it judged** (``judged``, ``reports/identity.py``): the sha256 of the runtime, the suite, the case
+  catalogue, the driver, the agent profile and the image id the verdict names equal those recomputed here from
+  this source and the gate's ``--target``, ``--profile`` and ``--image``: a verdict of another suite, catalogue,
+  target, profile or image (last week's, another image's) is refused.
 - **Allure results** (``allure-results/``) belong to this run: each carries the label ``pairproof_run``
   equal to the verdict's run and ``pairproof_nodeid``; there is exactly one per test the verdict judged,
   none missing, none extra, each passed; and Allure's own quality gate passes over them.
@@ -57,8 +61,10 @@ def _schema_problems(verdict: dict) -> list[str]:
 
 
 def judge(results: Path, mutants: Path | None = None, catalogue_ids: list[str] | None = None,
-          allure: bool = True) -> GateResult:
-    """Judge a results folder (and a mutant report); ``catalogue_ids`` narrows the catalogue (for tests)."""
+          allure: bool = True, *, judged: Mapping[str, object] | None = None) -> GateResult:
+    """Judge a results folder (and a mutant report) against ``judged``, what this source and the target, profile
+    and image given to the gate hash to (``reports/identity.py``; none given: refused, never skipped);
+    ``catalogue_ids`` narrows the catalogue (for tests)."""
     from acceptance import catalogue as case_catalogue
 
     full = case_catalogue.load()
@@ -78,6 +84,7 @@ def judge(results: Path, mutants: Path | None = None, catalogue_ids: list[str] |
         return GateResult(False, problems)
     result = GateResult(passed=True)
     result.reasons += _verdict_reasons(verdict, full)
+    result.reasons += _identity_reasons(verdict, judged, verdict_path)
     by_id: dict[str, dict] = {}
     for entry in verdict["cases"]:
         by_id.setdefault(entry["id"], entry)
@@ -145,6 +152,21 @@ def _verdict_reasons(verdict: dict, catalogue: Mapping[str, object]) -> list[str
     if not any(c["refusals"] for c in verdict["cases"]):
         reasons.append("no case ran: no refusal of any case is in the verdict")
     return reasons
+
+
+def _identity_reasons(verdict: dict, judged: Mapping[str, object] | None, path: Path) -> list[str]:
+    """The verdict judged what the gate was told to judge: this runtime, suite and catalogue, the ``--target``'s
+    driver, its profile and its image, hash for hash."""
+    from reports import identity
+
+    if judged is None:
+        return ["the gate was given nothing to tie the verdict to (no target, profile or image): run `pairproof "
+                "gate --target NAME`"]
+    lines = identity.mismatches(verdict.get("judged"), judged)
+    target = judged.get("target")
+    return [f"{path} is not a verdict of what this gate judges (target {target}): {line}; rerun `pairproof qualify "
+            f"--target {target}` from this source (with the same --profile and --image as given here)"
+            for line in lines]
 
 
 def _judge_case(entry: dict | None, case) -> tuple[str | None, list[str]]:

@@ -7,7 +7,9 @@ to a temporary file while they run and is printed, under a header with its exit 
 all have ended (the files are then removed). SIGINT and SIGTERM are passed on to every command still
 running (by its pid: only processes started here), and the run waits for them to end: `pairproof
 qualify` tears its instances down and exits 130. Exit code: the largest of the commands' (130 if this
-was interrupted), 2 for bad input.
+was interrupted), 2 for bad input. With ``--ok 0,1`` first, a command's exit among those counts as 0 (the
+verdict's own judges, ``pairproof expect`` and ``gate``, decide on it) and any other (2, a setup error; 130; a
+crash) is the exit: a qualification that published nothing fails here instead of leaving an older set to be judged.
 
 tox's hermes env runs the two hermes qualifications with it: each is mostly hermes's own starts and turns,
 about one core's worth, so side by side on two cores they take about the time of the longer one.
@@ -26,6 +28,14 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
+    ok: set[int] | None = None
+    if argv[:1] == ["--ok"]:
+        try:
+            ok = {int(c) for c in argv[1].split(",")}
+        except (IndexError, ValueError):
+            print("together: --ok takes exit codes separated by commas, e.g. --ok 0,1", file=sys.stderr)
+            return 2
+        argv = argv[2:]
     if not argv or any(not a.strip() for a in argv):
         print("together: give each command as one argument, e.g. together.py \"cmd one\" \"cmd two\"",
               file=sys.stderr)
@@ -79,7 +89,10 @@ def main(argv: list[str]) -> int:
             sys.stdout.flush()
     if interrupted:
         return 130
-    return max(code if code >= 0 else 128 - code for code, _ in ended.values())
+    codes = [code if code >= 0 else 128 - code for code, _ in ended.values()]
+    if ok is not None:
+        codes = [0 if code in ok else code for code in codes]
+    return max(codes)
 
 
 if __name__ == "__main__":

@@ -233,6 +233,7 @@ class PairproofSession:
             self.verdict["status"] = "failed"
         self.verdict["run"] = self.run
         self.verdict["target"] = self.config.getoption("pairproof_target") or "reference"
+        self.verdict["judged"] = self._judged(self.verdict["target"])
         self.verdict["pytest_exit"] = int(exitstatus)
         path = self.config.getoption("pairproof_verdict")
         if path:
@@ -246,6 +247,23 @@ class PairproofSession:
             allure_post.apply_pairing(Path(alluredir), self.verdict)
         if self.verdict["status"] != "passed" and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _judged(self, target: str) -> dict:
+        """What this run judged, by hash (``reports/identity.py``): the gate recomputes it and refuses a verdict of
+        another runtime, suite, catalogue, driver, profile or image. A part that cannot be named fails the run."""
+        from acceptance import targets
+        from acceptance.targets.profiles import load as load_profile
+        from reports import identity
+
+        given = self.config.getoption("pairproof_profile")
+        try:
+            return identity.of_run(target, targets.driver_module(target),
+                                   load_profile(given or targets.default_profile(target)), targets.image_id(target))
+        except Exception as exc:  # (an engine gone at the end, a profile file removed under the run)
+            self.verdict["problems"].append(f"what the run judged cannot be named ({type(exc).__name__}: {exc}): "
+                                            "no gate can tie this verdict to a source")
+            self.verdict["status"] = "failed"
+            return {}
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.verdict is None:

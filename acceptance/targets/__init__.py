@@ -70,6 +70,20 @@ def default_profile(name: str) -> str | None:
     return getattr(importlib.import_module(factory.__module__), "DEFAULT_PROFILE", None)
 
 
+def driver_module(name: str) -> str:
+    """The module of ``name``'s driver (its factory's): what a verdict's ``driver`` hash is taken over."""
+    return load(name).__module__
+
+
+def image_id(name: str) -> str | None:
+    """The id of the image ``name``'s instances are made from, as the run uses it (a driver's ``image_id()``:
+    the docker target's, from ``--image`` or its reference agent image); None for a target without images,
+    or when the image is not there to be named. Nothing is built or pulled."""
+    factory = load(name)
+    hook = getattr(importlib.import_module(factory.__module__), "image_id", None)
+    return hook() if hook else None
+
+
 def preflight(name: str) -> list[str]:
     """What the machine lacks for this target, one fix-naming line each (a driver's ``preflight()``)."""
     factory = load(name)

@@ -18,11 +18,21 @@ from acceptance.catalogue import load
 from acceptance.harness.pairing import Declared, Outcome, judge
 from mutants import catalogue as mutant_catalogue
 from mutants import runner
-from reports import gate
+from reports import gate, identity
 from reports import verdict as verdict_report
 
 IDS = ["RS-1", "FS-3"]
 RUN = "0badc0de"
+
+
+def _judged(target: str = "reference") -> dict:
+    """What a verdict of ``target`` made from this source names (``reports/identity.py``), as the gate recomputes it."""
+    from acceptance import targets
+    from acceptance.targets.profiles import load as load_profile
+
+    return identity.of_run(target, targets.driver_module(target), load_profile(targets.default_profile(target)), None)
+
+
 
 
 def _o(case, role, outcome="passed", proofs=1, n=""):
@@ -36,7 +46,7 @@ def _verdict(outcomes, *, pytest_exit=0, ids=IDS, collected=None) -> dict:
     """The verdict the plugin would write: judged by the pairing rules, each case listing the refusals the
     suite collected for it (by default, those that ran)."""
     v = judge(outcomes, {k: c for k, c in load().items() if k in ids})
-    v.update(run=RUN, target="reference", pytest_exit=pytest_exit)
+    v.update(run=RUN, target="reference", pytest_exit=pytest_exit, judged=_judged())
     refusals = collected if collected is not None else [o.declared for o in outcomes if o.declared.role == "refusal"]
     for case in v["cases"]:
         case["expected_refusals"] = [d.nodeid for d in refusals if d.case == case["id"]]
@@ -58,9 +68,10 @@ def _case(v: dict, case_id: str) -> dict:
 def _gate(monkeypatch, capsys, folder, *extra):
     """``pairproof gate`` as a pipeline runs it, on the catalogue's cases IDS, without Allure."""
     original = gate.judge
-    monkeypatch.setattr(gate, "judge", lambda results, mutants=None: original(results, mutants, IDS, allure=False))
+    monkeypatch.setattr(gate, "judge", lambda results, mutants=None, judged=None: original(results, mutants, IDS,
+                                                                                          allure=False, judged=judged))
     try:
-        code = cli.main(["gate", "--results", str(folder), *extra])
+        code = cli.main(["gate", "--target", "reference", "--results", str(folder), *extra])
     finally:
         monkeypatch.setattr(gate, "judge", original)
     return code, capsys.readouterr().out
@@ -206,7 +217,7 @@ def test_a_failed_case_recorded_passed_in_a_passing_run_is_caught_from_its_refus
         v.update(status="passed", problems=[], counts={"passed": 2})
     folder = _write(tmp_path, [_o("RS-1", "refusal", "failed")] + ALL_PASSED[1:], edit=edit)
     assert old_gate.judge(folder, None, IDS, allure=False).passed
-    outcome = gate.judge(folder, None, IDS, allure=False)
+    outcome = gate.judge(folder, None, IDS, allure=False, judged=_judged())
     assert not outcome.passed and any(r.startswith("RS-1: failed: refusal t.py::RS-1-refusal failed") for r in outcome.reasons)
 
 
@@ -214,7 +225,7 @@ def test_a_passing_case_recorded_failed_is_not_passed_either(tmp_path):
     """The other way round: evidence that passes under a status that does not is a verdict that
     contradicts itself, refused too."""
     folder = _write(tmp_path, edit=lambda v: _case(v, "RS-1").update(status="broken"))
-    outcome = gate.judge(folder, None, IDS, allure=False)
+    outcome = gate.judge(folder, None, IDS, allure=False, judged=_judged())
     assert not outcome.passed and any("RS-1: broken: the verdict records it broken" in r for r in outcome.reasons)
 
 
@@ -223,13 +234,13 @@ def test_a_case_judged_broken_on_the_whole_says_why(tmp_path):
     runs): the gate takes the negative on its word and gives the verdict's reason."""
     why = "its tests judged different platform runs ['1', '2']"
     folder = _write(tmp_path, edit=lambda v: _case(v, "RS-1").update(status="broken", reason=why))
-    outcome = gate.judge(folder, None, IDS, allure=False)
+    outcome = gate.judge(folder, None, IDS, allure=False, judged=_judged())
     assert f"RS-1: broken: the verdict records it broken: {why}" in outcome.reasons
 
 
 def test_every_catalogue_case_must_be_present(tmp_path):
     folder = _write(tmp_path, edit=lambda v: v["cases"].remove(_case(v, "FS-3")))
-    outcome = gate.judge(folder, None, IDS, allure=False)
+    outcome = gate.judge(folder, None, IDS, allure=False, judged=_judged())
     assert "FS-3: not covered: not in the verdict (every catalogue case must run)" in outcome.reasons
 
 
@@ -240,7 +251,7 @@ def test_a_real_verdict_of_the_whole_catalogue_passes(tmp_path):
                 for o in [_o(cid, "refusal"), *(_o(cid, role) for role in case.controls)]]
     folder = tmp_path
     verdict_report.write(folder / "verdict.json", _verdict(outcomes, ids=list(cases)))
-    outcome = gate.judge(folder, None, None, allure=False)
+    outcome = gate.judge(folder, None, None, allure=False, judged=_judged())
     assert outcome.passed, outcome.reasons
     assert len(outcome.lines) == len(cases)
 
@@ -378,7 +389,7 @@ def test_a_damaged_or_missing_mutant_report_is_bad_input_named_first(tmp_path, c
     folder = _write(tmp_path)
     (folder / "mutants.json").write_text("{")
     for path, says in ((folder / "mutants.json", "not JSON"), (folder / "nothing.json", "no such file")):
-        code = cli.main(["gate", "--results", str(folder), "--mutants", str(path)])
+        code = cli.main(["gate", "--target", "reference", "--results", str(folder), "--mutants", str(path)])
         captured = capsys.readouterr()
         lines = captured.err.strip().splitlines()
         assert (code, len(lines)) == (2, 1) and str(path) in lines[0] and says in lines[0], captured.err
@@ -482,3 +493,63 @@ def test_a_docker_mutant_report_is_judged_against_the_docker_catalogue(tmp_path,
     folder, path = _with_mutants(tmp_path, report, target=results_target)
     code, out = _gate(monkeypatch, capsys, folder, "--mutants", str(path))
     assert code == 1 and reason in out, out
+
+
+# -- issue 27 item 1: a verdict is tied to what it judged --------------------------------------------
+
+
+@pytest.mark.parametrize("part", [p for p in identity.PARTS if p != "target"])
+def test_a_verdict_of_another_source_profile_or_image_is_refused_part_by_part(tmp_path, monkeypatch, capsys, part):
+    """Issue 27 item 1: a verdict whose hash of one part (runtime, suite, catalogue, driver, profile, image)
+    differs from what the gate recomputes fails the gate naming that part; the gate as it was passed it."""
+    def other(v: dict) -> None:
+        v["judged"][part] = "0" * 64 if part != "image" else "sha256:" + "0" * 64
+
+    folder = _write(tmp_path, edit=other)
+    assert old_gate.judge(folder, None, IDS, allure=False).passed
+    code, out = _gate(monkeypatch, capsys, folder)
+    assert code == 1 and f"is not a verdict of what this gate judges (target reference): {part}: the verdict judged" in out, out
+    assert out.count("is not a verdict of what this gate judges") == 1, out
+
+
+def test_a_verdict_of_another_target_or_with_no_identity_is_refused(tmp_path, monkeypatch, capsys):
+    """The gate requires --target and refuses a reference verdict gated as hermes (target and driver and profile
+    differ), and a verdict that names nothing of what it judged (an older pairproof's, or edited)."""
+    folder = _write(tmp_path)
+    code, out = _gate(monkeypatch, capsys, folder)
+    assert code == 0, out
+    original = gate.judge
+    monkeypatch.setattr(gate, "judge", lambda results, mutants=None, judged=None: original(results, mutants, IDS,
+                                                                                          allure=False, judged=judged))
+    assert cli.main(["gate", "--target", "hermes", "--results", str(folder)]) == 1
+    out = capsys.readouterr().out
+    for part in ("target", "driver", "profile"):
+        assert f"(target hermes): {part}: the verdict judged" in out, out
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["gate", "--results", str(folder)])
+    assert stopped.value.code == 2 and "--target" in capsys.readouterr().err
+    monkeypatch.setattr(gate, "judge", original)
+    code, out = _gate(monkeypatch, capsys, _write(tmp_path, edit=lambda v: v.pop("judged")))
+    assert code == 1 and "it names nothing of what it judged" in out, out
+    assert not gate.judge(folder, None, IDS, allure=False).passed  # no identity given: refused, not skipped
+
+
+def test_a_change_to_a_case_changes_the_suite_hash_and_a_profile_file_its_profile_hash(tmp_path):
+    """The shown false PASS: a refusal added to FS-1 after the verdict was made. The suite's hash is over every
+    file, so the added test changes it; a profile's over its file and every file it names."""
+    import shutil
+
+    from acceptance.targets.profiles import load as load_profile
+
+    tree = tmp_path / "acceptance"
+    shutil.copytree(identity.package_dir("acceptance"), tree, ignore=shutil.ignore_patterns("__pycache__"))
+    before = identity.tree_digest(tree)
+    assert identity.tree_digest(tree) == before
+    module = tree / "cases" / "test_filesystem.py"
+    module.write_text(module.read_text() + "\n\n@pytest.mark.case(\"FS-1\", \"refusal\", pair=\"A\")\n"
+                                            "def test_one_more_variant(target):\n    pass\n")
+    assert identity.tree_digest(tree) != before
+    profile = load_profile(str(tree / "targets" / "profiles" / "hermes.toml"))
+    pinned = identity.profile_digest(profile)
+    (tree / "targets" / "profiles" / "hermes" / "managed.schema.json").write_text("{}")
+    assert identity.profile_digest(profile) != pinned

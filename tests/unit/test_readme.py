@@ -251,9 +251,9 @@ def test_every_first_screen_command_is_accepted_and_names_what_exists():
 
 GOOD = """\
 bash tools/setup-machine   # a comment
-.venv/bin/pairproof qualify --case PR-2 --reports-dir /tmp/x && .venv/bin/pairproof gate --results /tmp/x
+.venv/bin/pairproof qualify --case PR-2 --reports-dir /tmp/x && .venv/bin/pairproof gate --target reference --results /tmp/x
 .venv/bin/pairproof mutants --only shared-volume
-.venv/bin/pairproof gate --results /tmp/x --mutants reports/mutants.json
+.venv/bin/pairproof gate --target reference --results /tmp/x --mutants reports/mutants.json
 PYTHONPATH=examples/local-driver .venv/bin/pairproof check-driver nsbox_driver:create \\
     --profile examples/local-driver/nsbox-agent.toml
 .venv/bin/pairproof qualify --target hermes-unguarded --expected acceptance/targets/expectations/hermes-unguarded.toml
@@ -280,8 +280,8 @@ def test_the_checker_passes_a_good_block():
     (".venv/bin/pairproof qualify --profile myagent.toml", "profile 'myagent.toml'"),
     (".venv/bin/pairproof qualify --target hermes-unguarded --expected acceptance/expectations/hermes-unguarded.toml",
      "--expected"),
-    (".venv/bin/pairproof gate --results reports/hermes", "no earlier command"),
-    (".venv/bin/pairproof gate --mutants reports/mutants.json", "no earlier `mutants` command"),
+    (".venv/bin/pairproof gate --target reference --results reports/hermes", "no earlier command"),
+    (".venv/bin/pairproof gate --target reference --mutants reports/mutants.json", "no earlier `mutants` command"),
     (".venv/bin/pairproof mutants --only no-such-mutant", "'no-such-mutant' is not in"),
     (".venv/bin/tox -e no-such-env", "'no-such-env' is not in tox.ini"),
     ("tox", "installs tox as"),

@@ -39,6 +39,24 @@ def create(options: TargetOptions) -> DockerTarget:
     return DockerTarget(options)
 
 
+def image_id() -> str | None:
+    """The id of the image this run's containers are made from (``--image``, else the reference agent image of
+    this source), for the verdict and the gate; None when it is not in the engine (nothing is built here)."""
+    import docker
+
+    wanted = os.environ.get(IMAGE_ENV, "") or images.plan("reference").tag
+    try:
+        made = containers.client(timeout=30)
+    except RuntimeFault as exc:
+        raise SetupError(f"docker target: the image's id cannot be read: {exc}") from exc
+    try:
+        return made.images.get(wanted).id
+    except docker.errors.ImageNotFound:
+        return None
+    finally:
+        made.close()
+
+
 def preflight() -> list[str]:
     """What this machine lacks for the docker target, one fix-naming line each."""
     problems = list(reference.preflight())  # the platform around the containers is the reference one

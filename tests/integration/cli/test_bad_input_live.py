@@ -140,11 +140,11 @@ CASES = [
     ("mutants --target nosuch", "'nosuch' has no mutant catalogue", "give one of reference, docker"),
     ("mutants --target docker --image pairproof/agent:nosuch", "'pairproof/agent:nosuch'", "docker load"),
     # gate
-    ("gate --results {reports} --mutants /nonexistent.json", "/nonexistent.json", "drop --mutants"),
-    ("gate --results {reports} --mutants {bad}/broken.json", "broken.json", "not JSON"),
-    ("gate --results {reports} --mutants {bad}", "is a folder", "give the path"),
-    ("gate --results {bad}/a-file", "a-file", "give the folder"),
-    ("gate --results {bad}/no-such-folder", "no-such-folder", "give the folder"),
+    ("gate --target reference --results {reports} --mutants /nonexistent.json", "/nonexistent.json", "drop --mutants"),
+    ("gate --target reference --results {reports} --mutants {bad}/broken.json", "broken.json", "not JSON"),
+    ("gate --target reference --results {reports} --mutants {bad}", "is a folder", "give the path"),
+    ("gate --target reference --results {bad}/a-file", "a-file", "give the folder"),
+    ("gate --target reference --results {bad}/no-such-folder", "no-such-folder", "give the folder"),
     # expect
     ("expect --results {reports} --expected {bad}/broken.toml", "broken.toml", "for the format"),
     ("expect --results {reports} --expected {bad}/empty.toml", "empty.toml", "for the format"),

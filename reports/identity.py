@@ -1,0 +1,113 @@
+"""What a verdict judged, by hash: the runtime, the suite, the case catalogue, the driver, the agent profile and
+the image (issue 27 item 1). The plugin records it in the verdict (``judged``); ``pairproof gate`` recomputes it
+from the source it runs from and what it is told (``--target``, ``--profile``, ``--image``) and refuses a verdict
+whose hashes differ: a verdict of another suite, catalogue, target, profile or image can pass no gate.
+
+Every part is a sha256 over files, never over names or versions a file claims:
+
+- ``runtime``: every file of the ``runtime`` package (the platform);
+- ``suite``: every file of ``acceptance`` and ``canaries`` (the cases, the harness, the drivers, the profiles);
+- ``catalogue``: ``acceptance/catalogue.toml``, the cases a verdict is judged against;
+- ``driver``: the folder of the driver's module (``acceptance/targets/docker/`` for ``docker``);
+- ``profile``: the agent profile's file, every file it names (start files, managed file and schema), and the
+  agent's installed software it binds in, by the ``RECORD`` of each distribution there (each lists the
+  sha256 of every file it installed: hermes-agent's venv without hashing 10,000 files);
+- ``image``: the image id the run's containers were made from (the docker target; null for a target without
+  images).
+
+The module locates packages without importing them (``importlib.util.find_spec``), so it works the same in the
+plugin, the gate and a test, and imports nothing of the runtime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+PARTS = ("target", "runtime", "suite", "catalogue", "driver", "profile", "image")
+SUITE_PACKAGES = ("acceptance", "canaries")
+# What a copy of the source for a mutant run leaves out is left out of a digest too, so a tree and its copy hash
+# alike; compiled files and run leftovers are not source.
+_NOT_SOURCE = {"__pycache__", "allure-results", "verdict.json"}
+
+
+def tree_digest(*roots: Path) -> str:
+    """sha256 over every file under ``roots`` (each file's path relative to its root, then its bytes'
+    sha256), in path order."""
+    digest = hashlib.sha256()
+    for root in roots:
+        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix != ".pyc"
+                       and not _NOT_SOURCE & set(p.relative_to(root).parts))
+        for path in files:
+            name = f"{root.name}/{path.relative_to(root).as_posix()}"
+            digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def files_digest(paths: Iterable[Path]) -> str:
+    """sha256 over files named by their full path (sorted), then their bytes' sha256."""
+    digest = hashlib.sha256()
+    for path in sorted({Path(p).resolve() for p in paths}):
+        digest.update(str(path).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def package_dir(name: str) -> Path:
+    """Where ``name`` (a package) is imported from, without importing it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise LookupError(f"package {name!r} is not importable here")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def module_folder(module: str) -> Path:
+    """The folder holding ``module``'s file (a driver's package: its module, breakers, image builder...)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin:
+        raise LookupError(f"module {module!r} is not importable here")
+    return Path(spec.origin).parent
+
+
+def source() -> dict[str, str]:
+    """The parts every target shares: runtime, suite and case catalogue, as Python imports them here."""
+    acceptance = package_dir("acceptance")
+    return {"runtime": tree_digest(package_dir("runtime")),
+            "suite": tree_digest(*(package_dir(p) for p in SUITE_PACKAGES)),
+            "catalogue": hashlib.sha256((acceptance / "catalogue.toml").read_bytes()).hexdigest()}
+
+
+def profile_digest(profile) -> str:
+    """The agent profile's file, the files it names, and the RECORD of every distribution in the folders it
+    binds in (an ``AgentProfile``)."""
+    files = [Path(profile.path), *map(Path, profile.files)]
+    for key in ("file", "schema"):
+        if profile.managed.get(key):
+            files.append(Path(str(profile.managed[key])))
+    for folder in profile.binds.values():
+        files += sorted(Path(folder).glob("lib/python*/site-packages/*.dist-info/RECORD"))
+    return files_digest(p for p in files if p.is_file())
+
+
+def of_run(target: str, driver_module: str, profile, image: str | None) -> dict[str, str | None]:
+    """Every part a verdict names (``PARTS``), for a run of ``target`` (its driver's module), ``profile`` (an
+    ``AgentProfile``) and ``image`` (an image id, or None)."""
+    return {"target": target, **source(), "driver": tree_digest(module_folder(driver_module)),
+            "profile": profile_digest(profile), "image": image}
+
+
+def _short(part: str, value: object) -> str:
+    return "none" if value is None else str(value) if part == "target" else str(value)[:19]
+
+
+def mismatches(recorded: Mapping[str, object] | None, recomputed: Mapping[str, object]) -> list[str]:
+    """One line per part the verdict recorded otherwise than recomputed here (none: it judged this)."""
+    if not isinstance(recorded, Mapping):
+        return ["it names nothing of what it judged (no `judged`: made by an older pairproof, or edited)"]
+    lines = []
+    for part in PARTS:
+        got, want = recorded.get(part), recomputed.get(part)
+        if got != want:
+            lines.append(f"{part}: the verdict judged {_short(part, got)}, this is {_short(part, want)}")
+    return lines
