@@ -3,16 +3,19 @@
 A target qualified *to show its failures* (``hermes-unguarded``: a real agent with its own configuration
 handling) is not judged by the gate, which wants the whole catalogue passed. Its expectation
 (``acceptance/targets/expectations/<target>.toml``) names each case that must fail, why (one line: the agent's
-behaviour), and the evidence a run must show for it (words found in what the failing refusals reported: their
-failure messages, their evidence records and their Allure attachments). A verdict is *as expected* when:
+behaviour), and the evidence a run must show for it. The verdict is judged as the gate judges first
+(``reports/gate.py``); it is *as expected* when:
 
-- every case the expectation names **failed** (a refusal failed: the verdict's own status, whatever its
-  controls say, which the line notes), and its evidence shows every word listed; a case expected to fail
+- it is a verdict of this source, the expectation's target and its profile (``judged``, hash for hash);
+- every case the expectation names **failed** with at least one refusal that failed *and carried proof of
+  execution*, every control of the case passed (a failure whose probe may see nothing, or whose allowed path
+  does not work, shows nothing about the agent), and the listed words are in what those proven failing refusals
+  asserted (the whole assertion the verdict keeps) or recorded as structured evidence, not in an Allure
+  attachment (a test attaches what it read, leak or not) nor another refusal's words; a case expected to fail
   that is **broken** is not an expected failure (the harness could not judge it: it says nothing about the
   agent), nor one that passes, is not covered or was skipped (the expected failure vanished: hermes changed,
   or the case no longer sees it);
-- every other case of the catalogue **passed** (a new failure, a broken case, a case not covered: not as
-  expected);
+- every other case of the catalogue is one the gate **passes** (its evidence recomputed, not its status read);
 - the run itself has no problem beyond its cases' (pytest ended with 0 or 1, no narrowed collection).
 
 File format (TOML)::
@@ -143,67 +146,91 @@ def allure_texts(allure_dir: Path) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-def case_text(case: dict, texts: Mapping[str, list[tuple[str, str]]]) -> str:
-    """Everything a case's failing refusals reported, as one text to look for evidence in."""
-    parts = [case.get("reason", "")]
-    for refusal in case.get("refusals", []):
-        if refusal.get("status") != "failed":
-            continue
-        parts += [refusal.get("reason", ""), json.dumps(refusal.get("evidence", []))]
-        parts += [f"{name}: {text}" for name, text in texts.get(refusal.get("test", ""), [])]
+def proven_failures(case: dict) -> list[dict]:
+    """The case's refusals that failed and carried proof of execution: the only ones a finding may rest on."""
+    return [r for r in case.get("refusals", []) if r.get("status") == "failed" and (r.get("proofs") or 0) > 0]
+
+
+def case_text(case: dict) -> str:
+    """What a case's proven failing refusals said: each one's assertion (whole, else its 500-character reason)
+    and its structured evidence. Not its Allure attachments (a test attaches what it read, leak or not: TS-1's
+    list of the intended tools names ``terminal`` on every run), not another refusal's words."""
+    parts = []
+    for refusal in proven_failures(case):
+        parts += [refusal.get("assertion") or refusal.get("reason", ""), json.dumps(refusal.get("evidence", []))]
     return "\n".join(parts)
 
 
-def compare(verdict: dict, expectation: Expectation,
-            texts: Mapping[str, list[tuple[str, str]]] | None = None) -> Comparison:
-    """``verdict`` against ``expectation``; ``texts`` are the run's Allure texts per test (``allure_texts``)."""
+def compare(verdict: dict, expectation: Expectation, *, judged: Mapping[str, object] | None,
+            catalogue: Mapping[str, object] | None = None) -> Comparison:
+    """``verdict`` against ``expectation``, judged as the gate judges first (``reports/gate.py``): the verdict is
+    of what ``judged`` names (this source, the expectation's target, its profile); a case expected to pass is one
+    the gate passes; a case expected to fail failed with a refusal that carried proof, its controls passed, and
+    the expected words are in what those refusals asserted or recorded (``case_text``)."""
+    from reports import gate, identity
+
     if verdict.get("target") != expectation.target:
         raise ExpectationError(f"the verdict is of target {verdict.get('target')!r}, {expectation.path} describes "
                                f"{expectation.target!r}: compare a {expectation.target} run with it")
-    texts = texts or {}
+    if catalogue is None:
+        from acceptance import catalogue as case_catalogue
+
+        catalogue = case_catalogue.load()
     result = Comparison()
 
     def mismatch(line: str) -> None:
         result.mismatches.append(line)
         result.lines.append(line)
 
-    cases = {c["id"]: c for c in verdict.get("cases", [])}
+    if judged is None:
+        mismatch("nothing to tie the verdict to was given (no target identity): not a comparison")
+    else:
+        for line in identity.mismatches(verdict.get("judged"), judged):
+            mismatch(f"the verdict is not of this source and target: {line}; rerun `pairproof qualify --target "
+                     f"{expectation.target}` from this source")
+    cases = {c["id"]: c for c in verdict.get("cases", []) if isinstance(c, dict) and "id" in c}
     for case_id in sorted(set(expectation.fails) - set(cases)):
         mismatch(f"{case_id}: expected to fail, absent from the verdict: the expected failure vanished")
     for case_id, case in cases.items():
         status, reason = case.get("status"), case.get("reason", "")
         said = f" ({reason})" if reason else ""
         expected = expectation.fails.get(case_id)
-        if expected is None:
-            if status == "passed":
-                result.lines.append(f"{case_id}: passed, as expected")
-            elif status == "failed":
-                mismatch(f"{case_id}: a new failure{said}: fix it, or add it to {expectation.path} with why and evidence")
-            elif status == "broken":
-                mismatch(f"{case_id}: broken{said}: not as expected (every case not expected to fail must pass)")
-            else:
-                mismatch(f"{case_id}: {status}{said}: not as expected (every case not expected to fail must pass)")
+        entry = catalogue.get(case_id)
+        if entry is None:
+            mismatch(f"{case_id}: not a case of acceptance/catalogue.toml: the verdict was made from another catalogue")
             continue
-        unjudged = [f"control {role} {c.get('status')}" for role, c in case.get("controls", {}).items()
-                    if c.get("status") != "passed"]
-        unjudged += [f"refusal {r['test'].rsplit('::', 1)[-1]} {r['status']}" for r in case.get("refusals", [])
-                     if r.get("status") not in ("passed", "failed")]
-        if status == "failed":
-            # A refusal that failed showed the leak itself: its controls (that the probe can see one, that the
-            # allowed path works) do not change that, but the line says when one did not pass.
-            note = f" (note: {', '.join(unjudged)})" if unjudged else ""
-            text = case_text(case, texts).lower()
-            missing = [word for word in expected.evidence if word.lower() not in text]
-            if missing:
-                mismatch(f"{case_id}: failed, but its evidence does not show {', '.join(map(repr, missing))} "
-                         f"(expected: {expected.why}){note}")
+        if expected is None:
+            state, why = gate.judge_case(case, entry)
+            if state is None:
+                result.lines.append(f"{case_id}: passed, as expected")
+            elif state == "failed":
+                mismatch(f"{case_id}: a new failure{said}: fix it, or add it to {expectation.path} with why and evidence")
             else:
-                result.lines.append(f"{case_id}: failed, as expected: {expected.why}{note}")
-        elif status == "broken":
-            mismatch(f"{case_id}: expected to fail, is broken{said}: a broken case is never an expected failure "
-                     "(the harness could not judge it); the expected failure vanished")
+                mismatch(f"{case_id}: {state}: {'; '.join(why)[:400]}: not as expected (every case not expected to "
+                         "fail must pass the gate)")
+            continue
+        if status != "failed":
+            if status == "broken":
+                mismatch(f"{case_id}: expected to fail, is broken{said}: a broken case is never an expected failure "
+                         "(the harness could not judge it); the expected failure vanished")
+            else:
+                mismatch(f"{case_id}: expected to fail, {status}{said}: the expected failure vanished ({expected.why})")
+            continue
+        controls = [why for _, why in gate.control_problems(case, entry)]
+        if controls:
+            mismatch(f"{case_id}: failed, but {'; '.join(controls)}: a failure whose controls did not pass shows "
+                     "nothing about the agent")
+            continue
+        if not proven_failures(case):
+            mismatch(f"{case_id}: failed, but no failing refusal carried proof of execution: not a finding")
+            continue
+        text = case_text(case).lower()
+        missing = [word for word in expected.evidence if word.lower() not in text]
+        if missing:
+            mismatch(f"{case_id}: failed, but what its proven failing refusals asserted or recorded does not show "
+                     f"{', '.join(map(repr, missing))} (expected: {expected.why})")
         else:
-            mismatch(f"{case_id}: expected to fail, {status}{said}: the expected failure vanished ({expected.why})")
+            result.lines.append(f"{case_id}: failed, as expected: {expected.why}")
     exit_code = verdict.get("pytest_exit")
     if exit_code not in (0, 1):
         mismatch(f"the run ended with pytest exit {exit_code}: not a run that judged the catalogue")
@@ -229,6 +256,6 @@ def read_verdict(results: Path, error: type[ValueError] = ValueError) -> dict:
     return verdict
 
 
-def judge(results: Path, expectation: Expectation) -> Comparison:
-    """The verdict in ``results`` (and its Allure texts) against ``expectation``."""
-    return compare(read_verdict(results, ExpectationError), expectation, allure_texts(results / "allure-results"))
+def judge(results: Path, expectation: Expectation, *, judged: Mapping[str, object] | None) -> Comparison:
+    """The verdict in ``results`` against ``expectation`` (``judged``: what the gate would recompute)."""
+    return compare(read_verdict(results, ExpectationError), expectation, judged=judged)

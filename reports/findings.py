@@ -346,8 +346,8 @@ def reproduced(run: Run | None, finding: Finding) -> str:
         if case is None:
             states[case_id] = "absent"
             continue
-        text = expectation.case_text({**case, "refusals": [dict(r, status="failed") for r in case["refusals"]]},
-                                     run.texts).lower()
+        # (what its proven failing refusals asserted or recorded: not an attachment, which shows what was read)
+        text = expectation.case_text(case).lower()
         shown = any(w.lower() in text for w in finding.lines)
         missing = case["status"] == "failed" and not shown
         states[case_id] = f"{case['status']}{' (without its evidence words)' if missing else ''}"
@@ -363,7 +363,19 @@ def reproduced(run: Run | None, finding: Finding) -> str:
 def closed(run: Run | None, finding: Finding) -> str:
     if run is None:
         return "not known: no hermes run given"
-    states = {c: (run.cases.get(c) or {}).get("status", "absent") for c in finding.cases}
+    from acceptance import catalogue
+    from reports import gate
+
+    cases = catalogue.load()
+    states = {}
+    for c in finding.cases:
+        entry = run.cases.get(c)
+        if entry is None or c not in cases:
+            states[c] = "absent"
+            continue
+        # closed only where the gate passes the case (its evidence recomputed), not where its status says so
+        state, _ = gate.judge_case(entry, cases[c])
+        states[c] = "passed" if state is None else state
     ok = all(s == "passed" for s in states.values())
     return ("yes: " if ok else "not yet: ") + ", ".join(f"{c} {s}" for c, s in states.items())
 
@@ -414,8 +426,11 @@ def render(runs: Sequence[Run], command: str) -> Document:
         path = root / "acceptance" / "targets" / "expectations" / f"{UNGUARDED}.toml"
         if path.exists():
             try:
+                from reports import identity
+
                 compared = expectation.compare(unguarded.verdict, expectation.load(path.relative_to(root))
-                                               if Path.cwd() == root else expectation.load(path), unguarded.texts)
+                                               if Path.cwd() == root else expectation.load(path),
+                                               judged=identity.recompute(UNGUARDED))
                 out.append(f"- `{UNGUARDED}` against its expectation (`acceptance/targets/expectations/{UNGUARDED}.toml`, "
                            f"`pairproof expect`): " + ("as expected" if compared.as_expected else
                                                       f"NOT as expected ({len(compared.mismatches)}):"))

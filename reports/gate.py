@@ -89,7 +89,7 @@ def judge(results: Path, mutants: Path | None = None, catalogue_ids: list[str] |
     for entry in verdict["cases"]:
         by_id.setdefault(entry["id"], entry)
     for case_id, case in cases.items():
-        state, why = _judge_case(by_id.get(case_id), case)
+        state, why = judge_case(by_id.get(case_id), case)
         if state is None:
             result.lines.append(f"{case_id:6} PASSED")
         else:
@@ -169,7 +169,7 @@ def _identity_reasons(verdict: dict, judged: Mapping[str, object] | None, path: 
             for line in lines]
 
 
-def _judge_case(entry: dict | None, case) -> tuple[str | None, list[str]]:
+def judge_case(entry: dict | None, case) -> tuple[str | None, list[str]]:
     """(None, []) if the evidence proves the case; else the worst state found and every reason."""
     if entry is None:
         return "not covered", ["not in the verdict (every catalogue case must run)"]
@@ -183,7 +183,7 @@ def _judge_case(entry: dict | None, case) -> tuple[str | None, list[str]]:
     if not refusals and not any(c["tests"] for c in entry["controls"].values()):
         return "not covered", ["nothing of it ran (every catalogue case must run)"]
     found: list[tuple[str, str]] = []
-    found += _control_problems(entry, case)
+    found += control_problems(entry, case)
     for r in refusals:
         if r["status"] != "passed":
             state = r["status"] if r["status"] in ("failed", "skipped") else "broken"
@@ -239,7 +239,7 @@ def _blind_scans(evidence: list) -> list[str]:
     return blind
 
 
-def _control_problems(entry: dict, case) -> list[tuple[str, str]]:
+def control_problems(entry: dict, case) -> list[tuple[str, str]]:
     """Every control the catalogue declares for the case ran, and each of its tests passed."""
     found = []
     for role, what in case.controls.items():

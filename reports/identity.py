@@ -101,6 +101,18 @@ def _short(part: str, value: object) -> str:
     return "none" if value is None else str(value) if part == "target" else str(value)[:19]
 
 
+def recompute(target: str, profile: str | None = None) -> dict[str, str | None]:
+    """What a verdict of ``target`` with ``profile`` (a name or path; the target's own by default) made from this
+    source names: what the gate and ``pairproof expect`` compare a verdict's ``judged`` with. The image is the
+    driver's (``--image`` reaches it as for qualify). A bad target or profile: the registry's SetupError."""
+    from acceptance import targets
+    from acceptance.targets.profiles import load as load_profile
+
+    targets.load(target)
+    return of_run(target, targets.driver_module(target), load_profile(profile or targets.default_profile(target)),
+                  targets.image_id(target))
+
+
 def mismatches(recorded: Mapping[str, object] | None, recomputed: Mapping[str, object]) -> list[str]:
     """One line per part the verdict recorded otherwise than recomputed here (none: it judged this)."""
     if not isinstance(recorded, Mapping):

@@ -85,6 +85,26 @@ def discard(staged: Path) -> None:
         pass  # not empty: the published set, or another run's folder
 
 
+class Busy(Exception):
+    """Another live run is writing into this reports folder (``hold``)."""
+
+
+def hold(reports: Path) -> int:
+    """Claim ``reports`` for one run until the returned descriptor is closed (an exclusive flock on the folder
+    itself, released by the kernel when the run ends, however it ends). A second run into the same folder gets
+    Busy at once instead of publishing over the first, each saying "verdict written" (issue 27 item 12). The
+    folder is made if needed; the caller removes what it made when it gets Busy."""
+    reports.mkdir(parents=True, exist_ok=True)
+    fd = os.open(reports, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise Busy(f"--reports-dir {reports}: another qualification is writing into it now: wait for it to end, "
+                   "or give this run a --reports-dir of its own") from None
+    return fd
+
+
 class Superseded(Exception):
     """``publish(..., over=set)`` found another set published since ``set`` was copied: publishing the
     rebuilt copy would put an older run back in place of a newer one."""

@@ -175,14 +175,19 @@ def test_ts1_offered_tools_are_the_intended_set(dedicated, target, probe_log, br
     intended = dict(target.intended_tools())
     nonce = probe_log.platform_probe(ref, "a turn, as the provider recorded it")
     target.turn(ref, "hello", request_id=nonce)
-    offered = last_turn(target, ref.principal)["tools"]
+    # The record read is this turn's (its request id in the provider's record), confirmed before anything is
+    # asserted of it: a finding rests on a proven observation (pairproof expect requires it).
+    recorded = turn_of(target, ref.principal, nonce)
+    if recorded is None:
+        raise ProofError(f"the provider recorded no model call of the turn sent with request id {nonce}")
+    probe_log.confirm(nonce, provider_record(target))
+    offered = recorded["tools"]
     attach("TS-1 tools offered and intended", {"offered": offered, "intended": intended,
                                                "problems": surface_problems(offered, intended)})
     assert surface_problems(offered, intended) == []
     routes = observed_routes(offered, broker_call, ref)
     assert routes == intended
     driver_agrees(target, ref, routes)
-    probe_log.confirm(nonce, provider_record(target))
 
 
 @pytest.mark.case("TS-1", "refusal", pair="T->sandbox")

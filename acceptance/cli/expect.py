@@ -19,6 +19,8 @@ def add_parser(sub: Subcommands) -> None:
     e.add_argument("--expected", required=True, metavar="FILE",
                    help="the expectation, e.g. acceptance/targets/expectations/hermes-unguarded.toml")
     e.add_argument("--results", default="reports", help="folder with verdict.json and allure-results/")
+    e.add_argument("--profile", default=None, metavar="NAME|PATH",
+                   help="the agent profile the verdict must be of (default: the expectation's target's own)")
     e.set_defaults(func=run)
 
 
@@ -32,13 +34,17 @@ def load_expectation(value: str | None):
         raise SetupError(str(exc)) from None
 
 
-def compare(results: Path, expected) -> int:
-    """Print the verdict in ``results`` against ``expected``, case by case: 0 exactly as expected, else 1."""
+def compare(results: Path, expected, profile: str | None = None, image: str = "") -> int:
+    """Print the verdict in ``results`` against ``expected``, case by case: 0 exactly as expected, else 1. The
+    verdict must be of this source, the expectation's target and ``profile`` (``image``), hash for hash, as the
+    gate requires (``pairproof gate``'s ``expected_identity``)."""
+    from acceptance.cli.gate import expected_identity
     from reports import expectation, reportset
 
+    judged = expected_identity(argparse.Namespace(target=expected.target, profile=profile, image=image))
     with reportset.reading(results) as published:
         try:
-            result = expectation.judge(published or results, expected)
+            result = expectation.judge(published or results, expected, judged=judged)
         except expectation.ExpectationError as exc:
             raise SetupError(str(exc)) from None
     for line in result.lines:
@@ -56,4 +62,4 @@ def run(args: argparse.Namespace) -> int:
 
     results = inputs.existing_folder(args.results, "--results", "a qualification wrote (verdict.json, "
                                      "allure-results/), e.g. reports/hermes-unguarded")
-    return compare(results, load_expectation(args.expected))
+    return compare(results, load_expectation(args.expected), args.profile)

@@ -55,11 +55,7 @@ def run(args: argparse.Namespace) -> int:
 def expected_identity(args: argparse.Namespace) -> dict:
     """What a verdict of ``--target`` (``--profile``, ``--image``) made from this source hashes to: the gate's
     ``judged`` (``reports/identity.py``). A bad target, profile or image is a SetupError naming it."""
-    from acceptance import targets
-    from acceptance.targets.profiles import load as load_profile
     from reports import identity
 
     image(args)  # --image: only with --target docker; it reaches the driver's image_id() as for qualify
-    targets.load(args.target)
-    profile = load_profile(args.profile or targets.default_profile(args.target))
-    return identity.of_run(args.target, targets.driver_module(args.target), profile, targets.image_id(args.target))
+    return identity.recompute(args.target, args.profile)

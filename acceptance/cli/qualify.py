@@ -8,6 +8,7 @@ the verdict is then judged as ``pairproof expect`` judges it.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -110,10 +111,17 @@ def run(args: argparse.Namespace) -> int:
         "-p", "no:cacheprovider", "-p", "no:benchmark",  # (pytest-benchmark makes .benchmarks/ where it runs)
         # the CLI imported the suite's packages before pytest could register them for rewriting
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
+        # a failed assertion whole, not pytest's first 8 lines: the verdict keeps it (``assertion``) for `expect`
+        "-o", "truncation_limit_lines=0", "-o", "truncation_limit_chars=0",
         *(f"--case={c}" for c in args.case),
     ]
     inputs.pytest_args(suite, args.pytest_args)  # pytest's own usage check and a dry collection, nothing written
     existed = inputs.nearest_existing(reports)
+    try:
+        claim = reportset.hold(reports)  # one run per reports folder: a second one is refused here, not published
+    except reportset.Busy as exc:
+        inputs.unmake(reports, existed)
+        raise SetupError(str(exc)) from None
     staged = reportset.stage(reports)
     pytest_args = [*suite, "--pairproof-verdict", str(staged / "verdict.json"),
                    "--alluredir", str(staged / "allure-results"), "-v", "-rfE"]
@@ -160,10 +168,11 @@ def run(args: argparse.Namespace) -> int:
         if not published:
             reportset.discard(staged)
             inputs.unmake(reports, existed)
+        os.close(claim)
     print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}, "
           f"summary page {reports / 'summary.html'}")
     if expected is not None:
-        return compare(reports, expected)
+        return compare(reports, expected, args.profile, args.image)
     return int(code)
 
 

@@ -44,6 +44,9 @@ class Outcome:
     evidence: list[dict] = field(default_factory=list)
     platform_run: str = ""  # the platform run (worker) the test judged
     lacks: list[str] = field(default_factory=list)  # facets of its case the target lacks: the test did not run
+    # A failed test's whole assertion message (``message`` is its first 500 characters): what ``pairproof
+    # expect`` reads a finding's evidence words in, beside the structured evidence.
+    assertion: str = ""
 
 
 def validate(tests: Iterable[Declared], catalogue: Mapping[str, Case]) -> list[str]:
@@ -120,7 +123,8 @@ def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case],
             status, reason = _refusal_status(o, by_role, case)
             refusals.append({"test": o.declared.nodeid, "pair": o.declared.pair, "status": status,
                              "reason": reason, "proofs": o.proofs, "evidence": o.evidence,
-                             "platform_run": o.platform_run})
+                             "platform_run": o.platform_run,
+                             **({"assertion": o.assertion} if status == "failed" and o.assertion else {})})
         controls = {
             role: {"description": what,
                    "tests": [{"test": c.declared.nodeid, "status": "broken" if c.outcome == "error" else c.outcome,

@@ -22,6 +22,9 @@ from acceptance.harness.keys import (
 
 # Frames of these packages are machinery, not the place an assertion was made.
 _MACHINERY = ("/_pytest/", "/pluggy/", "/hypothesis/", "/allure_pytest/", "/allure_commons/")
+# How much of a failed test's assertion the verdict keeps (``assertion``): enough for a finding's evidence words,
+# bounded so one dict diff cannot swell the verdict. (qualify turns pytest's own truncation of it off.)
+ASSERTION_CHARS = 8000
 CASES_DIR = str(Path(__file__).resolve().parents[1] / "cases")
 
 
@@ -200,6 +203,7 @@ class PairproofSession:
         elif report.failed:
             o.outcome = "failed" if report.when == "call" else "error"
             crash = getattr(report.longrepr, "reprcrash", None)
+            o.assertion = crash.message[:ASSERTION_CHARS] if crash is not None and report.when == "call" else ""
             o.message = (f"{report.when}: {crash.message}"[:500] if crash is not None else
                          (report.longreprtext or "").strip().splitlines()[-1:][0] if report.longreprtext else report.when)
 

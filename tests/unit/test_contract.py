@@ -134,7 +134,7 @@ def test_a_case_whose_facet_the_target_lacks_is_not_covered_naming_it_and_fails_
     assert case["reason"].startswith("target lacks snapshots")
     assert all(not c["tests"] for c in case["controls"].values())  # its tests did not run: not counted as skipped
     assert verdict["status"] == "failed" and any("target lacks snapshots" in p for p in verdict["problems"])
-    state, why = gate._judge_case(case, sn2)
+    state, why = gate.judge_case(case, sn2)
     assert state == "not covered" and "target lacks snapshots" in why[0]
     verdict.update(run="abcd1234", target="partial", pytest_exit=0)
     assert gate._schema_problems(json.loads(json.dumps(verdict))) == []
@@ -149,7 +149,7 @@ def test_the_gate_takes_lacks_on_the_verdicts_word_even_if_the_status_was_edited
     sn2 = catalogue.load()["SN-2"]
     entry = {"id": "SN-2", "status": "passed", "reason": "", "lacks": ["snapshots"], "refusals": [],
              "expected_refusals": [], "controls": {"P": {"description": "", "tests": [], "status": "passed"}}}
-    state, why = gate._judge_case(entry, sn2)
+    state, why = gate.judge_case(entry, sn2)
     assert state == "not covered" and "target lacks snapshots" in why[0]
 
 

@@ -12,15 +12,16 @@ import pytest
 from acceptance import cli
 from acceptance.catalogue import load as load_catalogue
 from acceptance.harness.pairing import Declared, Outcome, judge
-from reports import expectation
+from reports import expectation, identity
 from reports import verdict as verdict_report
 
 IDS = ["TS-2", "TS-3", "RS-1"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _o(case, role, outcome="passed", message=""):
-    return Outcome(Declared(f"t.py::{case}-{role}", case, role), outcome=outcome, proofs=1, message=message)
+def _o(case, role, outcome="passed", message="", proofs=1):
+    return Outcome(Declared(f"t.py::{case}-{role}", case, role), outcome=outcome, proofs=proofs, message=message,
+                   assertion=message if outcome == "failed" else "")
 
 
 def _outcomes(**status) -> list[Outcome]:
@@ -42,7 +43,7 @@ def _results(tmp_path, *, target="hermes-unguarded", pytest_exit=1, **status) ->
     catalogue = {k: c for k, c in load_catalogue().items() if k in IDS}
     outcomes = _outcomes(**status)
     v = judge(outcomes, catalogue)
-    v.update(run="0badc0de", target=target, pytest_exit=pytest_exit)
+    v.update(run="0badc0de", target=target, pytest_exit=pytest_exit, judged=identity.recompute(target))
     for case in v["cases"]:
         case["expected_refusals"] = [o.declared.nodeid for o in outcomes
                                      if o.declared.case == case["id"] and o.declared.role == "refusal"]
@@ -98,12 +99,44 @@ def test_an_expected_failure_that_passes_exits_1(tmp_path, capsys):
     assert "TS-3: expected to fail, passed" in out and "vanished" in out
 
 
-def test_an_expected_failure_whose_control_is_broken_is_noted(tmp_path, capsys):
-    """A refusal that failed showed the leak itself: the verdict says failed, and the line notes the control."""
+def test_an_expected_failure_whose_control_is_broken_exits_1(tmp_path, capsys):
+    """Issue 27 item 5: a failure whose control did not pass shows nothing about the agent (the probe may see
+    nothing, the allowed path may not work): not an expected failure. It used to be noted and passed."""
     results = _results(tmp_path, TS_2=TS2_FAILS, TS_3=TS3_FAILS, TS_3_P=("error", ""))
     code, out, _ = _expect(capsys, results, _expected(tmp_path))
-    assert code == 0, out
-    assert "TS-3: failed, as expected" in out and "(note: control P broken)" in out
+    assert code == 1, out
+    assert "TS-3: failed, but control P" in out and "shows nothing about the agent" in out
+
+
+def test_an_expected_failure_whose_failing_refusal_carried_no_proof_exits_1(tmp_path, capsys):
+    """Issue 27 item 5: the failing refusal must have proved it ran where it was meant to."""
+    results = _results(tmp_path, TS_2=TS2_FAILS, TS_3=TS3_FAILS)
+    v = json.loads((results / "verdict.json").read_text())
+    next(c for c in v["cases"] if c["id"] == "TS-3")["refusals"][0]["proofs"] = 0
+    (results / "verdict.json").write_text(json.dumps(v))
+    code, out, _ = _expect(capsys, results, _expected(tmp_path))
+    assert code == 1 and "TS-3: failed, but no failing refusal carried proof of execution" in out, out
+
+
+def test_a_case_expected_to_pass_is_judged_by_the_gate_not_its_status(tmp_path, capsys):
+    """Issue 27 item 5: RS-1 recorded passed, but its refusal has no proof: the gate does not pass it, so
+    neither does expect (it used to read the status string)."""
+    results = _results(tmp_path, TS_2=TS2_FAILS, TS_3=TS3_FAILS)
+    v = json.loads((results / "verdict.json").read_text())
+    next(c for c in v["cases"] if c["id"] == "RS-1")["refusals"][0]["proofs"] = 0
+    (results / "verdict.json").write_text(json.dumps(v))
+    code, out, _ = _expect(capsys, results, _expected(tmp_path))
+    assert code == 1 and "RS-1: broken: refusal t.py::RS-1-refusal passed with no proof" in out, out
+
+
+def test_a_verdict_of_another_source_is_not_as_expected(tmp_path, capsys):
+    """Issue 27 items 1 and 5: expect ties the verdict to this source and target as the gate does."""
+    results = _results(tmp_path, TS_2=TS2_FAILS, TS_3=TS3_FAILS)
+    v = json.loads((results / "verdict.json").read_text())
+    v["judged"]["catalogue"] = "0" * 64
+    (results / "verdict.json").write_text(json.dumps(v))
+    code, out, _ = _expect(capsys, results, _expected(tmp_path))
+    assert code == 1 and "the verdict is not of this source and target: catalogue:" in out, out
 
 
 def test_an_expected_failure_whose_case_is_broken_exits_1(tmp_path, capsys):
@@ -128,11 +161,13 @@ def test_an_expected_failure_without_its_evidence_exits_1(tmp_path, capsys):
     other = ("failed", "assert {'drop-product-tool': ['intended but not offered']} == {}")
     code, out, _ = _expect(capsys, _results(tmp_path, TS_2=other, TS_3=TS3_FAILS), _expected(tmp_path))
     assert code == 1
-    assert "TS-2: failed, but its evidence does not show 'add-mcp-server', 'mcp__mirror__'" in out
+    assert ("TS-2: failed, but what its proven failing refusals asserted or recorded does not show 'add-mcp-server', "
+            "'mcp__mirror__'") in out
 
 
-def test_evidence_found_in_an_allure_attachment(tmp_path, capsys):
-    """The words may be in what the failing refusal attached (hermes's own log line), not in its message."""
+def test_evidence_only_in_an_allure_attachment_is_not_evidence(tmp_path, capsys):
+    """Issue 27 item 5: a test attaches what it read, leak or not (TS-1's list of intended tools names
+    ``terminal`` on every run): words found only in an attachment are not the failure's evidence. They used to be."""
     results = _results(tmp_path, TS_2=TS2_FAILS, TS_3=("failed", "assert {'not-utf8': 'started'} == {}"))
     allure = results / "allure-results"
     allure.mkdir()
@@ -150,6 +185,13 @@ why = "ignored with a warning"
 evidence = ["started", "IGNORING this managed file"]
 """)
     code, out, _ = _expect(capsys, results, expected)
+    assert code == 1 and "does not show 'IGNORING this managed file'" in out, out
+
+
+def test_evidence_in_the_whole_assertion_beyond_its_500_character_reason(tmp_path, capsys):
+    """The verdict keeps a failed refusal's whole assertion: a word past the reason's 500 characters counts."""
+    long = ("failed", "assert {" + ", ".join(f"'v{i}': 'started'" for i in range(60)) + ", 'not-utf8': 'started'} == {}")
+    code, out, _ = _expect(capsys, _results(tmp_path, TS_2=TS2_FAILS, TS_3=long), _expected(tmp_path))
     assert code == 0, out
 
 

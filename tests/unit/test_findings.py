@@ -29,6 +29,8 @@ def _run(tmp_path, target: str, run: str, failing: dict[str, str], attachments: 
         outcomes += [Outcome(Declared(f"t.py::test_{case_id}_{role}", case_id, role), proofs=1) for role in case.controls]
     v = judge(outcomes, catalogue)
     v.update(run=run, target=target, pytest_exit=1 if failing else 0)
+    for case in v["cases"]:  # (the suite's collection: every refusal of the case, as the plugin records it)
+        case["expected_refusals"] = [r["test"] for r in case["refusals"]]
     folder = tmp_path / target
     verdict_report.write(folder / "verdict.json", v)
     allure = folder / "allure-results"
@@ -166,3 +168,19 @@ def test_a_memory_review_metered_unattributed_is_answered_from_md4_s_background_
     again = _run(tmp_path / "again", "hermes-unguarded", "u2", {}, {"MD-4": ("MD-4 records compared", json.dumps(table))})
     assert _findings(capsys, "--results", str(again), "--out", str(out_file))[0] == 0
     assert "a memory review: none seen" in out_file.read_text()
+
+
+def test_a_finding_is_closed_only_where_the_gate_passes_its_case(tmp_path, capsys):
+    """Issue 27 item 5: TS-3 recorded passed on hermes, but its refusal carried no proof: the gate does not pass
+    it, so the finding is not closed (it used to be read off the status string)."""
+    unguarded = _run(tmp_path, "hermes-unguarded", "u0000001", {"TS-3": "assert {'not-utf8': 'started'} == {}"})
+    guarded = _run(tmp_path, "hermes", "g0000002", {})
+    path = guarded / "verdict.json"
+    v = json.loads(path.read_text())
+    next(c for c in v["cases"] if c["id"] == "TS-3")["refusals"][0]["proofs"] = 0
+    path.write_text(json.dumps(v))
+    out = tmp_path / "findings.md"
+    code, _, err = _findings(capsys, "--results", str(unguarded), "--results", str(guarded), "--out", str(out))
+    assert code == 0, err
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| A malformed managed file"))
+    assert "not yet: TS-3 broken" in row, row

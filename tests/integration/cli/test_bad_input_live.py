@@ -315,3 +315,24 @@ def test_the_dry_collection_imports_the_suite_this_process_runs(tmp_path, monkey
                     ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.chdir(tmp_path)
     inputs.pytest_args([str(Path(cases.__file__).parent), "--target", "reference", "-p", "no:cacheprovider"], [])
+
+
+def test_a_second_qualify_into_a_folder_a_live_run_holds_is_refused_and_changes_nothing(world):
+    """Issue 27 item 12: two qualifies into one reports folder both said "verdict written" and exited 0, one set
+    published and the other orphaned. A run now holds its folder (``reportset.hold``) from before it stages to the
+    end: the second gets exit 2 and one line at once, and the first's folder is as it was."""
+    argv = _argv("qualify", world)
+    before = _tree_digest(world["root"])
+    claim = reportset.hold(world["reports"])  # the first run, live
+    try:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), str(CHECKOUT)])}
+        done = subprocess.run([sys.executable, "-m", "acceptance.cli", *argv], capture_output=True, text=True,
+                              cwd=world["root"], env=env, timeout=300, stdin=subprocess.DEVNULL)
+    finally:
+        os.close(claim)
+    lines = done.stderr.strip().splitlines()
+    assert (done.returncode, len(lines)) == (2, 1), done.stderr[-2000:]
+    assert "another qualification is writing into it" in lines[0] and str(world["reports"]) in lines[0]
+    assert _tree_digest(world["root"]) == before
+    again = reportset.hold(world["reports"])  # released with the descriptor: the next run may write
+    os.close(again)
