@@ -232,16 +232,34 @@ def _notes_with(target, principal, body: str) -> int:
     return sum(r["body"] == body for r in records)
 
 
+def _one_operation(target, ref, marker: str, when: str) -> dict:
+    """The journal's one operation of the scripted notes_create call carrying ``marker``, after counting at the
+    product and in the journal first: more than one note, or more than one operation, for the one call the
+    model asked for is an effect repeated (the finding, asserted), not a turn that failed to set the case up;
+    no operation at all is (the agent never called the tool: nothing to judge, ProofError)."""
+    ops = [o for o in target.journal(ref) if o["request"]["params"]["arguments"].get("body") == marker]
+    notes = _notes_with(target, ref.principal, marker)
+    attach(f"LF-5 {when}: the one scripted call's effects", {"operations in the journal": ops, "notes at the product": notes})
+    assert notes <= 1, f"{notes} notes at the product for the one notes_create call the model asked for ({when})"
+    assert len(ops) <= 1, f"{len(ops)} operations in the journal for the one notes_create call the model asked for ({when})"
+    if not ops:
+        raise ProofError(f"{when}: the journal holds no operation of the scripted notes_create call (marker {marker!r}): "
+                         "the agent's turn did not set up the case")
+    return ops[0]
+
+
 @pytest.mark.case("LF-5", "refusal", pair="H->product")
 def test_lf5_unknown_effect_is_reconciled_not_repeated(agent_profile, hank, target, probe_log):
     """A note whose creation reached the product but whose answer was lost is 'unknown'; recovery asks the
-    product, marks it completed and does not send it again: exactly one note."""
+    product, marks it completed and does not send it again: exactly one note. The effects are counted at the
+    product and in the journal before anything else is judged: a lost answer answered by sending the call
+    again (two notes, two operations) fails here, before recovery."""
     marker = "effect-with-lost-answer"
     target.script_model(hank.principal, [{"tool": agent_profile.tool("notes_create"), "arguments": {"body": marker}},
                                          {"reply": "done"}])
     with target.broken_lossy_product_link(ref=hank):
         target.turn(hank, "make the note")
-    [op] = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
+    op = _one_operation(target, hank, marker, "before recovery")
     assert op["state"] == "unknown"
     nonce = probe_log.platform_probe(hank, f"recovery reconciles {op['op']}")
     target.recover(hank, request_id=nonce)
@@ -290,12 +308,8 @@ def test_lf5_one_effect_per_operation_whatever_the_kill_point(agent_profile, poi
     else:
         with getattr(target, fault)(ref=hank):
             target.turn(hank, "make the note")
-    ops = [o for o in target.journal(hank) if o["request"]["params"]["arguments"].get("body") == marker]
-    if len(ops) != 1:
-        # No operation to kill around (the agent never called the tool, or called it twice): nothing is judged.
-        raise ProofError(f"kill point {point}: the journal holds {len(ops)} operations of the scripted notes_create "
-                         f"call (marker {marker!r}), not one; the agent's turn did not set up the kill point")
-    [op] = ops
+    # Two effects of the one call before the kill are the finding already; none, no kill point to judge.
+    op = _one_operation(target, hank, marker, f"before the kill {point}")
     target.crash(hank)
     nonce = probe_log.platform_probe(hank, f"recovery after a kill {point}")
     successor = target.recover(hank, request_id=nonce)
