@@ -5,21 +5,30 @@ from __future__ import annotations
 
 import pytest
 
-from acceptance.cases.judges.sharing import Exchange, findings_both_ways, require, required_problems, shared_findings, unseen_own
+from acceptance.cases.judges.sharing import (
+    Exchange,
+    findings_both_ways,
+    require,
+    required_problems,
+    shared_findings,
+    unseen_own,
+    walk_problems,
+)
 from acceptance.errors import ProofError
 
 OK = {"shm": "ok", "msg": "ok", "sem": "ok"}
+WALKED = {"limit": 100000, "folders": 812, "cut": [], "unlisted": {"/root": "errno 13"}}  # complete (a denial only)
 
 
 def _wrote(**places: dict) -> dict:
     base = {"/tmp": {"wrote": True, "id": "40:1"}, "/data": {"wrote": True, "id": "65024:7"}}
     base.update({k.replace("_", "/"): v for k, v in places.items()})
-    return {"places": base, "sysv": OK, "ipc_ns": "ipc:[1]", "key": 99}
+    return {"places": base, "sysv": OK, "ipc_ns": "ipc:[1]", "key": 99, "walk": WALKED}
 
 
 def _looked(seen=(), sysv=(), places=None, ipc="ipc:[2]") -> dict:
     return {"seen": list(seen), "sysv_seen": list(sysv), "places": places or {"/tmp": "41:1", "/data": "65024:8"},
-            "ipc_ns": ipc}
+            "ipc_ns": ipc, "walk": WALKED}
 
 
 def test_private_places_share_nothing():
@@ -62,7 +71,7 @@ def test_sysv_objects_and_one_ipc_namespace_are_findings():
     ({"/tmp": {"wrote": True, "id": "1:1"}}, "B did not try /data"),
 ])
 def test_without_tmp_and_home_written_the_case_is_unproven(places, problem):
-    ex = Exchange("B", "A", {"places": places, "sysv": OK, "ipc_ns": "ipc:[1]", "key": 1}, _looked())
+    ex = Exchange("B", "A", {"places": places, "sysv": OK, "ipc_ns": "ipc:[1]", "key": 1, "walk": WALKED}, _looked())
     assert required_problems(ex) == [problem]
     with pytest.raises(ProofError, match="proves nothing"):
         require(ex)
@@ -101,7 +110,7 @@ def test_the_refusal_must_look_both_ways(pairs):
 
 def test_each_way_must_have_written_its_tmp_and_home():
     blind = Exchange("A", "B", {"places": {"/data": {"wrote": True, "id": "1:1"}}, "sysv": OK, "ipc_ns": "ipc:[1]",
-                                "key": 1}, _looked())
+                                "key": 1, "walk": WALKED}, _looked())
     with pytest.raises(ProofError, match="A did not try /tmp"):
         findings_both_ways([Exchange("B", "A", _wrote(), _looked()), blind])
 
@@ -119,3 +128,25 @@ def test_a_file_mount_the_writer_could_open_is_compared_by_identity():
 def test_an_opened_file_is_not_required_to_be_seen_by_its_owner():
     wrote = _wrote(_var_log_agent={"opened": True, "id": "65024:9"})
     assert unseen_own(Exchange("A", "A", wrote, _looked(seen=["/tmp", "/data"], sysv=["shm", "msg", "sem"]))) == []
+
+
+@pytest.mark.parametrize("walk, problem", [
+    ({"limit": 2000, "folders": 2000, "cut": ["/usr"], "unlisted": {}},
+     "B's write stopped its walk at 2000 folders under ['/usr']: the folders after are unseen"),
+    ({"limit": 100000, "folders": 5, "cut": [], "unlisted": {"/srv/x": "errno 5"}},
+     "B's write could not list 1 folders for a reason other than a denial: {'/srv/x': 'errno 5'}"),
+    (None, "B's write gave no completeness record of its walk"),
+])
+def test_a_walk_that_did_not_look_everywhere_leaves_the_case_unproven(walk, problem):
+    """A write whose walk under its mount points stopped at the limit, could not list a folder for a reason
+    other than a denial, or gave no record: the write-then-look is refused (broken), on either side; the same
+    walk complete is not."""
+    wrote = {k: v for k, v in _wrote().items() if k != "walk"} | ({"walk": walk} if walk is not None else {})
+    assert walk_problems(wrote, "B", "write") == [problem]
+    assert walk_problems(_wrote(), "B", "write") == []
+    with pytest.raises(ProofError, match="stopped its walk|could not list|no completeness record"):
+        findings_both_ways([Exchange("B", "A", wrote, _looked()), Exchange("A", "B", _wrote(), _looked())])
+    looked = {k: v for k, v in _looked().items() if k != "walk"} | ({"walk": walk} if walk is not None else {})
+    assert required_problems(Exchange("B", "A", _wrote(), looked)) == [problem.replace("B's write", "A's look")]
+    assert unseen_own(Exchange("A", "A", _wrote(), _looked(seen=["/tmp", "/data"], sysv=["shm", "msg", "sem"]) | {
+        "walk": walk})) != []

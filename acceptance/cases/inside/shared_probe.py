@@ -11,10 +11,18 @@ written is kept with its errno.
 
 argv: ``write MARKER`` | ``look MARKER PATH...`` | ``clean MARKER PATH...``. Prints one JSON object:
 - write: ``{"places": {path: {"wrote": bool, "id": "dev:ino", "fstype", "error"}}, "sysv": {kind:
-  "ok" or "errno N"}, "ipc_ns": link, "key": int}``;
+  "ok" or "errno N"}, "ipc_ns": link, "key": int, "walk": record}``;
 - look (``PATH``s besides the looker's own places, every mount point and the folders under each, read-only
-  ones included): ``{"seen": [path], "sysv_seen": [kind], "places": {path: "dev:ino"}, "ipc_ns": link}``;
+  ones included): ``{"seen": [path], "sysv_seen": [kind], "places": {path: "dev:ino"}, "ipc_ns": link,
+  "walk": record}``;
 - clean: removes the marker file from each ``PATH`` and the marker's IPC objects: ``{"left": [...]}``.
+
+The walks under mount points (the folders under a mount whose root this uid cannot write; every folder the
+look searches) say where they stopped, in the completeness record ``walk``: ``{"limit": WALK_DIRS,
+"folders": how many listed, "cut": [mount points whose walk reached the limit], "unlisted": {path: "errno
+N"}}`` (a folder that could not be listed, its subfolders unseen). The host judges it
+(``sharing.walk_problems``): a walk cut at the limit, or a folder unlisted for a reason other than a denial
+or a folder gone meanwhile, leaves the case unjudged, never passed.
 """
 
 import ctypes
@@ -26,7 +34,7 @@ import sys
 HOME = "/data"
 ALWAYS = ("/tmp", HOME, "/dev/shm")
 SKIP = ("/proc", "/sys")
-WALK_DIRS = 2000
+WALK_DIRS = 100000  # folders listed under one mount point; more and the walk stops, and says so (``WALK``)
 FILE = "a file mount"
 IPC_CREAT, IPC_EXCL, IPC_RMID = 0o1000, 0o2000, 0
 SYSV = ("shm", "msg", "sem")
@@ -65,14 +73,26 @@ def _identity(path):
     return f"{st.st_dev}:{st.st_ino}"
 
 
+WALK = {"limit": WALK_DIRS, "folders": 0, "cut": [], "unlisted": {}}  # this run's completeness record
+
+
+def _unlisted(error):
+    WALK["unlisted"][error.filename or "?"] = f"errno {error.errno}"
+
+
 def _folders_under(top):
-    """Folders under ``top`` on the same mount (bounded walk, /proc and /sys left out)."""
+    """Folders under ``top`` on the same mount (a walk bounded at WALK_DIRS folders listed, /proc and /sys left
+    out); what it could not list, and where it stopped, go into ``WALK``."""
     try:
         dev = os.stat(top).st_dev
-    except OSError:
+    except OSError as e:
+        _unlisted(e)
         return []
     found, walked = [], 0
-    for root, dirs, _ in os.walk(top, onerror=lambda e: None):
+    for root, dirs, _ in os.walk(top, onerror=_unlisted):
+        if walked >= WALK_DIRS:
+            WALK["cut"].append(top)
+            break
         keep = []
         for d in dirs:
             path = os.path.join(root, d)
@@ -85,8 +105,7 @@ def _folders_under(top):
                 found.append(path)
         dirs[:] = keep
         walked += 1
-        if walked > WALK_DIRS:
-            break
+        WALK["folders"] += 1
     return found
 
 
@@ -202,7 +221,8 @@ def write(marker):
         except OSError as e:
             entry["wrote"], entry["error"] = False, f"errno {e.errno}"
         report[path] = entry
-    return {"places": report, "sysv": _sysv_make(key_of(marker)), "ipc_ns": ipc_ns(), "key": key_of(marker)}
+    return {"places": report, "sysv": _sysv_make(key_of(marker)), "ipc_ns": ipc_ns(), "key": key_of(marker),
+            "walk": WALK}
 
 
 def look(marker, paths):
@@ -220,7 +240,8 @@ def look(marker, paths):
         except OSError:
             pass
     key = key_of(marker)
-    return {"seen": seen, "sysv_seen": [k for k in SYSV if key in sysv_keys(k)], "places": ids, "ipc_ns": ipc_ns()}
+    return {"seen": seen, "sysv_seen": [k for k in SYSV if key in sysv_keys(k)], "places": ids, "ipc_ns": ipc_ns(),
+            "walk": WALK}
 
 
 def clean(marker, paths):

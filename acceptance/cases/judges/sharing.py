@@ -6,7 +6,9 @@ IPC objects keyed by it); the owner looks for that marker in the same paths and 
 intruder then removes what it made. The refusal runs it both ways (``both_ways``): the owner writes and the
 intruder looks too, so a folder writable on one side and only readable on the other is seen. What is judged:
 - ``required_problems``: the places tried must include /tmp and the home, written: a write-then-look that
-  did not write there proved nothing (the case is broken, not passed);
+  did not write there proved nothing (the case is broken, not passed); and each side's walk under its mount
+  points must be complete (``walk_problems``): a walk that stopped at its limit, or could not list a folder
+  for a reason other than a denial or the folder going, did not look everywhere (broken, with the reason);
 - ``shared_findings``: every marker the owner saw, every IPC object of the intruder's in the owner's
   /proc/sysvipc, every folder the intruder wrote (or file mount it could open for writing) that has the
   same identity (``dev:ino``) as one of the owner's, and one IPC namespace for both.
@@ -26,6 +28,9 @@ PROBE = Path(__file__).resolve().parents[1] / "inside" / "shared_probe.py"
 HOME = "/data"
 REQUIRED = ("/tmp", HOME)
 SYSV = ("shm", "msg", "sem")
+# Why a folder may go unlisted without the walk being incomplete: a denial (what this uid cannot list it cannot
+# see or write under either, but through a name it already knows), or the folder gone meanwhile.
+ACCEPTED_UNLISTED = ("errno 1", "errno 2", "errno 13", "errno 20")
 
 
 def run(host, *args: str) -> dict:
@@ -49,6 +54,8 @@ class Exchange:
     def evidence(self) -> dict:
         return {"places tried by " + self.writer: self.wrote["places"], "System V IPC made": self.wrote["sysv"],
                 f"what {self.looker} saw": {"markers": self.looked["seen"], "sysv": self.looked["sysv_seen"]},
+                "walks (completeness)": {f"{self.writer} writing": self.wrote.get("walk"),
+                                         f"{self.looker} looking": self.looked.get("walk")},
                 "ipc namespaces": {self.writer: self.wrote["ipc_ns"], self.looker: self.looked["ipc_ns"]}}
 
 
@@ -67,9 +74,27 @@ def exchange(writer_host, looker_host, writer: str, looker: str) -> Exchange:
     return Exchange(writer, looker, wrote, looked)
 
 
-def required_problems(ex: Exchange) -> list[str]:
-    """Why this write-then-look proves nothing: /tmp or the home not tried, or not written."""
+def walk_problems(report: Mapping, who: str, what: str) -> list[str]:
+    """Why one side's walk under its mount points did not look everywhere: no completeness record, a walk cut
+    at its limit, a folder it could not list for a reason other than a denial or the folder going."""
+    walk = report.get("walk")
+    if not isinstance(walk, Mapping):
+        return [f"{who}'s {what} gave no completeness record of its walk"]
     problems = []
+    if walk.get("cut"):
+        problems.append(f"{who}'s {what} stopped its walk at {walk.get('limit')} folders under {sorted(walk['cut'])}: "
+                        "the folders after are unseen")
+    odd = {p: why for p, why in (walk.get("unlisted") or {}).items() if why not in ACCEPTED_UNLISTED}
+    if odd:
+        problems.append(f"{who}'s {what} could not list {len(odd)} folders for a reason other than a denial: "
+                        f"{dict(sorted(odd.items())[:5])}")
+    return problems
+
+
+def required_problems(ex: Exchange) -> list[str]:
+    """Why this write-then-look proves nothing: /tmp or the home not tried, or not written; either side's
+    walk incomplete."""
+    problems = walk_problems(ex.wrote, ex.writer, "write") + walk_problems(ex.looked, ex.looker, "look")
     for path in REQUIRED:
         entry = ex.wrote["places"].get(path)
         if entry is None:
