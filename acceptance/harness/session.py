@@ -24,7 +24,7 @@ from acceptance.harness.keys import (
 _MACHINERY = ("/_pytest/", "/pluggy/", "/hypothesis/", "/allure_pytest/", "/allure_commons/")
 # How much of a failed test's assertion the verdict keeps (``assertion``): enough for a finding's evidence words,
 # bounded so one dict diff cannot swell the verdict. (qualify turns pytest's own truncation of it off.)
-ASSERTION_CHARS = 8000
+ASSERTION_CHARS = 65536
 CASES_DIR = str(Path(__file__).resolve().parents[1] / "cases")
 
 
