@@ -179,12 +179,15 @@ def test_nt3_intruder_reaches_only_its_own_broker(intruder, instances, target, s
     a wildcard address, a broker socket in a folder shared between sandboxes, an abstract socket in a
     shared namespace, the engine's socket mounted in, A's address reaching A from anywhere. The intruder's
     own broker must be among the answers, or the sweep could not tell a broker when it sees one; a socket
-    it reached whose holder cannot be found leaves the case unjudged."""
+    it reached whose holder cannot be found leaves the case unjudged, and so does a sweep whose filesystem
+    walk did not look everywhere (cut at its limit, or a folder it may search but could not list:
+    ``netprobes.sweep_problems``)."""
     ref = instances[intruder]
     report = netprobes.sweep_report(sandbox_host(ref), [target.broker_endpoint(instances["A"])])
     knocks = report["knocks"]
     held = holders.socket_holders(target.identity(ref).host_pid, report)
     attach(f"{intruder}'s knocks ({len(knocks)} sockets) and their answers", knocks)
+    attach(f"{intruder}'s sweep: its filesystem walk, judged complete", report["walk"])
     attach(f"the holders of the {len(held)} sockets {intruder} could connect to", held)
     own_broker = _answering_as(knocks, ref)
     if not own_broker:

@@ -21,7 +21,7 @@ import socket
 import struct
 import sys
 
-from listeners import connect, knock_all, listeners  # installed by the runner (acceptance/cases/judges/netprobes.py)
+from listeners import connect, knock_all, listeners, walk_record  # installed by the runner (acceptance/cases/judges/netprobes.py)
 
 DNS_ID = 0x5050
 
@@ -157,6 +157,7 @@ def main(argv):
             sock.close()
 
     report["knocks"] = knock_all(listeners(), knock)
+    report["walk"] = walk_record()
     print(json.dumps(report))
 
 

@@ -13,6 +13,13 @@ What is enumerated, from inside the sandbox:
   path.
 A wildcard listener (0.0.0.0, ::) is knocked on at the loopback address of its family. Knocks go to local
 addresses only: nothing here routes a packet anywhere.
+
+The filesystem walk says where it stopped, in the completeness record ``WALK`` (``walk_record()``, which each
+probe using this library puts in its report as ``"walk"``): ``{"limit": WALK_LIMIT, "entries": files looked
+at, "cut": "" or where the walk stopped at the limit, "unlisted": {folder: {"error": "errno N",
+"searchable": bool}}}``. A folder it could not list but may search is a place a socket is reachable by a name
+the walk cannot see. The host judges it (``netprobes.sweep_problems``): cut, unlisted for a reason other than a
+denial or a folder gone, or unlisted and searchable, and the sweep is incomplete (the case broken, never passed).
 """
 
 import os
@@ -21,7 +28,7 @@ import stat
 import threading
 
 WALK_SKIP = ("/proc", "/sys", "/usr")
-WALK_LIMIT = 100000
+WALK_LIMIT = 100000  # files looked at; more and the walk stops, and says so in WALK
 MOUNTS_WALKED_UNDER = ("/usr",)  # skipped for its size (the host's /usr in a bubblewrap sandbox), not its mounts
 
 
@@ -102,6 +109,19 @@ def _socket_entries(path):
             for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM)]
 
 
+WALK = {"limit": WALK_LIMIT, "entries": 0, "cut": "", "unlisted": {}}
+
+
+def walk_record():
+    """The filesystem walk's completeness record (what ``listeners()`` looked at, and where it could not)."""
+    return WALK
+
+
+def _unlisted(error):
+    path = error.filename or "?"
+    WALK["unlisted"][path] = {"error": f"errno {error.errno}", "searchable": os.access(path, os.X_OK)}
+
+
 def _socket_files():
     found, walked = [], 0
     points = _mount_points()
@@ -113,7 +133,7 @@ def _socket_files():
         except OSError:
             pass
     for top in tops:
-        for root, dirs, files in os.walk(top, onerror=lambda e: None):
+        for root, dirs, files in os.walk(top, onerror=_unlisted):
             dirs[:] = [d for d in dirs if os.path.join(root, d) not in WALK_SKIP]
             for name in files:
                 walked += 1
@@ -123,8 +143,9 @@ def _socket_files():
                         found += _socket_entries(path)
                 except OSError:
                     pass
+            WALK["entries"] = walked
             if walked > WALK_LIMIT:
-                found.append({"proto": "truncated", "where": f"walk stopped after {WALK_LIMIT} entries"})
+                WALK["cut"] = f"stopped after {WALK_LIMIT} entries, in {root} (under {top})"
                 return found
     return found
 
@@ -177,7 +198,7 @@ def knock_all(entries, knock):
         except Exception as exc:  # a knock must not end the probe; its failure is its result
             results[entry["where"]] = f"{type(exc).__name__}"
 
-    threads = [threading.Thread(target=one, args=(e,)) for e in entries if e["proto"] != "truncated"]
+    threads = [threading.Thread(target=one, args=(e,)) for e in entries]
     for t in threads:
         t.start()
     for t in threads:

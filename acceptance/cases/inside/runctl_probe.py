@@ -9,7 +9,7 @@ scan of the sandbox's /proc would find them. Prints one JSON object: ``{"knocks"
 import json
 import socket
 
-from listeners import connect, knock_all, listeners  # installed by the runner (acceptance/cases/judges/netprobes.py)
+from listeners import connect, knock_all, listeners, walk_record  # installed by the runner (acceptance/cases/judges/netprobes.py)
 
 
 def status(entry, key):
@@ -48,4 +48,4 @@ def knock(entry):
 
 
 entries = [e for e in listeners(udp=False) if e.get("kind", socket.SOCK_STREAM) == socket.SOCK_STREAM]
-print(json.dumps({"knocks": knock_all(entries, knock)}))
+print(json.dumps({"knocks": knock_all(entries, knock), "walk": walk_record()}))

@@ -4,15 +4,15 @@ report who answered. Uses ``listeners.py``.
 argv: broker base URLs (``http://HOST:PORT``) to try besides what is enumerated. Prints one JSON object:
 ``{"knocks": {where: {"status", "body"} or "Error: ..."}, "connected": [where], "entries": {where: entry}}``:
 ``connected`` names every socket the connect reached (whatever came after), ``entries`` says what each
-``where`` is (protocol, address or path), for the host to find the socket's holder. Knocks go to local
-addresses only.
+``where`` is (protocol, address or path), for the host to find the socket's holder; ``walk`` is the
+filesystem walk's completeness record (``listeners.walk_record``). Knocks go to local addresses only.
 """
 
 import json
 import socket
 import sys
 
-from listeners import connect, knock_all, listeners  # installed by the runner (acceptance/cases/judges/netprobes.py)
+from listeners import connect, knock_all, listeners, walk_record  # installed by the runner (acceptance/cases/judges/netprobes.py)
 
 CONNECTED = []
 
@@ -49,7 +49,7 @@ def main(urls):
     knocks = knock_all(entries, whoami)
     described = {e["where"]: {k: v for k, v in e.items() if k in ("proto", "family", "host", "port", "path", "kind")}
                  for e in entries}
-    print(json.dumps({"knocks": knocks, "connected": sorted(set(CONNECTED)), "entries": described}))
+    print(json.dumps({"knocks": knocks, "connected": sorted(set(CONNECTED)), "entries": described, "walk": walk_record()}))
 
 
 main(sys.argv[1:])

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from acceptance.contract import InstanceRef
+from acceptance.errors import ProofError
 
 CASES = Path(__file__).resolve().parents[1] / "inside"
 # What the kernel of a loopback-only sandbox answers (Linux errnos): no route to the address, nothing
@@ -66,7 +67,39 @@ def sweep(host, urls: list[str]) -> dict[str, object]:
     return sweep_report(host, urls)["knocks"]
 
 
+# Why a folder may go unlisted without the sweep being incomplete: a denial of a folder this uid cannot search
+# either (nothing under it is reachable by any name), or the folder gone meanwhile.
+ACCEPTED_UNLISTED = ("errno 1", "errno 2", "errno 13", "errno 20")
+
+
+def sweep_problems(report: dict) -> list[str]:
+    """Why a sweep did not see every socket file it can reach (``listeners.py``'s completeness record): no
+    record, a walk cut at its limit, a folder unlisted for a reason other than a denial or the folder going, or
+    unlisted yet searchable (a socket under it is reachable by a name the walk cannot see)."""
+    walk = report.get("walk")
+    if not isinstance(walk, dict):
+        return ["the sweep gave no completeness record of its filesystem walk"]
+    problems = []
+    if walk.get("cut"):
+        problems.append(f"the sweep's filesystem walk {walk['cut']}: the sockets after it are unseen")
+    unlisted = walk.get("unlisted") or {}
+    odd = {p: u for p, u in unlisted.items() if not isinstance(u, dict) or u.get("error") not in ACCEPTED_UNLISTED}
+    if odd:
+        problems.append(f"the sweep could not list {len(odd)} folders for a reason other than a denial: "
+                        f"{dict(sorted(odd.items())[:5])}")
+    searchable = sorted(p for p, u in unlisted.items() if isinstance(u, dict) and u.get("searchable") and p not in odd)
+    if searchable:
+        problems.append(f"the sweep could not list {len(searchable)} folders it may search (a socket in one is "
+                        f"reachable by a name the walk cannot see): {searchable[:5]}")
+    return problems
+
+
 def sweep_report(host, urls: list[str]) -> dict:
-    """The socket probe's whole report: ``knocks``, ``connected`` (the sockets a connect reached) and
-    ``entries`` (what each is)."""
-    return run_probe(host, "socket_probe.py", urls)
+    """The socket probe's whole report: ``knocks``, ``connected`` (the sockets a connect reached), ``entries``
+    (what each is) and ``walk`` (the completeness record), judged complete first (``sweep_problems``): a sweep
+    that did not look everywhere raises ProofError, whatever it knocked on."""
+    report = run_probe(host, "socket_probe.py", urls)
+    problems = sweep_problems(report)
+    if problems:
+        raise ProofError("the socket sweep did not look everywhere: " + "; ".join(problems))
+    return report
