@@ -256,3 +256,18 @@ def test_a_rule_that_holds_with_another_field_names_both(tmp_path, old, new, mes
     path = _edited(tmp_path, old, new)
     with pytest.raises(ProfileError, match=rf"profile {path}: {message}"):
         profiles.load(str(path))
+
+
+def test_idle_timers_are_declared_in_seconds_and_the_longest_is_what_nt5_watches_for(tmp_path):
+    """``[idle].timers`` (NT-5 watches an idle instance for at least the longest): the hermes profiles declare
+    hermes's MCP keepalive (180 s by default), the reference agent none; a period that is not a number above 0
+    is refused naming the field."""
+    assert profiles.load("hermes").idle_timers == {"mcp_keepalive": 180.0}
+    assert profiles.load("hermes-unguarded").idle_timers == {"mcp_keepalive": 180.0}
+    assert profiles.load().idle_timers == {}
+    declared = _edited(tmp_path, "[background]", "[idle]\ntimers = { refresh = 600, ping = 2.5 }\n\n[background]")
+    assert profiles.load(str(declared)).idle_timers == {"refresh": 600.0, "ping": 2.5}
+    for bad in ("0", '"600"', "-1"):
+        path = _edited(tmp_path, "[background]", f"[idle]\ntimers = {{ refresh = {bad} }}\n\n[background]")
+        with pytest.raises(ProfileError, match=rf"profile {path}: \[idle\]\.timers\.refresh"):
+            profiles.load(str(path))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -282,7 +283,10 @@ def test_purpose_and_the_request_are_recorded(mock):
         {"seq": 3, "style": "openai", "path": "/v1/chat/completions", "model": "gpt-test", "user": "",
          "purpose": "", "tools": [], "messages": 1, "system": "", "stream": False, "status": 200, "request_id": "",
          "usage": {"input": 20, "output": 1}, "step": None},
-    ] == [{k: v for k, v in r.items() if k != "body"} for r in mock.records()]
+    ] == [{k: v for k, v in r.items() if k not in ("body", "at")} for r in mock.records()]
+    # When each arrived, by the harness's clock, in the order they arrived (NT-5 reads an instance's last call).
+    times = [r["at"] for r in mock.records()]
+    assert times == sorted(times) and abs(times[-1] - time.time()) < 60
     # The whole request as it arrived is kept too (WD-1 scans it): the provider's view, not the caller's echo.
     bodies = [r["body"] for r in mock.records()]
     assert [b["messages"] for b in bodies] == [HI, HI * 3, HI]

@@ -31,7 +31,8 @@ class ModelPath(Protocol):
         item). The iterator ends when the proxy ends the stream; the suite reads it across a revocation."""
 
     def provider_records(self) -> list[dict]:
-        """The provider's own record of every request it got: ``user`` (``org:user``), ``purpose``,
+        """The provider's own record of every request it got, in the order they arrived: ``at`` (when, by the
+        provider's clock: seconds since the epoch, the harness's own clock), ``user`` (``org:user``), ``purpose``,
         ``status``, ``stream``, ``request_id``, the tools offered, ``usage`` (``{"input": tokens,
         "output": tokens}`` the provider billed for an answered call), and ``body``: the whole request as it
         arrived (prompt, history, tools), which WD-1 scans for another principal's canaries."""

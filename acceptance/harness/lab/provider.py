@@ -459,7 +459,7 @@ class ProviderMock:
                 step = queue.popleft() if queue else None
                 usage = {"input": prompt, "output": completion_tokens(step or {"reply": DEFAULT_REPLY})}
             self._records.append({
-                "seq": seq, "style": call.style, "path": call.path, "model": call.model, "user": call.user,
+                "seq": seq, "at": time.time(), "style": call.style, "path": call.path, "model": call.model, "user": call.user,
                 "purpose": call.purpose, "tools": list(call.tools), "messages": call.messages, "system": call.system,
                 "stream": call.stream, "status": status, "request_id": request_id[:64],
                 "usage": usage, "step": copy.deepcopy(step), "body": call.body,

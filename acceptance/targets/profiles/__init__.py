@@ -62,6 +62,9 @@ is the worked example):
     do: through ``[settings]``'s allowlist when the profile has one (then every leaf must be on it, or loading
     fails), else through the target's ``configure``, the agent applying them itself.
     Without it the agent is taken to make none, and MD-3 and MD-4 are broken on it, never passed.
+``[idle]`` (optional) what the agent does on its own while idle: ``timers``, a table of its own timers (a
+    keepalive, a refresh) -> their period in seconds. NT-5 watches an idle instance, from its last model call
+    to the end of the case, for at least the longest of them (a call any of them causes shows there).
 """
 
 from __future__ import annotations
@@ -121,6 +124,8 @@ class AgentProfile:
     # [startup]: pinned (path inside -> text, or None for an empty folder), state (paths the agent reads back)
     pinned: Mapping[str, str | None] = field(default_factory=dict)
     startup_state: tuple[str, ...] = ()
+    # [idle]: timers (name -> period in seconds); empty: the agent declares no timer of its own
+    idle_timers: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.process:
@@ -308,4 +313,5 @@ def _parse(path: Path, raw: dict) -> AgentProfile:
                         plant=dict(raw["plant"]), tools=dict(raw["tools"]), surface=dict(raw.get("surface", {})),
                         binds=binds, process=start.get("process", ""), arguments=raw.get("arguments", {}),
                         dialect=raw.get("dialect", ""), managed=managed, settings=settings, background=background,
-                        pinned=pinned, startup_state=tuple(startup.get("state", ())))
+                        pinned=pinned, startup_state=tuple(startup.get("state", ())),
+                        idle_timers={k: float(v) for k, v in raw.get("idle", {}).get("timers", {}).items()})
