@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import gzip
 import html
+import os
 import re
 import secrets
+import stat
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
@@ -20,9 +22,10 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from acceptance.cases.judges import approvals
 from acceptance.cases.judges.product_client import drive, reason_of, with_request_id
-from acceptance.errors import ProofError, TargetError
+from acceptance.errors import HarnessTimeout, ProofError, TargetError
 from acceptance.harness import hostscan
 from acceptance.harness.evidence import attach
+from acceptance.harness.wait import settle, until
 from canaries import records
 
 pytestmark = pytest.mark.usefixtures("planted")
@@ -570,16 +573,134 @@ def _traffic(target, agent_profile, principals, instances, planted, probe_log=No
     return nonces
 
 
+LOG_FILE_MAX = 64 << 20  # a log file the target names, or an agent's stdout on the host, read whole up to this
+
+
+def _read_bounded(path: str, what: str) -> bytes:
+    """A host file read whole by descriptor (no link followed past the one named), or ProofError: a log that
+    is not read whole was not judged."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ProofError(f"LG-1 cannot open {what} ({path}): {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ProofError(f"LG-1: {what} ({path}) is not a regular file")
+        data = f.read(LOG_FILE_MAX + 1)
+    if len(data) > LOG_FILE_MAX:
+        raise ProofError(f"LG-1: {what} ({path}) is longer than {LOG_FILE_MAX} bytes: not read whole")
+    return data
+
+
+def agent_outputs(target, instances) -> dict[str, dict[str, str]]:
+    """Where each instance's agent's stdout and stderr go, as the host sees them (its sandbox's pid 1, the
+    process the platform started with the descriptors it chose): a file, /dev/null, a pipe or a socket."""
+    seen = {}
+    for name, ref in instances.items():
+        pid = target.identity(ref).host_pid
+        seen[name] = {}
+        for fd, stream in ((1, "stdout"), (2, "stderr")):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                regular = stat.S_ISREG(os.stat(f"/proc/{pid}/fd/{fd}").st_mode)
+            except OSError as exc:
+                link, regular = f"(unreadable: {exc.strerror})", False
+            seen[name][stream] = ("file " if regular else "") + link
+    return seen
+
+
+def log_sources(target, instances) -> tuple[dict[str, bytes], dict]:
+    """Every log the target keeps, each by its name: the platform log, the engine's log of each sandbox (its
+    stdout and stderr as the engine kept them, removed sandboxes included), each file ``Artifacts.logs`` names,
+    and an agent's stdout or stderr when the host sees a regular file behind it (a log the platform chose);
+    and the record of where each agent's output goes."""
+    sources = {"the platform log": target.platform_log().encode()}
+    engine = target.engine_logs()
+    sources.update({f"the engine's log of {name}": data for name, data in engine.items()})
+    for path in target.artifacts().logs:
+        sources[f"log file {path}"] = _read_bounded(os.fspath(path), f"the log file {path} the target names")
+    outputs = agent_outputs(target, instances)
+    for name, streams in outputs.items():
+        for stream, where in streams.items():
+            if where.startswith("file "):
+                pid = target.identity(instances[name]).host_pid
+                fd = 1 if stream == "stdout" else 2
+                sources[f"{name}'s agent's {stream} ({where[5:]})"] = _read_bounded(f"/proc/{pid}/fd/{fd}",
+                                                                                  f"{name}'s agent's {stream}")
+    record = {"sources": {what: len(data) for what, data in sources.items()},
+              "engine logs": sorted(engine), "agents' stdout and stderr, as the host sees them": outputs}
+    return sources, record
+
+
+def write_to_agent_output(target, ref, data: bytes) -> None:
+    """Write ``data`` into the stdout and stderr of ``ref``'s sandbox's pid 1 from the host, as the agent itself
+    printing it would (appending, never blocking: a pipe with no reader or no room is a ProofError)."""
+    pid = target.identity(ref).host_pid
+    for fd in (1, 2):
+        try:
+            out = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise ProofError(f"the host could not open fd {fd} of {ref.key}'s pid 1 ({pid}): {exc.strerror}") from None
+        try:
+            if os.write(out, data) != len(data):
+                raise ProofError(f"a short write into fd {fd} of {ref.key}'s pid 1")
+        except OSError as exc:
+            raise ProofError(f"the host could not write into fd {fd} of {ref.key}'s pid 1: {exc.strerror}") from None
+        finally:
+            os.close(out)
+
+
+def prove_engine_log_read(target, ref) -> str:
+    """When the target keeps the engine's log of ``ref``'s sandbox, a fresh marker written into that sandbox's
+    stdout from the host is in that log, read through ``engine_logs`` (within 10 s: the engine writes its log
+    a moment later): the engine logs scanned are the live ones. Returns what was shown."""
+    mine = [name for name in target.engine_logs() if name.startswith(f"{ref.key} ")]
+    if not mine:
+        return f"the target keeps no engine log of {ref.key}'s sandbox"
+    marker = f"pairproof-lg1-marker-{secrets.token_hex(8)}".encode()
+    write_to_agent_output(target, ref, marker + b"\n")
+
+    def seen() -> bool:
+        return any(marker in data for name, data in target.engine_logs().items() if name.startswith(f"{ref.key} "))
+
+    try:
+        until(seen, f"the marker in the engine's log of {ref.key}", 10, every=0.1)
+    except HarnessTimeout:
+        raise ProofError(f"a marker written into {ref.key}'s sandbox's stdout from the host is not in the engine's "
+                         f"log of it ({', '.join(mine)}) 10 s later: the engine logs read are not that sandbox's") from None
+    return f"a marker written into {ref.key}'s stdout was read back from the engine's log of it"
+
+
+def private_in_logs(sources: dict[str, bytes], tokens: set[str], log=None) -> dict[str, list[str]]:
+    """Each source that holds one of ``tokens``, with those it holds: every source scanned by the same
+    detector, its records alone and joined (an argument cut across log lines is still the argument)."""
+    found = {}
+    for what, data in sources.items():
+        hits = hostscan.tokens_in_records(data, what, log=log) & tokens
+        if hits:
+            found[what] = sorted(hits)
+    return found
+
+
 @pytest.mark.case("LG-1", "refusal", pair="A->logs")
 def test_lg1_no_private_canary_in_platform_logs(agent_profile, principals, instances, planted, target, probe_log,
                                                 host_sweep):
+    """After turns carrying every canary of A through tools, refusals and approvals, no private canary is in any
+    log the platform keeps: its own log, the engine's log of every sandbox of the run (a container's stdout and
+    stderr: an agent that prints its user's messages puts them there), every file ``Artifacts.logs`` names, and
+    an agent's stdout or stderr wherever the host sees it is a file. Where the engine keeps A's sandbox's
+    output, a marker written into it from the host is read back first (the logs read are the live ones).
+    Then everything at rest on the host the platform wrote."""
     nonces = _traffic(target, agent_profile, principals, instances, planted, probe_log)
-    log = target.platform_log()
+    shown = prove_engine_log_read(target, instances["A"])
+    sources, record = log_sources(target, instances)
+    log = sources["the platform log"].decode(errors="replace")
     assert log, "the platform wrote no log at all: nothing was scanned"
     private = {t for p in ("A", "B", "C") for t in planted.tokens[p].values()}
-    # Alone and joined: an argument cut across log lines (halves, fixed-width chunks, a wrapped line, an array
-    # of pieces) is still the argument.
-    assert hostscan.tokens_in_records(log.encode(), "the platform log", log=probe_log) & private == set()
+    found = private_in_logs(sources, private, probe_log)
+    attach("LG-1 log sources", {**record, "proof of the engine logs": shown,
+                                "private canaries found": {what: len(hits) for what, hits in found.items()}})
+    assert found == {}
     for nonce in nonces:  # the log scanned is the one the platform wrote of these very turns
         probe_log.confirm(nonce, log)
     # Not only the log the driver names: nothing of theirs at rest anywhere on the host the platform wrote.
@@ -637,6 +758,36 @@ def test_lg1_broken_debug_logging_is_detected(agent_profile, principals, instanc
                                                                            "the platform log")
 
 
+
+
+@pytest.mark.case("LG-1", "X", pair="A->engine logs")
+def test_lg1_broken_agent_printing_user_messages_is_detected(planted, instances, target, pairproof_run):
+    """X: A's agent prints A's canaries to its stdout and stderr, as an agent logging every user message would
+    (written from the host into its sandbox's pid 1's own stdout and stderr). Where the platform keeps that
+    output (an engine's log of the sandbox, a file), the refusal's own reading and scan find every one of them
+    in A's log. A target that keeps none shows it from the host instead: no engine log of any sandbox, and
+    each agent's stdout and stderr /dev/null, a pipe or a socket, never a file. The canaries are A's, minted
+    for this control (an engine's log is at rest on the host: the at-rest control's planted ones stay where it
+    puts them alone)."""
+    tokens = {pairproof_run.mint.mint("a", location).token for location in ("out", "err")}
+    write_to_agent_output(target, instances["A"], ("\n".join(sorted(tokens)) + "\n").encode())
+    mine = f"the engine's log of {instances['A'].key} "
+
+    def read() -> tuple[dict[str, bytes], dict]:
+        sources, record = log_sources(target, instances)
+        return {what: data for what, data in sources.items() if what.startswith(mine) or "'s agent's std" in what}, record
+
+    # The engine writes its log a moment after the write: read until every token is in A's, or 10 s.
+    kept, record = settle(read, lambda seen: all(t.encode() in b"".join(seen[0].values()) for t in tokens),
+                          deadline=10, step=0.1)
+    attach("LG-1 X: A's output", record)
+    if not record["engine logs"] and not any(w.startswith("file ") for s in record[
+            "agents' stdout and stderr, as the host sees them"].values() for w in s.values()):
+        assert all(w == "/dev/null" or w.startswith(("pipe:", "socket:"))
+                   for s in record["agents' stdout and stderr, as the host sees them"].values() for w in s.values())
+        return
+    found = private_in_logs(kept, tokens)
+    assert set().union(*map(set, found.values())) == tokens, found
 
 
 @pytest.mark.case("LG-1", "X", pair="A->rest")

@@ -17,6 +17,11 @@ every container is created with all of them (``container_config``):
 - every object labelled ``pairproof.run=<run>`` (and the instance), so ``remove_run_containers`` finds
   what a killed run left.
 
+What a container writes to its stdout and stderr is the engine's log of it (``docker logs``: json-file on the
+host while the container exists). The engine keeps that log only as long as the container; the platform reads
+it just before it removes one, and keeps it for the run (``DockerEngine.engine_logs``): a log that existed was
+readable by anyone with the engine's socket, and LG-1 judges every one.
+
 Commands run inside through the engine (``docker exec``, as the agent's user, in the container's cgroup);
 a host file (the static probe) runs by descriptor with ``nsenter`` from the host (``run_binary_inside``):
 ``docker exec`` can only run a path of the container's filesystem, and nothing of ours is written there.
@@ -50,6 +55,9 @@ CGROUP_PARENT = cgroups.ROOT_NAME  # the same parent folder as the bubblewrap sa
 TMP_SIZE = "64m"
 RESOLV_CONF = "resolv.conf"  # empty, in the instance's synthetic /etc folder (written by ``DockerEngine.start``)
 SHM_SIZE = 16 << 20
+# The most of one container's engine log the platform reads (its stdout and stderr as the engine kept them):
+# past it the read stops and says so (``EngineLog.complete`` is False), never a silent cut.
+ENGINE_LOG_MAX = 16 << 20
 
 
 def _docker():
@@ -118,6 +126,35 @@ def container_config(spec: SandboxSpec, limits: Limits, command: Sequence[str], 
         "stdin_open": False,
         "detach": True,
     }
+
+
+@dataclass(frozen=True)
+class EngineLog:
+    """What the engine kept of one container's stdout and stderr: ``data`` is all of it when ``complete``,
+    else its first ``ENGINE_LOG_MAX`` bytes (the container wrote more)."""
+
+    instance: str
+    container: str
+    data: bytes
+    complete: bool
+    removed: bool  # read just before the container's removal (the engine's copy went with it)
+
+
+def read_engine_log(api, container_id: str, limit: int = ENGINE_LOG_MAX) -> tuple[bytes, bool]:
+    """The engine's log of a container, stdout and stderr in the order written, at most ``limit`` bytes; and
+    whether that is all of it. Read as a stream so a container that wrote gigabytes costs ``limit``."""
+    out = bytearray()
+    stream = api.logs(container_id, stdout=True, stderr=True, stream=True, follow=False)
+    try:
+        for chunk in stream:
+            out.extend(chunk)
+            if len(out) > limit:
+                return bytes(out[:limit]), False
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
+    return bytes(out), True
 
 
 @dataclass
@@ -229,6 +266,8 @@ class DockerEngine:
             raise SandboxError(f"image {image!r} is not in the local engine (nothing is pulled): build or load it "
                                "first (the reference agent image: acceptance.targets.docker.image)") from None
         self.hierarchy = cgroups.detect()
+        # The engine's log of every container removed so far (read just before its removal), for the run.
+        self.removed_logs: dict[str, EngineLog] = {}
 
     def start(self, spec: SandboxSpec, limits: Limits, command: Sequence[str], *, deadline: float = 10.0,
               edit=None, on_gate: Callable[[int], None] | None = None) -> ContainerSandbox:
@@ -285,6 +324,7 @@ class DockerEngine:
 
     def remove(self, container_id: str) -> None:
         docker = _docker()
+        self._keep_log(container_id)
         try:
             self.client.api.remove_container(container_id, force=True, v=True)
         except docker.errors.NotFound:
@@ -292,6 +332,44 @@ class DockerEngine:
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise SandboxError(f"cannot remove container {container_id[:12]}: {exc}") from exc
+
+    def _keep_log(self, container_id: str) -> None:
+        """Read the engine's log of a container about to be removed (it goes with the container), once."""
+        docker = _docker()
+        if container_id in self.removed_logs:
+            return
+        try:
+            info = self.client.api.inspect_container(container_id)
+            data, complete = read_engine_log(self.client.api, container_id)
+        except docker.errors.NotFound:
+            return  # removed already: by whoever removed it, who read it first if it was ours
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot read the engine's log of container {container_id[:12]} before its "
+                               f"removal: {exc}") from exc
+        labels = (info.get("Config") or {}).get("Labels") or {}
+        self.removed_logs[container_id] = EngineLog(labels.get(LABEL_INSTANCE, ""), info.get("Name", "").lstrip("/"),
+                                                    data, complete, removed=True)
+
+    def engine_logs(self) -> list[EngineLog]:
+        """The engine's log of every container of the run: those that exist (running or not) read now, and
+        those removed, as read just before their removal."""
+        docker = _docker()
+        logs = list(self.removed_logs.values())
+        for container in run_containers(self.run, docker_client=self.client):
+            if container.id in self.removed_logs:
+                continue
+            try:
+                data, complete = read_engine_log(self.client.api, container.id)
+            except docker.errors.NotFound:
+                kept = self.removed_logs.get(container.id)  # removed meanwhile: read just before
+                if kept is not None:
+                    logs.append(kept)
+                continue
+            except docker.errors.DockerException as exc:
+                raise SandboxError(f"cannot read the engine's log of container {container.name}: {exc}") from exc
+            logs.append(EngineLog(container.labels.get(LABEL_INSTANCE, ""), container.name, data, complete,
+                                  removed=False))
+        return logs
 
     def close(self) -> None:
         """Remove every container of the run (a crashed one included) and close the client."""

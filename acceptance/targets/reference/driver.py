@@ -380,6 +380,23 @@ class PlatformTarget:
     def platform_log(self) -> str:
         return self.platform.read_log()
 
+    def engine_logs(self) -> Mapping[str, bytes]:
+        """The engine's log of each sandbox's own output, when the engine keeps one (Docker: every container
+        of the run, those already removed as read just before their removal). Bubblewrap keeps none: the
+        agent's stdout is /dev/null and its stderr a pipe the controller reads only when a start fails (into
+        the error it raises); LG-1 checks from the host where each agent's stdout and stderr go."""
+        read = getattr(self.controller.engine, "engine_logs", None)
+        if read is None:
+            return {}
+        logs = {}
+        for log in read():
+            name = f"{log.instance} {log.container}" + (" (removed)" if log.removed else "")
+            if not log.complete:
+                raise TargetError(f"the engine's log of {name} is longer than the {len(log.data)} bytes read: "
+                                  "not read whole")
+            logs[name] = log.data
+        return logs
+
     def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
         return list(self.controller.broker(ref.key).refusals)
 

@@ -23,6 +23,7 @@ from runtime.controller import Controller
 from runtime.isolation import cleanup, containers
 from runtime.isolation.cgroups import Limits
 from runtime.isolation.sandbox import SandboxSpec
+from runtime.wait import until
 
 REPO = Path(__file__).resolve().parents[3]
 STAND_IN_C = r"""
@@ -208,3 +209,27 @@ def test_check_driver_passes_on_the_docker_target(root):
     assert "check-driver: PASSED" in done.stdout and every in done.stdout, done.stdout[-2000:]
     run = done.stdout.split("(run ", 1)[1].split(")", 1)[0]
     assert containers.run_containers(run) == []
+
+
+def test_the_engine_log_of_a_container_is_kept_past_its_removal(engine_controller, run):
+    """Issue 27 item 3: what an agent writes to its stdout is the engine's log of its container, and the engine
+    drops that log with the container. The platform reads it just before every removal, so ``engine_logs``
+    still has it, whole and marked removed, once the instance sleeps (its container gone); a live container's
+    log is read from the engine."""
+    record = engine_controller.provision("org1", "erin")
+    engine_controller.wake(record.id)
+    proc = engine_controller.sandbox(record.id)
+    marker = f"pp-engine-log-{secrets.token_hex(6)}".encode()
+    out = os.open(f"/proc/{proc.host_pid}/fd/1", os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(out, marker + b"\n")
+    finally:
+        os.close(out)
+    engine = engine_controller.engine
+    live = until(lambda: [log for log in engine.engine_logs() if log.instance == record.id and marker in log.data],
+                 10, "the marker in the live container's engine log", every=0.05)
+    assert [(log.removed, log.complete) for log in live] == [(False, True)]
+    engine_controller.sleep(record.id)
+    assert containers.run_containers(run) == []  # the engine's copy went with it
+    kept = [log for log in engine.engine_logs() if log.instance == record.id]
+    assert [(log.removed, log.complete, marker in log.data) for log in kept] == [(True, True, True)]
