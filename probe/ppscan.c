@@ -2049,6 +2049,34 @@ static char *os_error_text(const char *path, int err) {
 
 static const char *PROOF_NS[] = {"mnt", "pid", "net", "user", "uts", "ipc"};
 
+/* The rights this process runs with, from its own /proc/self/status, as the proof line's tail (the shell
+ * wrapper of acceptance/harness/probes.py prints the same): " gid=G groups=A,B cap=HEX nnp=N seccomp=N".
+ * The host compares them with the agent's (its pid 1, read on the host): a probe with fewer rights than the
+ * agent may miss what the agent reaches. A field the kernel does not show is printed empty (refused there). */
+static void proof_rights(char *out, size_t size) {
+    char gid[32] = "", groups[512] = "", cap[32] = "", nnp[8] = "", seccomp[8] = "";
+    FILE *f = fopen("/proc/self/status", "re");
+    char buf[4096];
+    while (f && fgets(buf, sizeof buf, f)) {
+        char *v = strchr(buf, ':');
+        if (!v) continue;
+        *v++ = 0;
+        v += strspn(v, " \t");
+        v[strcspn(v, "\n")] = 0;
+        if (!strcmp(buf, "Gid")) snprintf(gid, sizeof gid, "%.*s", (int)strcspn(v, " \t"), v);
+        else if (!strcmp(buf, "CapEff")) snprintf(cap, sizeof cap, "%s", v);
+        else if (!strcmp(buf, "NoNewPrivs")) snprintf(nnp, sizeof nnp, "%s", v);
+        else if (!strcmp(buf, "Seccomp")) snprintf(seccomp, sizeof seccomp, "%s", v);
+        else if (!strcmp(buf, "Groups")) {
+            size_t at = 0;
+            for (char *t = strtok(v, " \t"); t && at + strlen(t) + 2 < sizeof groups; t = strtok(NULL, " \t"))
+                at += (size_t)snprintf(groups + at, sizeof groups - at, "%s%s", at ? "," : "", t);
+        }
+    }
+    if (f) fclose(f);
+    snprintf(out, size, " gid=%s groups=%s cap=%s nnp=%s seccomp=%s", gid, groups, cap, nnp, seccomp);
+}
+
 /* The first line of output: PAIRPROOF-PROOF NONCE, this process's namespaces and its uid, the line
  * acceptance/harness/probes.py's WRAPPER prints from the shell (verified the same way, on the host). A namespace
  * that cannot be read is named so, and the host refuses the line.
@@ -2067,10 +2095,13 @@ static void put_proof(const char *nonce, const char *expect) {
         at += (size_t)snprintf(line + at, sizeof line - at, "%s%s", i ? " " : "", link);
     }
     snprintf(line + at, sizeof line - at, " uid=%u", (unsigned)geteuid());
+    char rights[1024];
+    proof_rights(rights, sizeof rights);
     puts_("PAIRPROOF-PROOF ");
     puts_(nonce);
     puts_(" ");
     puts_(line);
+    puts_(rights);
     puts_("\n");
     flush_out();
     if (expect && strcmp(expect, line)) {
@@ -2419,7 +2450,7 @@ int main(int argc, char **argv) {
                    "              [--expect 'NS... uid=N'] [--sentinel VAR=PATH] [--dump] ROOT [ROOT ...]\n"
                    "Report every canary-shaped token under the given roots (detect.py's output format), or with\n"
                    "--dump carry every file out (acceptance/cases/inside/dump.py's output format).\n"
-                   "  --proof NONCE       print first the proof line: PAIRPROOF-PROOF NONCE, the namespaces, uid=N\n"
+                   "  --proof NONCE       print first the proof line: PAIRPROOF-PROOF NONCE, the namespaces, uid=N, its rights\n"
                    "  --expect LINE       the proof line's namespaces and uid=N the host expects; anywhere else,\n"
                    "                      stop after the proof line (exit 3) before writing or reading anything\n"
                    "  --sentinel VAR=PATH write the token held in the environment variable VAR to PATH (a new file)\n"

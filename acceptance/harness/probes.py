@@ -32,7 +32,7 @@ import base64
 import json
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,9 +50,17 @@ PROOF_TAG = "PAIRPROOF-PROOF"
 WRAPPER = (
     'printf "%s %s" "' + PROOF_TAG + '" "$1"; '
     'for ns in ' + " ".join(PROOF_NAMESPACES) + '; do printf " %s" "$(readlink /proc/self/ns/$ns)"; done; '
-    'printf " uid=%s\\n" "$(id -u)"; '
+    'printf " uid=%s" "$(id -u)"; '
+    # The rights it runs with, from its own /proc/self/status (builtins only), as ppscan prints them: the host
+    # compares them with the agent's (``judge_rights``).
+    'w() { g=$1; }; j() { gs=; for x; do gs=${gs:+$gs,}$x; done; }; g=; gs=; c=; n=; s=; '
+    'while read -r k v; do case "$k" in Gid:) w $v;; Groups:) j $v;; CapEff:) c=$v;; NoNewPrivs:) n=$v;; '
+    'Seccomp:) s=$v;; esac; done < /proc/self/status; '
+    'printf " gid=%s groups=%s cap=%s nnp=%s seccomp=%s\\n" "$g" "$gs" "$c" "$n" "$s"; '
     'exec /bin/sh -c "$2"'
 )
+# The rights a proof line names after its uid (``judge_rights`` compares them with the agent's).
+RIGHTS = ("gid", "groups", "cap", "nnp", "seccomp")
 DETECT = Path(detect_module.__file__)
 # The static probe (issue 14): same CLI and output as detect.py, run by descriptor (no Python, no shell and
 # no file of ours in the sandbox). Named by PAIRPROOF_PROBE, else looked for where tools/setup-machine builds it.
@@ -168,16 +176,76 @@ class ProbeLog:
         return [asdict(r) for r in self.records]
 
 
-def verify_proof(line: str, nonce: str, namespaces: dict[str, str], uid: int) -> str:
-    """Check a proof line; return it, or raise ProofError saying what did not match."""
+def verify_proof(line: str, nonce: str, namespaces: dict[str, str], uid: int,
+                 agent: Mapping[str, str] | None = None) -> str:
+    """Check a proof line; return it, or raise ProofError saying what did not match. With ``agent`` (the
+    agent's rights, ``rights_on_host``), the probe's rights must be at least the agent's (``judge_rights``)."""
     parts = line.split()
     expected = [PROOF_TAG, nonce, *(namespaces[n] for n in PROOF_NAMESPACES), f"uid={uid}"]
-    if len(parts) != len(expected) or parts[:2] != expected[:2]:
+    if len(parts) != len(expected) + len(RIGHTS) or parts[:2] != expected[:2]:
         raise ProofError(f"probe output did not start with the run's proof line (nonce {nonce}): got {line[:200]!r}")
     for name, seen, want in zip(("tag", "nonce", *PROOF_NAMESPACES, "uid"), parts, expected):
         if seen != want:
             raise ProofError(f"probe ran outside the intended sandbox: {name} is {seen}, the instance's is {want}")
+    fields = dict(part.partition("=")[::2] for part in parts[len(expected):])
+    if sorted(fields) != sorted(RIGHTS):
+        raise ProofError(f"the proof line does not name the probe's rights ({', '.join(RIGHTS)}): got {line[:300]!r}")
+    if agent is not None:
+        judge_rights(fields, agent)
     return line
+
+
+def rights_on_host(host_pid: int) -> dict[str, str]:
+    """The rights of the host's process ``host_pid`` (the agent: its sandbox's pid 1), from the host's own
+    /proc, in the proof line's terms."""
+    try:
+        with open(f"/proc/{host_pid}/status", "rb") as f:
+            status = dict(line.decode(errors="replace").split(":", 1) for line in f if b":" in line)
+    except OSError as exc:
+        raise ProofError(f"the host cannot read the agent's status (pid {host_pid}): {exc.strerror}") from None
+    status = {k: v.strip() for k, v in status.items()}
+    return {"gid": status.get("Gid", "").split()[0] if status.get("Gid") else "",
+            "groups": ",".join(status.get("Groups", "").split()), "cap": status.get("CapEff", ""),
+            "nnp": status.get("NoNewPrivs", ""), "seccomp": status.get("Seccomp", "")}
+
+
+def judge_rights(probe: Mapping[str, str], agent: Mapping[str, str]) -> None:
+    """A probe with fewer rights than the agent may miss what the agent reaches: ProofError. Fewer is: another
+    gid; a group the agent holds (its gid or a supplementary one) that the probe does not; a capability in the
+    agent's effective set not in the probe's; no_new_privs where the agent has none (the agent may gain rights
+    through a set-id file, the probe may not); a stricter seccomp mode than the agent's (none 0 < filter 2 <
+    strict 1). More rights than the agent (Docker's seccomp filter, which the probe by descriptor does not get)
+    are not fewer. Two filters of the same mode are not compared (the kernel does not show a filter)."""
+    def field(which: Mapping[str, str], name: str, who: str) -> str:
+        value = which.get(name, "")
+        if value == "" and name != "groups":
+            raise ProofError(f"the {who}'s {name} is not shown ({dict(which)}): its rights cannot be compared")
+        return value
+
+    try:
+        gids = {who: (int(field(w, "gid", who)), {int(g) for g in field(w, "groups", who).split(",") if g})
+                for who, w in (("probe", probe), ("agent", agent))}
+        caps = {who: int(field(w, "cap", who), 16) for who, w in (("probe", probe), ("agent", agent))}
+        nnp = {who: int(field(w, "nnp", who)) for who, w in (("probe", probe), ("agent", agent))}
+        mode = {who: int(field(w, "seccomp", who)) for who, w in (("probe", probe), ("agent", agent))}
+    except ValueError:
+        raise ProofError(f"unreadable rights: the probe's {dict(probe)}, the agent's {dict(agent)}") from None
+    fewer = []
+    if gids["probe"][0] != gids["agent"][0]:
+        fewer.append(f"gid {gids['probe'][0]}, the agent's {gids['agent'][0]}")
+    held = {who: {gid, *groups} for who, (gid, groups) in gids.items()}
+    if held["agent"] - held["probe"]:
+        fewer.append(f"groups {sorted(held['agent'] - held['probe'])} of the agent's are not the probe's")
+    if caps["agent"] & ~caps["probe"]:
+        fewer.append(f"capabilities {caps['agent'] & ~caps['probe']:#x} of the agent's are not the probe's")
+    if nnp["probe"] > nnp["agent"]:
+        fewer.append("no_new_privs, which the agent runs without")
+    strictness = {0: 0, 2: 1, 1: 2}
+    if strictness.get(mode["probe"], 3) > strictness.get(mode["agent"], 3):
+        fewer.append(f"seccomp mode {mode['probe']}, stricter than the agent's {mode['agent']}")
+    if fewer:
+        raise ProofError("the probe ran with fewer rights than the agent (its pid 1, as the host sees it): "
+                         + "; ".join(fewer) + ": what the agent reaches, it may not")
 
 
 def cross_check_on_host(namespaces: dict[str, str], uid: int, host_pid: int) -> str:
@@ -272,6 +340,10 @@ class SandboxBackend(base.BaseBackend):
             on_host = cross_check_on_host(dict(identity.namespaces), identity.uid, identity.host_pid)
         except ProofError as exc:
             raise self.log.fail(f"before probing {self.ref.key}: {exc}") from None
+        try:  # the agent's rights now, on the host: the probe must hold at least them
+            agent = rights_on_host(identity.host_pid)
+        except ProofError as exc:
+            raise self.log.fail(f"before probing {self.ref.key}: {exc}") from None
         nonce = secrets.token_hex(8)  # fresh per command: a replayed or cached output cannot carry it
         result, command = launch(identity, nonce)
         first, _, rest = result.stdout.partition(b"\n")
@@ -282,7 +354,7 @@ class SandboxBackend(base.BaseBackend):
             # The record carries a proof only when both checks passed (a probe whose host cross-check
             # failed is no proof, even if its line matched the driver's word).
             record.proof = (verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces),
-                                         identity.uid) + " host:" + on_host)
+                                         identity.uid, agent) + " host:" + on_host)
         except ProofError as exc:
             raise self.log.fail(f"{exc} (rc {result.rc}, stderr {result.stderr[-300:]!r})") from None
         finally:

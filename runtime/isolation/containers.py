@@ -37,6 +37,7 @@ import select
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -430,13 +431,14 @@ class DockerEngine:
 
         ``docker exec`` runs only paths of the container's filesystem; copying the probe in would write into
         what is being qualified (and a read-only root refuses it anyway). So, as for a bubblewrap sandbox,
-        the file is opened on the host and executed after entering: ``nsenter`` (root, from the host) enters
+        the file is opened on the host and executed after entering: ``ENTER_AS`` (root, from the host) enters
         the container's mount, pid, net, ipc, uts and cgroup namespaces and its root and working directory,
-        drops to the instance's uid and gid with no supplementary groups (``-S``/``-G``: every capability goes
-        with uid 0) under ``no_new_privs`` (``setpriv``), and executes ``/proc/self/fd/N``, resolved in the
-        container's own /proc. The process is placed in the container's cgroup before it runs anything
-        (``sandbox.spawn_gated``). What it does not get is Docker's seccomp filter: it is the platform's
-        probe, not the agent."""
+        drops to the instance's uid and gid with the agent's own supplementary groups (read from its pid 1 on
+        the host: ``nsenter -S/-G`` would clear them, and a probe without a group the agent holds misses what
+        that group reaches; every capability goes with uid 0) under ``no_new_privs`` (``setpriv``), and
+        executes ``/proc/self/fd/N``, resolved in the container's own /proc. The process is placed in the
+        container's cgroup before it runs anything (``sandbox.spawn_gated``). What it does not get is Docker's
+        seccomp filter: it is the platform's probe, not the agent."""
         from runtime.isolation.sandbox import _finish, namespace_flags, spawn_gated
 
         if not proc.alive():
@@ -445,9 +447,10 @@ class DockerEngine:
             fd = os.open(host_path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             raise SandboxError(f"cannot open {host_path} to run it in {proc.spec.instance_id}: {exc.strerror}") from exc
-        argv = ["setpriv", "--no-new-privs", "nsenter", "-t", str(proc.host_pid), *namespace_flags(proc.host_pid),
-                "--root", "--wd",
-                "-S", str(proc.spec.uid), "-G", str(proc.spec.gid), f"/proc/self/fd/{fd}", *args]
+        spaces = [ns for ns, flag in ENTER_ORDER if flag in namespace_flags(proc.host_pid)]
+        argv = ["setpriv", "--no-new-privs", sys.executable, "-I", "-S", "-c", ENTER_AS, str(proc.host_pid),
+                str(proc.spec.uid), str(proc.spec.gid), ",".join(map(str, agent_groups(proc.host_pid))), str(fd),
+                ",".join(spaces), *args]
         try:
             child = spawn_gated(
                 argv, proc.cgroup, pass_fds=(fd,),
@@ -457,6 +460,66 @@ class DockerEngine:
         finally:
             os.close(fd)
         return _finish(child, stdin, timeout, f"{host_path} in {proc.spec.instance_id}")
+
+
+# nsenter's order of entering (user first; mount last, as it resets the root); the user namespace is the host's
+# under Docker (no remapping), so it is never among those entered here.
+ENTER_ORDER = (("cgroup", "--cgroup"), ("ipc", "--ipc"), ("uts", "--uts"), ("net", "--net"), ("pid", "--pid"),
+               ("mnt", "--mount"))
+# ``nsenter -t PID <namespaces> --root --wd -S U -G G``, but with the agent's supplementary groups: root from the
+# host, it opens PID's namespaces, root and working directory, enters them, drops to uid U, gid G and the
+# groups given, then forks (a pid namespace takes its children) and the child executes the inherited descriptor
+# FD. Nothing is imported once the container's mount namespace is entered (its files are the image's: a module
+# found there would run as root); every failure is one line on stderr and exit 126.
+ENTER_AS = r"""
+import ctypes, os, sys
+def fail(what):
+    os.write(2, ("pairproof-enter: " + what + "\n").encode(errors="replace"))
+    os._exit(126)
+try:
+    pid, uid, gid, groups, fd, spaces = sys.argv[1:7]
+    uid, gid, groups = int(uid), int(gid), [int(g) for g in groups.split(",") if g]
+    libc = ctypes.CDLL(None, use_errno=True)
+    opened = [os.open("/proc/%s/ns/%s" % (pid, ns), os.O_RDONLY | os.O_CLOEXEC) for ns in spaces.split(",") if ns]
+    root = os.open("/proc/%s/root" % pid, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    wd = os.open("/proc/%s/cwd" % pid, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    for space in opened:
+        if libc.setns(space, 0) != 0:
+            fail("setns: " + os.strerror(ctypes.get_errno()))
+    os.fchdir(root)
+    os.chroot(".")
+    os.fchdir(wd)
+    os.setgroups(groups)
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        fail("the uid and gid did not change")
+    child = os.fork()
+    if child == 0:
+        path = "/proc/self/fd/" + fd
+        try:
+            os.execv(path, [path, *sys.argv[7:]])
+        except OSError as exc:
+            fail("exec: " + os.strerror(exc.errno or 0))
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 126)
+except SystemExit:
+    raise
+except BaseException as exc:
+    fail(type(exc).__name__ + ": " + str(exc))
+"""
+
+
+def agent_groups(host_pid: int) -> list[int]:
+    """The supplementary groups of the container's pid 1 (the agent), as the host sees them."""
+    try:
+        with open(f"/proc/{host_pid}/status", "rb") as status:
+            line = next((raw for raw in status if raw.startswith(b"Groups:")), b"Groups:")
+    except OSError as exc:
+        raise SandboxError(f"cannot read the groups of the container's pid 1 ({host_pid}): {exc.strerror}") from exc
+    return [int(g) for g in line[len(b"Groups:"):].split()]
 
 
 def _pump(sock: socket.socket, stdin: bytes | None, timeout: float, kill, what: str) -> tuple[bytes, bytes]:

@@ -233,3 +233,53 @@ def test_the_engine_log_of_a_container_is_kept_past_its_removal(engine_controlle
     assert containers.run_containers(run) == []  # the engine's copy went with it
     kept = [log for log in engine.engine_logs() if log.instance == record.id]
     assert [(log.removed, log.complete, marker in log.data) for log in kept] == [(True, True, True)]
+
+
+def test_the_static_probe_runs_with_the_agents_groups_and_one_with_fewer_is_refused(root, run):
+    """Issue 27 item 7: an agent given a group beyond its own (``--group-add``, as the engine-socket mistake
+    does) reaches what that group reaches; the static probe by descriptor runs with the same groups, so its
+    proof's rights equal the agent's as the host sees them. Entered the old way (``nsenter -S -G``, which
+    clears the groups) the same probe has fewer groups than the agent, and the proof is refused."""
+    from acceptance.errors import ProofError
+    from acceptance.harness import probes
+
+    binary = probes.probe_binary()
+    if binary is None:
+        raise RuntimeError("no static probe: tools/build-probe build/probe/ppscan")
+    engine = containers.DockerEngine(images.ensure("slim"), run)
+    uid = 3_910_000 + os.getpid() % 1000
+    home = root / "box"
+    for sub, owner in (("volume", uid), ("control", uid), ("etc", 0)):
+        (home / sub).mkdir(parents=True)
+        os.chown(home / sub, owner, owner)
+    (home / "etc" / "passwd").write_text(f"agent:x:{uid}:{uid}::/data:/bin/sh\n")
+    (home / "etc" / "group").write_text(f"agent:x:{uid}:\n")
+    spec = SandboxSpec(instance_id="grouped", uid=uid, gid=uid, volume=home / "volume", control_dir=home / "control",
+                       etc_dir=home / "etc", image_dir=home, hostname="grouped")
+    extra = 3_919_999
+    proc = engine.start(spec, Limits(64 << 20, 16), ["/bin/sleep", "infinity"],
+                        edit=lambda config: {**config, "group_add": [str(extra)]})
+    try:
+        agent = probes.rights_on_host(proc.host_pid)
+        assert str(extra) in agent["groups"].split(","), agent
+        namespaces = {ns: os.readlink(f"/proc/{proc.host_pid}/ns/{ns}") for ns in probes.PROOF_NAMESPACES}
+        done = engine.run_binary_inside(proc, str(binary), ["--proof", "n0nce", "/nonexistent"])
+        first = done.stdout.decode().splitlines()[0]
+        assert probes.verify_proof(first, "n0nce", namespaces, uid, agent) == first
+        from runtime.isolation.sandbox import _finish, namespace_flags, spawn_gated
+
+        fd = os.open(binary, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            old = spawn_gated(["setpriv", "--no-new-privs", "nsenter", "-t", str(proc.host_pid),
+                               *namespace_flags(proc.host_pid), "--root", "--wd", "-S", str(uid), "-G", str(uid),
+                               f"/proc/self/fd/{fd}", "--proof", "n0nce", "/nonexistent"], proc.cgroup, pass_fds=(fd,),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              start_new_session=True)
+        finally:
+            os.close(fd)
+        first = _finish(old, None, 30, "the probe entered the old way").stdout.decode().splitlines()[0]
+        with pytest.raises(ProofError, match=f"groups \\[{extra}\\]"):
+            probes.verify_proof(first, "n0nce", namespaces, uid, agent)
+    finally:
+        proc.stop()
+        engine.close()

@@ -417,7 +417,8 @@ def test_a_probe_that_is_not_where_the_host_expects_writes_and_reads_nothing(pro
     writing its sentinel or reading a file."""
     here = subprocess.run([str(probe), "--proof", "n1", str(tmp_path)], capture_output=True, check=True).stdout
     line = here.split(b"\n", 1)[0].decode().split(" ", 2)[2]
-    elsewhere = line.replace("mnt:[", "mnt:[9", 1)
+    expected = line.split(" gid=", 1)[0]  # --expect names the namespaces and uid; the rights follow on the line
+    elsewhere = expected.replace("mnt:[", "mnt:[9", 1)
     sentinel = tmp_path / "sentinel"
     (tmp_path / "planted").write_text("ppcanary-00000000-a-mem-0000000000000000\n")
     env = {"TOKEN": "ppcanary-11111111-a-mem-1111111111111111"}
@@ -427,7 +428,7 @@ def test_a_probe_that_is_not_where_the_host_expects_writes_and_reads_nothing(pro
     assert refused.stdout.decode().splitlines() == [f"PAIRPROOF-PROOF n2 {line}"]  # the proof line, nothing else
     assert not sentinel.exists()
     # control: where it is expected, the same call writes, scans, finds and removes
-    found = subprocess.run([str(probe), "--proof", "n3", "--expect", line, "--sentinel", f"TOKEN={sentinel}",
+    found = subprocess.run([str(probe), "--proof", "n3", "--expect", expected, "--sentinel", f"TOKEN={sentinel}",
                             str(tmp_path)], capture_output=True, env=env)
     assert found.returncode == 0, found.stderr
     assert b"ppcanary-00000000-a-mem-0000000000000000" in found.stdout and not sentinel.exists()
