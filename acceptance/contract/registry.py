@@ -14,19 +14,25 @@ from acceptance.contract.facets.broken import (
     BrokenCapacityWithoutBrokers,
     BrokenDebugLogging,
     BrokenHostAccountUid,
+    BrokenHostDevice,
+    BrokenHostUtsCgroupNs,
     BrokenLaxModelCapability,
     BrokenLossyProductLink,
     BrokenNestedUserns,
+    BrokenNoCpuLimit,
+    BrokenNoSeccomp,
     BrokenOpenEgress,
     BrokenSameUid,
     BrokenSecretInEnv,
     BrokenSharedPidNs,
+    BrokenSharedPropagation,
     BrokenSharedTmp,
     BrokenSharedVolume,
     BrokenUnauditedOperatorRoute,
     BrokenUnencryptedSnapshot,
     BrokenUnmeteredModelCall,
     BrokenUnreachableProduct,
+    BrokenWritableRoot,
 )
 from acceptance.contract.facets.broker import Broker
 from acceptance.contract.facets.capacity import Capacity
@@ -87,7 +93,8 @@ FACETS: dict[str, Facet] = {f.name: f for f in (
         BrokenSharedVolume, BrokenSharedTmp, BrokenSecretInEnv, BrokenSharedPidNs, BrokenNestedUserns, BrokenSameUid,
         BrokenHostAccountUid, BrokenUnauditedOperatorRoute, BrokenDebugLogging, BrokenOpenEgress,
         BrokenUnencryptedSnapshot, BrokenUnmeteredModelCall, BrokenCapacityWithoutBrokers, BrokenLossyProductLink,
-        BrokenUnreachableProduct, BrokenLaxModelCapability)),
+        BrokenUnreachableProduct, BrokenLaxModelCapability, BrokenWritableRoot, BrokenNoSeccomp, BrokenHostDevice,
+        BrokenSharedPropagation, BrokenHostUtsCgroupNs, BrokenNoCpuLimit)),
 )}
 # Which facet each contract method belongs to (a method is in exactly one facet, or in the core).
 FACET_OF: dict[str, str] = {m: f.name for f in FACETS.values() for m in f.methods}

@@ -1,10 +1,14 @@
-"""Memory and pids limits for one instance, and its freezer, on cgroup v1 or v2.
+"""Memory, pids and CPU limits for one instance, and its freezer, on cgroup v1 or v2.
 
 A limit only counts if the process is *in* the cgroup: ``Cgroup.procs_files`` lists the files a pid must
 be written to, and the sandbox writes its own pid there before it runs anything (see
 ``sandbox.spawn_gated``). The two hierarchies differ in file names and in how a kill is counted, and this
-module hides that: ``v1`` uses one directory per controller (``memory/``, ``pids/``), ``v2`` one directory
-with both controllers enabled in the parent's ``cgroup.subtree_control``.
+module hides that: ``v1`` uses one directory per controller (``memory/``, ``pids/``, ``cpu/``), ``v2`` one
+directory with the controllers enabled in the parent's ``cgroup.subtree_control``.
+
+The CPU limit is a CFS bandwidth quota (v1 ``cpu.cfs_quota_us`` per ``cpu.cfs_period_us``, v2 ``cpu.max``): a
+process that spins in every thread it can make gets ``Limits.cpu_millis`` thousandths of a CPU, and the kernel
+counts each period it was throttled (``cpu.stat``).
 
 Freezing (a *frozen* sleep: the processes kept, memory still charged, nothing scheduled) is v1's freezer
 controller (``freezer.state``: write FROZEN or THAWED, read FREEZING until every task has stopped) or v2's
@@ -32,16 +36,26 @@ from runtime.wait import until
 ROOT_NAME = "pairproof"
 
 
+CPU_PERIOD_US = 100_000
+
+
 @dataclass(frozen=True)
 class Limits:
     memory_bytes: int
     pids_max: int
+    cpu_millis: int = 1000  # thousandths of a CPU: one core's worth by default
+
+    @property
+    def cpu_quota_us(self) -> int:
+        return self.cpu_millis * CPU_PERIOD_US // 1000
 
     def __post_init__(self) -> None:
         if self.memory_bytes < 16 << 20:
             raise ValueError(f"memory limit {self.memory_bytes} B is below 16 MiB: no agent can start in it")
         if self.pids_max < 8:
             raise ValueError(f"pids limit {self.pids_max} is below 8: bwrap, the agent and a probe need more")
+        if self.cpu_millis < 100:
+            raise ValueError(f"CPU limit {self.cpu_millis}/1000 of a CPU is below a tenth: no agent starts in time")
 
 
 class Cgroup(Protocol):
@@ -160,15 +174,17 @@ def _rmdir(path: Path, deadline: float = 5.0) -> None:
 
 
 class V1Cgroup:
-    """cgroup v1: a directory under the memory, the pids and (when mounted) the freezer hierarchy."""
+    """cgroup v1: a directory under the memory, the pids, the cpu and (when mounted) the freezer hierarchy."""
 
-    def __init__(self, memory_dir: Path, pids_dir: Path, path: str, freezer_dir: Path | None = None) -> None:
+    def __init__(self, memory_dir: Path, pids_dir: Path, path: str, freezer_dir: Path | None = None,
+                 cpu_dir: Path | None = None) -> None:
         self.memory_dir, self.pids_dir, self.path = memory_dir, pids_dir, path
-        self.freezer_dir = freezer_dir
+        self.freezer_dir, self.cpu_dir = freezer_dir, cpu_dir
 
     @property
     def procs_files(self) -> tuple[Path, ...]:
         own = (self.memory_dir / "cgroup.procs", self.pids_dir / "cgroup.procs")
+        own += (self.cpu_dir / "cgroup.procs",) if self.cpu_dir is not None else ()
         return own + ((self.freezer_dir / "cgroup.procs",) if self.freezer_dir is not None else ())
 
     def _freezer_state(self) -> Path:
@@ -226,6 +242,8 @@ class V1Cgroup:
         self.kill_all()
         _rmdir(self.memory_dir)
         _rmdir(self.pids_dir)
+        if self.cpu_dir is not None:
+            _rmdir(self.cpu_dir)
         if self.freezer_dir is not None:
             _rmdir(self.freezer_dir)
 
@@ -312,20 +330,26 @@ class Hierarchy(Protocol):
 class V1Hierarchy:
     version = 1
 
-    def __init__(self, memory_mount: Path, pids_mount: Path, freezer_mount: Path | None = None) -> None:
+    def __init__(self, memory_mount: Path, pids_mount: Path, freezer_mount: Path | None = None,
+                 cpu_mount: Path | None = None) -> None:
         self.memory_mount, self.pids_mount, self.freezer_mount = memory_mount, pids_mount, freezer_mount
+        self.cpu_mount = cpu_mount
 
     def _mounts(self) -> tuple[Path, ...]:
-        return (self.memory_mount, self.pids_mount) + ((self.freezer_mount,) if self.freezer_mount else ())
+        return ((self.memory_mount, self.pids_mount) + ((self.freezer_mount,) if self.freezer_mount else ())
+                + ((self.cpu_mount,) if self.cpu_mount and self.cpu_mount not in (self.memory_mount, self.pids_mount)
+                   else ()))
 
     def open(self, run: str, instance: str) -> V1Cgroup:
         rel = Path(ROOT_NAME, run, instance)
         freezer = self.freezer_mount / rel if self.freezer_mount else None
-        return V1Cgroup(self.memory_mount / rel, self.pids_mount / rel, str(rel), freezer)
+        cpu = self.cpu_mount / rel if self.cpu_mount else None
+        return V1Cgroup(self.memory_mount / rel, self.pids_mount / rel, str(rel), freezer, cpu)
 
     def create(self, run: str, instance: str, limits: Limits) -> V1Cgroup:
         cg = self.open(run, instance)
-        for d in (cg.memory_dir, cg.pids_dir, *((cg.freezer_dir,) if cg.freezer_dir else ())):
+        for d in (cg.memory_dir, cg.pids_dir, *((cg.freezer_dir,) if cg.freezer_dir else ()),
+                  *((cg.cpu_dir,) if cg.cpu_dir else ())):
             try:
                 d.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -336,6 +360,9 @@ class V1Hierarchy:
         if memsw.exists():
             _write(memsw, str(limits.memory_bytes))
         _write(cg.pids_dir / "pids.max", str(limits.pids_max))
+        if cg.cpu_dir is not None:
+            _write(cg.cpu_dir / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+            _write(cg.cpu_dir / "cpu.cfs_quota_us", str(limits.cpu_quota_us))
         return cg
 
     def roots(self) -> list[Path]:
@@ -355,8 +382,8 @@ class V1Hierarchy:
 class V2Hierarchy:
     version = 2
 
-    def __init__(self, mount: Path) -> None:
-        self.mount = mount
+    def __init__(self, mount: Path, cpu: bool = True) -> None:
+        self.mount, self.cpu = mount, cpu
 
     def open(self, run: str, instance: str) -> V2Cgroup:
         rel = Path(ROOT_NAME, run, instance)
@@ -365,15 +392,16 @@ class V2Hierarchy:
     def create(self, run: str, instance: str, limits: Limits) -> V2Cgroup:
         # Controllers must be enabled in every ancestor's subtree_control, top-down, before a leaf
         # below it can have memory.max and pids.max.
+        enable = "+memory +pids" + (" +cpu" if self.cpu else "")
         parent = self.mount
         for part in (ROOT_NAME, run):
-            _write(parent / "cgroup.subtree_control", "+memory +pids")
+            _write(parent / "cgroup.subtree_control", enable)
             parent = parent / part
             try:
                 parent.mkdir(exist_ok=True)
             except OSError as exc:
                 raise CgroupError(f"cannot create cgroup {parent}: {exc.strerror}") from exc
-        _write(parent / "cgroup.subtree_control", "+memory +pids")
+        _write(parent / "cgroup.subtree_control", enable)
         cg = self.open(run, instance)
         try:
             cg.directory.mkdir(exist_ok=True)
@@ -383,6 +411,8 @@ class V2Hierarchy:
         if (cg.directory / "memory.swap.max").exists():
             _write(cg.directory / "memory.swap.max", "0")
         _write(cg.directory / "pids.max", str(limits.pids_max))
+        if self.cpu:
+            _write(cg.directory / "cpu.max", f"{limits.cpu_quota_us} {CPU_PERIOD_US}")
         return cg
 
     def roots(self) -> list[Path]:
@@ -423,10 +453,10 @@ def detect(mountinfo_path: str = "/proc/self/mountinfo") -> Hierarchy:
             except OSError:
                 continue
             if {"memory", "pids"} <= controllers:
-                return V2Hierarchy(path)
+                return V2Hierarchy(path, cpu="cpu" in controllers)
     v1 = {opt: path for path, fstype, opts in mounts if fstype == "cgroup" for opt in opts}
     if "memory" in v1 and "pids" in v1:
-        return V1Hierarchy(v1["memory"], v1["pids"], v1.get("freezer"))
+        return V1Hierarchy(v1["memory"], v1["pids"], v1.get("freezer"), v1.get("cpu"))
     raise PreflightError(
         "no cgroup hierarchy offers both the memory and pids controllers (looked in /proc/self/mountinfo): "
         "boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1) or mount the v1 memory and pids controllers"

@@ -8,13 +8,18 @@ Built with the tools made for it rather than raw syscalls:
 - ``bwrap`` unshares user, mount, pid, ipc, uts, network and cgroup namespaces and builds the root from a
   tmpfs: the system folders bound read-only, a synthetic ``/etc/passwd``, a private ``/tmp``, the private
   volume at ``/data`` and the instance's run folder at ``/run/agent``. No ``--dev`` (a devpts mount the
-  agent does not need); the few device nodes an agent needs are bound one by one.
+  agent does not need); the few device nodes an agent needs are bound one by one. Once every mount is in
+  place the root is remounted read-only (``--remount-ro /``): the agent writes only where it was given a
+  place (the volume, its run folder, its /tmp).
 - ``--disable-userns``: nothing in the sandbox can create a user namespace (nor, without one, any other
   namespace): a nested user namespace would hand the agent every capability inside it, and with them the
   kernel's namespace, mount and netfilter code. bwrap sets the sandbox namespace's
   ``user.max_user_namespaces`` to 1 and uses that one itself: the sandbox's processes live in a second
   user namespace nested in the first (which owns the other namespaces), and ``unshare(CLONE_NEWUSER)``
   from anywhere inside answers ``ENOSPC``.
+- a seccomp filter (``seccomp.py``: keyctl, add_key, bpf, perf_event_open, userfaultfd, io_uring, unshare
+  refused), given to bwrap as a descriptor (``--seccomp FD``, opened for each launch by ``launch``) and installed
+  before ``nsenter`` on every command run inside a sandbox that has it (``run_inside``).
 - the process is placed in its cgroup *before* it runs anything: ``spawn_gated`` starts a shell that waits
   on a pipe, the controller writes its pid into the cgroup, then releases it to ``exec`` the real command.
 - ``nsenter`` runs a command inside a running sandbox (the same namespaces, root, uid, cgroup), as the
@@ -31,12 +36,14 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from runtime.errors import SandboxError
+from runtime.isolation import seccomp
 from runtime.isolation.cgroups import Cgroup
 
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -54,6 +61,10 @@ GATE = 'read -r _ <&{fd} || exit 111; exec {fd}<&-; exec "$@"'
 # victim of RS-1's 400 MB allocation). Raised on the command, since lowering the agent's needs a privilege
 # (CAP_SYS_RESOURCE) a platform may not have.
 COMMAND_OOM_SCORE_ADJ = 500
+# The seccomp filter's descriptor ``launch`` opened for the launch whose info descriptor is the key (descriptor
+# numbers are unique among open ones, so concurrent launches never mix them up); ``bwrap_argv`` names it.
+_SECCOMP_FDS: dict[int, int] = {}
+SECCOMP_APPLY = (sys.executable, "-I", "-S", str(Path(seccomp.__file__)), "--")
 
 
 @dataclass(frozen=True)
@@ -91,14 +102,19 @@ def _usr_merged_links() -> list[str]:
     return args
 
 
-def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> list[str]:
-    """The full launcher command for one sandbox running ``command``."""
+def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int, seccomp_fd: int | None = None) -> list[str]:
+    """The full launcher command for one sandbox running ``command``. ``seccomp_fd``: the filter's descriptor
+    (by default the one ``launch`` opened beside ``info_fd``)."""
+    if seccomp_fd is None:
+        seccomp_fd = _SECCOMP_FDS.get(info_fd)
+    if seccomp_fd is None:
+        raise SandboxError("no seccomp filter descriptor for this launch (bwrap_argv outside sandbox.launch)")
     argv = [
         "setpriv", f"--reuid={spec.uid}", f"--regid={spec.gid}", "--clear-groups", "--no-new-privs",
         "bwrap",
         "--unshare-user", "--disable-userns", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
         "--unshare-cgroup",
-        "--die-with-parent", "--new-session", "--info-fd", str(info_fd),
+        "--die-with-parent", "--new-session", "--info-fd", str(info_fd), "--seccomp", str(seccomp_fd),
         "--hostname", spec.hostname,
         "--clearenv", "--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/data",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "PAIRPROOF_INSTANCE", spec.instance_id,
@@ -142,6 +158,7 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int) -> li
     for host, inside in spec.binds:
         argv += ["--ro-bind", str(host), inside]
     argv += [
+        "--remount-ro", "/",
         "--chdir", "/data",
     ]
     for key, value in spec.env:
@@ -159,7 +176,11 @@ def spawn_gated(argv: Sequence[str], cgroup: Cgroup, *, pass_fds: Sequence[int] 
     ``oom_score_adj``), then ``exec``s the command; if the controller dies first, the read fails and the shell
     exits without running anything. ``on_gate(pid)``, if given, runs while the shell waits: an observer attached
     to it from the host (a trace of a start) sees everything the command does from its first instruction.
+
+    It starts in a session of its own: a terminal's Ctrl-C (SIGINT to the foreground process group) and
+    ``timeout`` (SIGTERM to its group) reach the controller's process alone, which stops the command by pid.
     """
+    popen.setdefault("start_new_session", True)
     gate_r, gate_w = os.pipe()
     try:
         proc = subprocess.Popen(
@@ -217,6 +238,7 @@ class SandboxProcess:
     popen: subprocess.Popen
     host_pid: int
     cgroup: Cgroup
+    seccomp: bool = True  # launched with the seccomp filter: commands entered are given it too
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -267,20 +289,28 @@ def launch(spec: SandboxSpec, cgroup: Cgroup, make_argv: Callable[[int], list[st
     ``Controller.launch_extra`` lets its caller edit that argv for a one-off sandbox (and answer for it).
     """
     info_r, info_w = os.pipe()
+    filter_fd = seccomp.program_fd()
+    _SECCOMP_FDS[info_w] = filter_fd
     try:
         popen = spawn_gated(
             make_argv(info_w), cgroup,
-            pass_fds=(info_w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            pass_fds=(info_w, filter_fd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             on_gate=on_gate,
         )
         os.close(info_w)
+        _SECCOMP_FDS.pop(info_w, None)
         info_w = -1
         info = _read_info(info_r, popen, deadline)
     finally:
         os.close(info_r)
         if info_w >= 0:
+            _SECCOMP_FDS.pop(info_w, None)
             os.close(info_w)
-    return SandboxProcess(spec=spec, popen=popen, host_pid=int(info["child-pid"]), cgroup=cgroup)
+        os.close(filter_fd)
+    # Commands entered later get the filter the sandbox was launched with (a launcher edited to run without one,
+    # a deliberately broken arrangement, gets none).
+    filtered = "--seccomp" in popen.args
+    return SandboxProcess(spec=spec, popen=popen, host_pid=int(info["child-pid"]), cgroup=cgroup, seccomp=filtered)
 
 
 def namespace_flags(host_pid: int) -> list[str]:
@@ -319,6 +349,12 @@ def enter_fd_argv(host_pid: int, uid: int, gid: int, fd: int, args: Sequence[str
     return [*argv[:cut], f"/proc/self/fd/{fd}", *args]
 
 
+def filtered(proc: SandboxProcess, argv: list[str]) -> list[str]:
+    """``argv`` (an ``nsenter`` command line) run under the sandbox's seccomp filter when the sandbox has one: the
+    filter is installed first (by ``seccomp.py``, from the host), then ``setpriv`` and ``nsenter`` run under it."""
+    return [*SECCOMP_APPLY, *argv] if proc.seccomp else argv
+
+
 def run_binary_inside(proc: SandboxProcess, host_path: str, args: Sequence[str], *,
                       env: Mapping[str, str] | None = None, stdin: bytes | None = None,
                       timeout: float = 60.0) -> ExecOutcome:
@@ -335,7 +371,8 @@ def run_binary_inside(proc: SandboxProcess, host_path: str, args: Sequence[str],
         raise SandboxError(f"cannot open {host_path} to run it in {proc.spec.instance_id}: {exc.strerror}") from exc
     try:
         child = spawn_gated(
-            enter_fd_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, fd, args), proc.cgroup, pass_fds=(fd,),
+            filtered(proc, enter_fd_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, fd, args)), proc.cgroup,
+            pass_fds=(fd,),
             oom_score_adj=COMMAND_OOM_SCORE_ADJ,
             env={"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", **(env or {})},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
@@ -357,7 +394,8 @@ def run_inside(proc: SandboxProcess, argv: Sequence[str], *, stdin: bytes | None
     if not proc.alive():
         raise SandboxError(f"sandbox {proc.spec.instance_id} is not running")
     child = spawn_gated(
-        enter_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, argv), proc.cgroup, oom_score_adj=COMMAND_OOM_SCORE_ADJ,
+        filtered(proc, enter_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, argv)), proc.cgroup,
+        oom_score_adj=COMMAND_OOM_SCORE_ADJ,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )
     return _finish(child, stdin, timeout, f"{list(argv)!r} in {proc.spec.instance_id}")

@@ -150,7 +150,7 @@ def test_the_sandbox_mounts_an_agent_bind_read_only(tmp_path):
 
     spec = sandbox.SandboxSpec(instance_id="i", uid=1, gid=1, volume=tmp_path, control_dir=tmp_path, etc_dir=tmp_path,
                                image_dir=tmp_path, hostname="h", binds=((tmp_path / "venv", "/opt/venv"),))
-    argv = sandbox.bwrap_argv(spec, ["true"], info_fd=3)
+    argv = sandbox.bwrap_argv(spec, ["true"], info_fd=3, seccomp_fd=4)
     at = argv.index(str(tmp_path / "venv"))
     assert argv[at - 1:at + 2] == ["--ro-bind", str(tmp_path / "venv"), "/opt/venv"]
     assert at < argv.index("--chdir")

@@ -33,13 +33,14 @@ def test_v2_enables_controllers_top_down_and_writes_hard_limits(tmp_path, monkey
             (self / name).touch()
     monkeypatch.setattr(Path, "mkdir", mkdir)
     cg = cgroups.V2Hierarchy(mount).create("run1", "inst-g1", Limits(256 << 20, 64))
-    assert (mount / "cgroup.subtree_control").read_text() == "+memory +pids"
-    assert (mount / "pairproof" / "cgroup.subtree_control").read_text() == "+memory +pids"
-    assert (mount / "pairproof" / "run1" / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert (mount / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
+    assert (mount / "pairproof" / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
+    assert (mount / "pairproof" / "run1" / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
     leaf = mount / "pairproof" / "run1" / "inst-g1"
     assert (leaf / "memory.max").read_text() == str(256 << 20)
     assert (leaf / "memory.swap.max").read_text() == "0"
     assert (leaf / "pids.max").read_text() == "64"
+    assert (leaf / "cpu.max").read_text() == "100000 100000"  # one CPU's worth by default
     assert cg.procs_files == (leaf / "cgroup.procs",)
 
 
@@ -107,3 +108,15 @@ def test_a_cgroup_being_removed_reads_as_gone_not_as_an_error():
     assert cgroups._read_pids((_Going(),)) == set()
     with pytest.raises(OSError, match="Permission denied"):
         cgroups._text_if_there(_Broken())
+
+
+def test_v1_writes_a_cpu_quota_where_the_cpu_controller_is_mounted(tmp_path):
+    mounts = {name: tmp_path / name for name in ("memory", "pids", "cpu")}
+    for m in mounts.values():
+        m.mkdir()
+    cg = cgroups.V1Hierarchy(mounts["memory"], mounts["pids"], None, mounts["cpu"]).create(
+        "run1", "inst-g1", Limits(256 << 20, 64, cpu_millis=500))
+    leaf = mounts["cpu"] / "pairproof" / "run1" / "inst-g1"
+    assert (leaf / "cpu.cfs_period_us").read_text() == "100000"
+    assert (leaf / "cpu.cfs_quota_us").read_text() == "50000"
+    assert leaf / "cgroup.procs" in cg.procs_files

@@ -48,6 +48,45 @@ class BrokenNestedUserns(Protocol):
 
 
 @runtime_checkable
+class BrokenWritableRoot(Protocol):
+    def broken_writable_root(self, intruder: Principal) -> AbstractContextManager[InstanceRef]:
+        """The intruder's sandbox has a writable root filesystem (its agent can create files outside the places it
+        was given to write)."""
+
+
+@runtime_checkable
+class BrokenNoSeccomp(Protocol):
+    def broken_no_seccomp(self, intruder: Principal) -> AbstractContextManager[InstanceRef]:
+        """The intruder's sandbox runs without a seccomp filter (every system call its uid may make reaches the
+        kernel)."""
+
+
+@runtime_checkable
+class BrokenHostDevice(Protocol):
+    def broken_host_device(self, intruder: Principal) -> AbstractContextManager[InstanceRef]:
+        """The intruder's sandbox is given a host device node beyond the harmless ones (the kernel log,
+        /dev/kmsg)."""
+
+
+@runtime_checkable
+class BrokenSharedPropagation(Protocol):
+    def broken_shared_propagation(self, intruder: Principal) -> AbstractContextManager[InstanceRef]:
+        """The intruder's sandbox has a mount with shared propagation (its volume at /data)."""
+
+
+@runtime_checkable
+class BrokenHostUtsCgroupNs(Protocol):
+    def broken_host_uts_cgroup_ns(self, intruder: Principal) -> AbstractContextManager[InstanceRef]:
+        """The intruder's sandbox shares the host's UTS and cgroup namespaces."""
+
+
+@runtime_checkable
+class BrokenNoCpuLimit(Protocol):
+    def broken_no_cpu_limit(self, intruder: Principal) -> AbstractContextManager[InstanceRef]:
+        """The intruder's sandbox has no CPU limit (its cgroup has no CPU quota)."""
+
+
+@runtime_checkable
 class BrokenSameUid(Protocol):
     def broken_same_uid(self, owner: InstanceRef, intruder: Principal) -> AbstractContextManager[InstanceRef]:
         """The intruder's sandbox runs under the owner's host uid (its own volume)."""
@@ -125,6 +164,12 @@ class BrokenLaxModelCapability(Protocol):
         """The model proxy honours any model capability that verifies, whatever its lease or generation."""
 
 
+# The posture case's arrangements (PS-1): each a sandbox of the intruder's with one guard of the runtime's posture
+# removed.
+POSTURE_ARRANGEMENTS = ("broken_writable_root", "broken_no_seccomp", "broken_host_device", "broken_shared_propagation",
+                        "broken_host_uts_cgroup_ns", "broken_no_cpu_limit")
+
+
 def _calls(usage: Mapping) -> dict:
     return {k: v["calls"] for k, v in usage.items()}
 
@@ -140,6 +185,7 @@ def round_trip(c: Checker, facet: str, lab: Callable[[], Lab]) -> str:
         "broken_secret_in_env": {"principal": OTHER},
         "broken_shared_pid_ns": {"intruder": OTHER},
         "broken_nested_userns": {"intruder": OTHER},
+        **{f: {"intruder": OTHER} for f in POSTURE_ARRANGEMENTS},
         "broken_same_uid": {"owner": ref, "intruder": OTHER},
         "broken_host_account_uid": {"intruder": OTHER},
         "broken_open_egress": {"principal": OTHER},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -59,6 +60,36 @@ class Breakers:
     def broken_nested_userns(self, intruder: Principal) -> Iterator[InstanceRef]:
         with self._arrangement():
             yield self._nested_userns(intruder=intruder)
+
+    @contextmanager
+    def broken_writable_root(self, intruder: Principal) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._writable_root(intruder=intruder)
+
+    @contextmanager
+    def broken_no_seccomp(self, intruder: Principal) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._no_seccomp(intruder=intruder)
+
+    @contextmanager
+    def broken_host_device(self, intruder: Principal) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._host_device(intruder=intruder)
+
+    @contextmanager
+    def broken_shared_propagation(self, intruder: Principal) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._shared_propagation(intruder=intruder)
+
+    @contextmanager
+    def broken_host_uts_cgroup_ns(self, intruder: Principal) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._host_uts_cgroup_ns(intruder=intruder)
+
+    @contextmanager
+    def broken_no_cpu_limit(self, intruder: Principal) -> Iterator[InstanceRef]:
+        with self._arrangement():
+            yield self._no_cpu_limit(intruder=intruder)
 
     @contextmanager
     def broken_same_uid(self, owner: InstanceRef, intruder: Principal) -> Iterator[InstanceRef]:
@@ -186,10 +217,56 @@ class Breakers:
         return self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
 
     def _nested_userns(self, intruder: Principal) -> InstanceRef:
-        """The intruder's sandbox launched without ``--disable-userns``: its processes may create a user
-        namespace of their own (and, holding every capability in it, any other namespace)."""
+        """The intruder's sandbox launched without ``--disable-userns`` and without the seccomp filter (which
+        refuses ``unshare``): its processes may create a user namespace of their own (and, holding every
+        capability in it, any other namespace)."""
         return self._start_broken(intruder, uid=self._free_uid(), volume=None,
-                                  edit=lambda argv: replace_args(argv, ["--disable-userns"], []))
+                                  edit=lambda argv: without_seccomp(replace_args(argv, ["--disable-userns"], [])))
+
+    def _writable_root(self, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox keeps the tmpfs it is built on writable (no ``--remount-ro /``), as a launcher
+        that builds the root and forgets to seal it would."""
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None,
+                                  edit=lambda argv: replace_args(argv, ["--remount-ro", "/"], []))
+
+    def _no_seccomp(self, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox launched without the seccomp filter, as bubblewrap runs by default."""
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=without_seccomp)
+
+    def _host_device(self, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox is given the host's /dev/kmsg beside the harmless devices, as a platform that
+        lets agents read the kernel log for diagnostics would."""
+        last = ["--dev-bind", "/dev/urandom", "/dev/urandom"]
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None,
+                                  edit=lambda argv: replace_args(argv, last, [*last, "--dev-bind", "/dev/kmsg", "/dev/kmsg"]))
+
+    def _shared_propagation(self, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox's /data mount made shared (``mount --make-shared``, from the host in its mount
+        namespace), as a platform that shares volume mounts to hot-plug storage would."""
+        ref = self._start_broken(intruder, uid=self._free_uid(), volume=None)
+        pid = self._broken[ref.key].host_pid
+        out = subprocess.run(["nsenter", "-t", str(pid), "--mount", "--", "mount", "--make-shared", "/data"],
+                             capture_output=True, timeout=30)
+        if out.returncode != 0:
+            raise TargetError(f"cannot make /data shared in {ref.key}: {out.stderr.decode(errors='replace')}")
+        return ref
+
+    def _host_uts_cgroup_ns(self, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox keeps the host's UTS and cgroup namespaces (no ``--unshare-uts``,
+        ``--unshare-cgroup``, and so no hostname of its own)."""
+        def edit(argv: list[str]) -> list[str]:
+            at = argv.index("--hostname")
+            argv = argv[:at] + argv[at + 2:]
+            argv = replace_args(argv, ["--unshare-uts"], [])
+            return replace_args(argv, ["--unshare-cgroup"], [])
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
+
+    def _no_cpu_limit(self, intruder: Principal) -> InstanceRef:
+        """The intruder's sandbox's cgroup has no CPU quota (written away once it runs), as a platform that
+        limits memory and pids only would."""
+        ref = self._start_broken(intruder, uid=self._free_uid(), volume=None)
+        unlimit_cpu(self._broken[ref.key].cgroup)
+        return ref
 
     def _same_uid(self, owner: InstanceRef, intruder: Principal) -> InstanceRef:
         """The intruder's sandbox runs under the owner's host uid (its own volume, though)."""
@@ -297,6 +374,24 @@ class Breakers:
         """The platform's log level turned to DEBUG, as an operator chasing a bug would."""
         before = self.platform.set_log_level(logging.DEBUG)
         self._undo.append(lambda: self.platform.set_log_level(before))
+
+
+def without_seccomp(argv: list[str]) -> list[str]:
+    """The launcher's argv without its ``--seccomp FD`` (the descriptor stays open, unread)."""
+    at = argv.index("--seccomp")
+    return argv[:at] + argv[at + 2:]
+
+
+def unlimit_cpu(cgroup) -> None:
+    """Remove the CPU quota of a running sandbox's cgroup (v1 ``cpu.cfs_quota_us`` -1, v2 ``cpu.max`` max)."""
+    from runtime.isolation.cgroups import V1Cgroup
+
+    if isinstance(cgroup, V1Cgroup):
+        if cgroup.cpu_dir is None:
+            raise TargetError("the sandbox's cgroup has no cpu controller: no CPU quota to remove")
+        (cgroup.cpu_dir / "cpu.cfs_quota_us").write_text("-1")
+    else:
+        (cgroup.directory / "cpu.max").write_text("max")
 
 
 class _StaleTolerated:
