@@ -136,6 +136,9 @@ def test_an_opened_file_is_not_required_to_be_seen_by_its_owner():
     ({"limit": 100000, "folders": 5, "cut": [], "unlisted": {"/srv/x": "errno 5"}},
      "B's write could not list 1 folders for a reason other than a denial: {'/srv/x': 'errno 5'}"),
     (None, "B's write gave no completeness record of its walk"),
+    ({"limit": 100000, "folders": 5, "cut": [], "unlisted": {"/run/drop": "errno 13"}, "searchable": ["/run/drop"]},
+     "B's write could not list 1 folders it may search (a place under one is reachable by a name the walk cannot "
+     "see): ['/run/drop']"),
 ])
 def test_a_walk_that_did_not_look_everywhere_leaves_the_case_unproven(walk, problem):
     """A write whose walk under its mount points stopped at the limit, could not list a folder for a reason

@@ -20,9 +20,10 @@ argv: ``write MARKER`` | ``look MARKER PATH...`` | ``clean MARKER PATH...``. Pri
 The walks under mount points (the folders under a mount whose root this uid cannot write; every folder the
 look searches) say where they stopped, in the completeness record ``walk``: ``{"limit": WALK_DIRS,
 "folders": how many listed, "cut": [mount points whose walk reached the limit], "unlisted": {path: "errno
-N"}}`` (a folder that could not be listed, its subfolders unseen). The host judges it
-(``sharing.walk_problems``): a walk cut at the limit, or a folder unlisted for a reason other than a denial
-or a folder gone meanwhile, leaves the case unjudged, never passed.
+N"}, "searchable": [unlisted folders this uid may still search]}`` (a folder that could not be listed, its
+subfolders unseen). The host judges it (``sharing.walk_problems``): a walk cut at the limit, a folder unlisted
+for a reason other than a denial or a folder gone meanwhile, or unlisted yet searchable (a place under it is
+reachable by a name the walk cannot see), leaves the case unjudged, never passed.
 """
 
 import ctypes
@@ -73,11 +74,14 @@ def _identity(path):
     return f"{st.st_dev}:{st.st_ino}"
 
 
-WALK = {"limit": WALK_DIRS, "folders": 0, "cut": [], "unlisted": {}}  # this run's completeness record
+WALK = {"limit": WALK_DIRS, "folders": 0, "cut": [], "unlisted": {}, "searchable": []}  # this run's completeness record
 
 
 def _unlisted(error):
-    WALK["unlisted"][error.filename or "?"] = f"errno {error.errno}"
+    path = error.filename or "?"
+    WALK["unlisted"][path] = f"errno {error.errno}"
+    if os.path.isdir(path) and os.access(path, os.X_OK) and path not in WALK["searchable"]:
+        WALK["searchable"].append(path)
 
 
 def _folders_under(top):

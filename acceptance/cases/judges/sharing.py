@@ -76,7 +76,8 @@ def exchange(writer_host, looker_host, writer: str, looker: str) -> Exchange:
 
 def walk_problems(report: Mapping, who: str, what: str) -> list[str]:
     """Why one side's walk under its mount points did not look everywhere: no completeness record, a walk cut
-    at its limit, a folder it could not list for a reason other than a denial or the folder going."""
+    at its limit, a folder it could not list for a reason other than a denial or the folder going, or one it
+    could not list but may search."""
     walk = report.get("walk")
     if not isinstance(walk, Mapping):
         return [f"{who}'s {what} gave no completeness record of its walk"]
@@ -88,6 +89,10 @@ def walk_problems(report: Mapping, who: str, what: str) -> list[str]:
     if odd:
         problems.append(f"{who}'s {what} could not list {len(odd)} folders for a reason other than a denial: "
                         f"{dict(sorted(odd.items())[:5])}")
+    searchable = sorted(set(walk.get("searchable") or ()) - set(odd))
+    if searchable:
+        problems.append(f"{who}'s {what} could not list {len(searchable)} folders it may search (a place under one "
+                        f"is reachable by a name the walk cannot see): {searchable[:5]}")
     return problems
 
 
