@@ -78,7 +78,8 @@ def test_nt1_no_dns_reaches_any_resolver(name, instances, planted, lab, egress):
     can see (TCP/UDP of either family, unix sockets by path or abstract, socket files mounted in). Each
     must fail as the kernel fails a loopback-only sandbox (no route; refused on loopback; no resolver
     answered), no socket may give a DNS answer, and the sink records nothing carrying the canary. A route
-    beyond the lab is itself a finding (the probe then sends nothing, and reports the kernel's route)."""
+    beyond the lab is itself a finding (the probe then sends nothing, and reports the kernel's route). The
+    socket sweep's walk must be complete (``netprobes.sweep_problems``), or the case is broken."""
     since = time.time()
     label = planted.tokens[name]["memory"]
     report = egress(instances[name], label)
@@ -91,6 +92,9 @@ def test_nt1_no_dns_reaches_any_resolver(name, instances, planted, lab, egress):
     if "skipped: the broker" not in report["knocks"].values():
         raise ProofError(f"the socket sweep did not see the sandbox's own broker: it looked at {sorted(report['knocks'])}")
     assert carried == []
+    problems = netprobes.sweep_problems(report)  # after the findings: a leak found stands, a partial sweep proves nothing
+    if problems:
+        raise ProofError("the socket sweep did not look everywhere: " + "; ".join(problems))
 
 
 @pytest.mark.case("NT-1", "X", pair="B->outside")
