@@ -10,10 +10,10 @@ every container is created with all of them (``container_config``):
   whole daemon, so the uid the host sees is the uid inside).
 - read-only root; the private volume bind-mounted at /data, the run folder at /run/agent, the synthetic
   /etc/passwd and /etc/group and the managed configuration read-only; a private tmpfs /tmp.
-- memory (swap included) and pids limits, in a cgroup under ``pairproof/<run>/`` (cgroupfs driver), so
-  the run's cgroup sweep covers containers too.
+- memory (swap included), pids and CPU limits, in a cgroup under ``pairproof/<run>/`` (cgroupfs driver), so
+  the run's cgroup sweep covers containers too, and a cgroup namespace of its own.
 - ``cap_drop=ALL``, ``no-new-privileges``, Docker's default seccomp profile (which refuses the agent a user
-  namespace: PR-3), private IPC and /dev/shm.
+  namespace: PR-3; an engine before 25.0 lets io_uring through it, which PS-1 finds), private IPC and /dev/shm.
 - every object labelled ``pairproof.run=<run>`` (and the instance), so ``remove_run_containers`` finds
   what a killed run left.
 
@@ -115,12 +115,14 @@ def container_config(spec: SandboxSpec, limits: Limits, command: Sequence[str], 
         "mem_limit": limits.memory_bytes,
         "memswap_limit": limits.memory_bytes,  # without it the allocation would be swapped out, not killed
         "pids_limit": limits.pids_max,
+        "nano_cpus": limits.cpu_millis * 1_000_000,  # the CPU quota, as the bubblewrap sandboxes' cgroups have it
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],  # and Docker's default seccomp profile, by not naming another
         # Loopback only, of both families as in a bubblewrap sandbox: Docker turns IPv6 off in the namespace,
         # and a connect to an IPv6 address would then fail "address not available" instead of "unreachable".
         "sysctls": {"net.ipv6.conf.all.disable_ipv6": "0", "net.ipv6.conf.default.disable_ipv6": "0"},
         "ipc_mode": "private",
+        "cgroupns": "private",  # Docker's default on a cgroup v1 host is the host's cgroup namespace
         "shm_size": SHM_SIZE,
         "cgroup_parent": f"/{CGROUP_PARENT}/{run}",
         "init": False,  # the agent is pid 1 and the only process of its uid: no root docker-init beside it

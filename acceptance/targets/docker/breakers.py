@@ -125,3 +125,34 @@ class DockerBreakers(Breakers):
         ref = self._start_broken(principal, uid=uid, volume=None, command=command, edit=edit)
         lab.connect(self._broken[ref.key].host_pid)
         return ref
+
+    def _writable_root(self, intruder: Principal) -> InstanceRef:
+        """The intruder's container without ``read_only``: the image's root filesystem writable by its uid where
+        the image's permissions allow (Docker's default)."""
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None,
+                                  edit=lambda config: {**config, "read_only": False})
+
+    def _no_seccomp(self, intruder: Principal) -> InstanceRef:
+        """The intruder's container without a seccomp filter (``--security-opt seccomp=unconfined``)."""
+        def edit(config: dict) -> dict:
+            return {**config, "security_opt": [*(o for o in config.get("security_opt") or [] if not o.startswith("seccomp")),
+                                               "seccomp=unconfined"]}
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
+
+    def _host_device(self, intruder: Principal) -> InstanceRef:
+        """The intruder's container given the host's /dev/kmsg (``--device /dev/kmsg:/dev/kmsg:r``)."""
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None,
+                                  edit=lambda config: {**config, "devices": ["/dev/kmsg:/dev/kmsg:r"]})
+
+    def _host_uts_cgroup_ns(self, intruder: Principal) -> InstanceRef:
+        """The intruder's container in the host's UTS and cgroup namespaces (``--uts=host --cgroupns=host``; no
+        hostname of its own, which Docker refuses with the host's UTS namespace)."""
+        def edit(config: dict) -> dict:
+            kept = {k: v for k, v in config.items() if k != "hostname"}
+            return {**kept, "uts_mode": "host", "cgroupns": "host"}
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None, edit=edit)
+
+    def _no_cpu_limit(self, intruder: Principal) -> InstanceRef:
+        """The intruder's container created without a CPU quota (no ``nano_cpus``)."""
+        return self._start_broken(intruder, uid=self._free_uid(), volume=None,
+                                  edit=lambda config: {k: v for k, v in config.items() if k != "nano_cpus"})

@@ -25,6 +25,10 @@ from runtime.product.store import ProductError
 # that), and the driver waits for the mark before anyone probes it.
 BROKEN_COMMAND = ("/bin/sh", "-c", ": > /run/agent/ready && exec /bin/sleep infinity")
 READY_DEADLINE = 10.0
+# mount(NULL, "/data", NULL, MS_SHARED, NULL), run by root in a sandbox's mount namespace.
+MAKE_SHARED = ("import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+               "rc = libc.mount(None, b'/data', None, ctypes.c_ulong(1 << 20), None); "
+               "rc == 0 or exit(os.strerror(ctypes.get_errno()))")
 
 
 def lab_addresses() -> dict[str, str]:
@@ -241,11 +245,12 @@ class Breakers:
                                   edit=lambda argv: replace_args(argv, last, [*last, "--dev-bind", "/dev/kmsg", "/dev/kmsg"]))
 
     def _shared_propagation(self, intruder: Principal) -> InstanceRef:
-        """The intruder's sandbox's /data mount made shared (``mount --make-shared``, from the host in its mount
-        namespace), as a platform that shares volume mounts to hot-plug storage would."""
+        """The intruder's sandbox's /data mount made shared (``mount(2)`` with MS_SHARED, by root from the host in
+        its mount namespace, with the sandbox's python: an image need not have a ``mount``), as a platform that
+        shares volume mounts to hot-plug storage would."""
         ref = self._start_broken(intruder, uid=self._free_uid(), volume=None)
         pid = self._broken[ref.key].host_pid
-        out = subprocess.run(["nsenter", "-t", str(pid), "--mount", "--", "mount", "--make-shared", "/data"],
+        out = subprocess.run(["nsenter", "-t", str(pid), "--mount", "--", "/usr/bin/python3", "-I", "-S", "-c", MAKE_SHARED],
                              capture_output=True, timeout=30)
         if out.returncode != 0:
             raise TargetError(f"cannot make /data shared in {ref.key}: {out.stderr.decode(errors='replace')}")
