@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import stat
+from collections import Counter
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
@@ -452,6 +453,41 @@ def unaudited_operator_routes(target, owner, records: list[int]) -> list[str]:
     return missing
 
 
+# Every method an operator's traffic tries on every route the server's router reports (the router answers the
+# others 405 before anything is read; they are tried all the same: a route's method is the server's to decide).
+OPERATOR_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def operator_traffic(target, records: list[int], name: str = "traffic") -> int:
+    """An operator's requests over every method and every route the server's own router reports, each with
+    every one of ``records`` in its numeric parameters; the number of requests sent."""
+    op = target.operator(name)
+    sent = 0
+    for _, template, _ in target.product_routes():
+        for record in records:
+            path = concrete(template, record)
+            for method in OPERATOR_METHODS:
+                op.request(method, path, {"body": "x", "title": "x"} if method != "GET" else None)
+                sent += 1
+    return sent
+
+
+def unaudited_operator_reads(target, owner, since: int, audit_before: int) -> tuple[list[str], dict]:
+    """At the data layer: every read of ``owner``'s records the product's store recorded as made with an
+    operator credential since ``since`` (an index into ``record_reads``), each against the owner's own audit
+    entries since ``audit_before``, operator by operator and record by record: a read without an entry of its
+    own (as many entries as reads) is returned. Whatever route served it, listed or not."""
+    reads = [r for r in target.record_reads()[since:]
+             if r["kind"] == "operator" and (r["org"], r["owner"]) == (owner.org, owner.user)]
+    entries = target.person(owner).request("GET", "/api/audit")[1]["reads"][audit_before:]
+    read = Counter((r["user"], r["record"]) for r in reads)
+    audited = Counter((e["operator"], e["record"]) for e in entries)
+    missing = [f"operator {who} read record {record} {n}x, {audited[(who, record)]} audit entries"
+               for (who, record), n in sorted(read.items()) if n > audited[(who, record)]]
+    return missing, {"operator reads of the owner's records": sum(read.values()),
+                     "audit entries the owner sees": sum(audited.values()), "unaudited": missing}
+
+
 # Where an unlisted route would be, besides the listed routes' own segments: OP-2 cannot enumerate what a
 # server answers from outside, so it samples these names under these prefixes (and says so).
 ROUTE_WORDS = ("admin", "debug", "export", "dump", "raw", "internal", "support", "search", "bulk", "all", "users",
@@ -504,6 +540,7 @@ def test_op2_no_unaudited_route_and_no_write_or_impersonation(a_record, a_conver
     enumerated from outside). An unlisted route that serves an operator a record with no audit entry is a
     finding; any other unlisted route means the driver's list is not the server's (broken)."""
     a = target.person(principals["A"])
+    since, audit_before = len(target.record_reads()), len(a.request("GET", "/api/audit")[1]["reads"])
     routes = target.product_routes()
     assert any(door == "operator" for _, _, door in routes)
     assert unaudited_operator_routes(target, principals["A"], [a_record, a_conversation]) == []
@@ -531,15 +568,33 @@ def test_op2_no_unaudited_route_and_no_write_or_impersonation(a_record, a_conver
             if again == 200 and len(a.request("GET", "/api/audit")[1]["reads"]) == before:
                 unaudited.append(f"{method} {path}")
     assert unaudited == [], "routes the driver does not list serve an operator with no audit entry for the owner"
+    # At the data layer: after an operator's traffic over every method and every route the router reports, every
+    # read of A's records the store recorded under an operator credential has its own entry in A's audit.
+    sent = operator_traffic(target, [a_record, a_conversation])
+    missing, record = unaudited_operator_reads(target, principals["A"], since, audit_before)
+    attach("OP-2 operator reads at the data layer", {"requests of the operator traffic": sent, **record})
+    if not record["operator reads of the owner's records"]:
+        raise ProofError("the product's store recorded no operator read of A's records, not even the audited "
+                         "route's: its record of reads is not what served these requests")
+    assert missing == [], "reads of A's records made with an operator credential without an audit entry"
     if unlisted:
         raise TargetError(f"the product answers routes its driver does not list: {unlisted[:10]}")
 
 
 @pytest.mark.case("OP-2", "X", pair="OP->A")
 def test_op2_broken_unaudited_route_is_detected(a_record, a_conversation, principals, target):
+    """X: a route that serves an operator A's record without writing the audit is found by the route walk, and
+    by the data layer: after the same operator traffic, the store's own record holds an operator read of A's
+    record with no audit entry of its own."""
+    a = target.person(principals["A"])
+    since, audit_before = len(target.record_reads()), len(a.request("GET", "/api/audit")[1]["reads"])
     with target.broken_unaudited_operator_route() as template:
         missing = unaudited_operator_routes(target, principals["A"], [a_record, a_conversation])
         assert len(missing) == 1 and "debug" in missing[0], (template, missing)
+        operator_traffic(target, [a_record, a_conversation])
+        unaudited, record = unaudited_operator_reads(target, principals["A"], since, audit_before)
+    attach("OP-2 X: operator reads at the data layer", record)
+    assert any(f"record {a_record} " in line for line in unaudited), unaudited
 
 
 # -- LG-1: logs ----------------------------------------------------------------------------------------------

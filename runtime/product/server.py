@@ -179,7 +179,7 @@ class ProductServer:
     def _operator_messages(self, who: Caller, cid: str) -> dict[str, Any]:
         conversation = self.store.operator_read(who, int(cid), "GET /api/operator/conversations/{id}/messages")
         owner = Caller("person", conversation["org"], conversation["owner"])
-        ids = [m["id"] for m in self.store.messages(owner, int(cid))]
+        ids = self.store.message_ids(owner, int(cid))  # ids only: each message is read below, audited
         return {"messages": [self.store.operator_read(who, i, "GET /api/operator/conversations/{id}/messages")
                              for i in ids]}
 
@@ -309,7 +309,8 @@ class ProductServer:
                         args: tuple[Any, ...] = (*m.groups(), body)
                     else:
                         args = m.groups() or ({k: v[-1] for k, v in parse_qs(split.query).items()},)
-                    value = r.handler(who, *args)
+                    with product.store.serving(who):
+                        value = r.handler(who, *args)
                 except ProductError as exc:
                     log.info("%s %s refused: %s", method, r.template, exc.reason)
                     self._error(exc)

@@ -10,6 +10,8 @@ hash), makes it happen. People act for themselves; operators read through audite
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import sqlite3
@@ -70,8 +72,17 @@ def digest(action: str, payload: dict[str, Any], audience: str) -> str:
     return hashlib.sha256(canonical({"action": action, "payload": payload, "audience": audience}).encode()).hexdigest()
 
 
+# Who the request being served is (``ProductStore.serving``): every record the store hands out is recorded
+# with it, whichever route or helper asked for the record.
+_SERVING: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("pairproof_product_caller", default=None)
+
+
 class ProductStore:
     def __init__(self, db_path: Path) -> None:
+        # The store's own record of every record it handed out (``handed_out``): with the credential of the
+        # request that asked (kind "platform": outside any request), whatever route, helper or audit did or
+        # did not go with it. OP-2 judges operators' reads by it, not by the routes' word.
+        self._handed: list[dict[str, Any]] = []
         self._lock = threading.RLock()
         self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
@@ -79,6 +90,30 @@ class ProductStore:
 
     def close(self) -> None:
         self._db.close()
+
+    # -- who read what -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def serving(self, who: Caller):
+        """While a request of ``who`` is served: every record handed out is recorded as read by ``who``."""
+        token = _SERVING.set(who)
+        try:
+            yield
+        finally:
+            _SERVING.reset(token)
+
+    def _out(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        who = _SERVING.get()
+        at = time.time()
+        with self._lock:
+            self._handed.extend({"at": at, "kind": who.kind if who else "platform", "user": who.user if who else "",
+                                 "record": r["id"], "org": r["org"], "owner": r["owner"]} for r in rows)
+        return rows
+
+    def handed_out(self) -> list[dict[str, Any]]:
+        """Every record the store handed out so far, in order, with who asked (see ``_handed``)."""
+        with self._lock:
+            return [dict(r) for r in self._handed]
 
     # -- visibility ----------------------------------------------------------------------------------
 
@@ -112,7 +147,7 @@ class ProductStore:
         (``get`` for the people and agents it is visible to, ``operator_read`` for operators, audited)."""
         with self._lock:
             row = self._row(record_id)
-        return None if row is None else dict(row)
+        return None if row is None else self._out([dict(row)])[0]
 
     def get(self, who: Caller, record_id: Any) -> dict[str, Any]:
         with self._lock:
@@ -120,13 +155,13 @@ class ProductStore:
             # Same answer for "absent" and "not yours": the id space must not be an oracle.
             if row is None or not self._visible(who, row):
                 raise ProductError(404, "not_found_or_not_visible", "no such record for this caller")
-            return dict(row)
+            return self._out([dict(row)])[0]
 
     def list(self, who: Caller, kind: str | None = None, parent: int | None = None) -> list[dict[str, Any]]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM records WHERE org = ? ORDER BY id", (who.org,)).fetchall()
-            return [dict(r) for r in rows if self._visible(who, r) and (kind is None or r["kind"] == kind)
-                    and (parent is None or r["parent"] == parent)]
+            return self._out([dict(r) for r in rows if self._visible(who, r) and (kind is None or r["kind"] == kind)
+                              and (parent is None or r["parent"] == parent)])
 
     # -- writes ----------------------------------------------------------------------------------------
 
@@ -219,7 +254,15 @@ class ProductStore:
                 raise ProductError(404, "not_found_or_not_visible", "no such conversation for this caller")
             rows = self._db.execute("SELECT * FROM records WHERE kind = 'message' AND parent = ? ORDER BY id",
                                     (conversation,)).fetchall()
-            return [dict(r) for r in rows if self._visible(who, r)]
+            return self._out([dict(r) for r in rows if self._visible(who, r)])
+
+    def message_ids(self, owner: Caller, conversation: int) -> list[int]:
+        """The ids of the messages of ``owner``'s conversation that ``owner`` sees, no record handed out: an
+        operator route reads (and audits) each one itself."""
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM records WHERE kind = 'message' AND parent = ? ORDER BY id",
+                                    (conversation,)).fetchall()
+            return [r["id"] for r in rows if self._visible(owner, r)]
 
     def participants(self, conversation: int) -> list[str]:
         with self._lock:
@@ -257,7 +300,7 @@ class ProductStore:
                 raise ProductError(404, "not_found", "no such record")
             self._db.execute("INSERT INTO audit (at, operator, route, record, org, owner) VALUES (?, ?, ?, ?, ?, ?)",
                              (time.time(), operator.user, route, row["id"], row["org"], row["owner"]))
-            return dict(row)
+            return self._out([dict(row)])[0]
 
     def audit(self, who: Caller) -> list[dict[str, Any]]:
         with self._lock:

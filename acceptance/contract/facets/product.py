@@ -4,6 +4,7 @@ every route it serves; with its check-driver round trip.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from acceptance.contract.checking import OWNER, Checker, check
@@ -23,6 +24,12 @@ class Product(Protocol):
     def product_routes(self) -> list[tuple[str, str, str]]:
         """Every route the product server really serves: (method, path template, which credential opens it)."""
 
+    def record_reads(self) -> list[Mapping[str, object]]:
+        """The product's data layer's own record of every record it handed out so far, in order: ``kind`` of
+        the credential of the request that read it (agent, person, operator; platform outside any request),
+        ``user`` (the operator's name for an operator), ``record`` (its id), ``org`` and ``owner``; whatever
+        route served it, and whether or not anything was audited."""
+
 
 def round_trip(c: Checker) -> str:
     """Every route is listed; a person and an operator each get a status from a plain GET route."""
@@ -35,4 +42,8 @@ def round_trip(c: Checker) -> str:
     check(isinstance(status, int), f"person().request returned status {status!r}")
     op_status, _ = t.operator("checker").request("GET", plain[0])
     check(isinstance(op_status, int), f"operator().request returned status {op_status!r}")
-    return f"product_routes ({len(routes)}), person and operator GET {plain[0]} ({status}, {op_status})"
+    reads = t.record_reads()
+    check(isinstance(reads, list) and all({"kind", "user", "record", "org", "owner"} <= set(r) for r in reads),
+          f"record_reads: {reads[:3]!r}"[:300])
+    return (f"product_routes ({len(routes)}), person and operator GET {plain[0]} ({status}, {op_status}), "
+            f"record_reads ({len(reads)})")

@@ -495,6 +495,9 @@ class PlatformTarget:
     def product_routes(self) -> list[tuple[str, str, str]]:
         return [(r.method, r.template, r.door) for r in self.platform.product.routes()]
 
+    def record_reads(self) -> list[Mapping[str, object]]:
+        return self.platform.product.store.handed_out()
+
     # -- capacity --------------------------------------------------------------------------------------
 
     def capacity_need(self, budget: Mapping[str, int], fleet: Mapping[str, int], *, request_id: str = ""
