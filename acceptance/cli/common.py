@@ -1,8 +1,8 @@
 """What several ``pairproof`` commands share: the exit codes, SIGTERM as an interrupt, ``--image``, and the
 shape of the ``sub`` every command module's ``add_parser`` adds itself to.
 
-Light at import time (the standard library and ``acceptance.errors``): ``pairproof --help`` imports every
-command module.
+Light at import time (the standard library, ``acceptance.errors`` and ``acceptance.harness.interrupts``):
+``pairproof --help`` imports every command module.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import signal
 from typing import Any, Protocol
 
 from acceptance.errors import SetupError
+from acceptance.harness import interrupts
 
 EXIT_FAILED = 1
 EXIT_SETUP = 2
@@ -35,8 +36,9 @@ class Subcommands(Protocol):
 
 # The interrupts (SIGINT, SIGTERM) this process received, in order: a KeyboardInterrupt can be swallowed on its
 # way up (hypothesis, interrupted inside a property test, turns it into its own AssertionError and the run goes
-# on), so a command asks this list, not only pytest, whether it was interrupted.
-RECEIVED: list[int] = []
+# on), so a command asks this list, not only pytest, whether it was interrupted. The harness's list (the plugin
+# asks it too, and judges nothing after an interrupt).
+RECEIVED = interrupts.RECEIVED
 
 
 def terminate_like_interrupt(signum: int, frame: object) -> None:

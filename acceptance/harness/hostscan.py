@@ -102,7 +102,7 @@ def scan_paths(paths: Sequence[str], *, skip: Iterable[str] = (), max_file_bytes
                *(["--max-file-bytes", str(max_file_bytes)] if max_file_bytes else []),
                *(f"./{p}" if p.startswith("-") else p for p in paths)]
     try:
-        done = subprocess.run(command, capture_output=True, timeout=SCAN_TIMEOUT)
+        done = subprocess.run(command, capture_output=True, timeout=SCAN_TIMEOUT, start_new_session=True)
     except subprocess.TimeoutExpired:
         raise ProofError(f"the scanner ({used.name}) did not finish within {SCAN_TIMEOUT:.0f} s") from None
     except OSError as exc:

@@ -10,6 +10,7 @@ PROOF_KEY = "pairproof_proofs"
 BROKEN_KEY = "pairproof_broken"
 EVIDENCE_KEY = "pairproof_evidence"
 PLATFORM_RUN_KEY = "pairproof_platform_run"
+INTERRUPTED_KEY = "pairproof_interrupted"  # the test ended after an interrupt: nothing of it is judged
 FULL_COLLECTION = pytest.StashKey[list]()
 SESSION = pytest.StashKey["object"]()
 PROBE_LOG = pytest.StashKey["object"]()  # the test's ProbeLog, for the plugin to judge its proofs

@@ -94,7 +94,7 @@ def engine_root(target_name: str) -> str:
         return ""
     try:
         done = subprocess.run(["docker", "info", "--format", "{{.DockerRootDir}}"], capture_output=True, text=True,
-                              timeout=30)
+                              timeout=30, start_new_session=True)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""

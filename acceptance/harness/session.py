@@ -8,11 +8,12 @@ import pytest
 
 from acceptance import catalogue
 from acceptance.contract import view_violations
-from acceptance.harness import pairing
+from acceptance.harness import interrupts, pairing
 from acceptance.harness.keys import (
     BROKEN_KEY,
     CASE_KEY,
     EVIDENCE_KEY,
+    INTERRUPTED_KEY,
     LACKS_KEY,
     PLATFORM_RUN_KEY,
     PROBE_LOG,
@@ -68,6 +69,29 @@ class PairproofSession:
         self._full: list[pytest.Item] = []
         # case -> node ids of every refusal the suite has for it, selected or not (rule 4)
         self.expected_refusals: dict[str, set[str]] = {}
+        self._interrupts = len(interrupts.RECEIVED)  # the interrupts before the session
+        self.interrupted = False  # a KeyboardInterrupt reached pytest, or a worker's test ended after one
+        self._sigint_before: object | None = None
+        if self.active:
+            self._record_interrupts()
+
+    def _record_interrupts(self) -> None:
+        """Record SIGINT where nothing does (a plain pytest run; pairproof qualify records its own), once the
+        session is pairproof's, so that an interrupt a test swallowed is still known for one."""
+        if self._sigint_before is None:
+            self._sigint_before = interrupts.record_sigint()
+
+    def pytest_unconfigure(self) -> None:
+        if self._sigint_before is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, self._sigint_before)
+            self._sigint_before = None
+
+    def interrupt_seen(self) -> bool:
+        """Whether the run was interrupted (SIGINT or SIGTERM), here or on a worker, even if the KeyboardInterrupt
+        was swallowed on its way up."""
+        return self.interrupted or len(interrupts.RECEIVED) > self._interrupts
 
     # -- xdist: every worker gets the controller's run id ----------------------------------------------
 
@@ -88,6 +112,7 @@ class PairproofSession:
         declared = {i.nodeid: d for i in self._full if (d := _declared(i)) is not None}
         if declared:
             self.active = True
+            self._record_interrupts()
         if not self.active:
             return
         problems = pairing.validate(declared.values(), catalogue.load())
@@ -146,6 +171,14 @@ class PairproofSession:
         # verdict too). Any other exception (a probe without proof, a target that failed, a timeout) means
         # the test could not judge: broken, never "failed" (a leak).
         findings = (AssertionError, pytest.fail.Exception, pytest.skip.Exception)
+        if self.interrupt_seen():
+            # An interrupt's effects are no finding and no breakage: a sandbox it killed, a call it cut short,
+            # come back as errors of their own ("instance ... is not running"). Nothing of this test is judged,
+            # the run stops here, and no verdict is written (DESIGN §5 rule 6).
+            item.session.shouldstop = "interrupted (SIGINT or SIGTERM)"
+            report = yield
+            report.user_properties.append((INTERRUPTED_KEY, True))
+            return report
         if call.when == "call" and call.excinfo is not None:
             if not call.excinfo.errisinstance(findings):
                 item.user_properties.append((BROKEN_KEY, f"{call.excinfo.typename}: {call.excinfo.value}"[:500]))
@@ -179,6 +212,9 @@ class PairproofSession:
     # -- ----------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if any(k == INTERRUPTED_KEY for k, _ in report.user_properties):
+            self.interrupted = True  # (a worker's test: the controller judges nothing more either)
+            return
         props = dict((k, v) for k, v in report.user_properties
                      if k in (CASE_KEY, PROOF_KEY, BROKEN_KEY, EVIDENCE_KEY, PLATFORM_RUN_KEY, LACKS_KEY))
         if CASE_KEY not in props:
@@ -209,6 +245,10 @@ class PairproofSession:
 
     # -- the end -------------------------------------------------------------------------------------
 
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo) -> None:
+        if isinstance(excinfo.value, KeyboardInterrupt):  # (not pytest.exit, which pytest reports here too)
+            self.interrupted = True
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.usage_problems and not self.is_worker:
@@ -223,6 +263,12 @@ class PairproofSession:
             return
         if self.is_worker or not self.active or self.usage_error or self.config.option.collectonly:
             return  # (--collect-only: nothing ran, so nothing is judged)
+        if self.interrupt_seen():
+            # An interrupted run judged part of the suite at most, and what it saw after the interrupt is the
+            # interrupt's doing: no verdict (pairproof qualify exits 130 and publishes nothing).
+            if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+                session.exitstatus = pytest.ExitCode.INTERRUPTED
+            return
         if exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) and not self.outcomes:
             return  # nothing was judged: a verdict would only restate the error
         self.verdict = pairing.judge(self.outcomes.values(), catalogue.load(), self.expected_refusals)
@@ -270,6 +316,8 @@ class PairproofSession:
             return {}
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.verdict is None and self.active and not self.is_worker and self.interrupt_seen():
+            terminalreporter.write_line("pairproof: interrupted (SIGINT or SIGTERM): nothing judged, no verdict written")
         if self.verdict is None:
             return
         from reports import verdict as verdict_report

@@ -75,7 +75,7 @@ def _netns_pids() -> dict[str, int]:
 def vfs_index(pid: int) -> dict[tuple[int, int, int], int]:
     """(major, minor, vfs inode) -> socket inode of every path-bound unix socket of ``pid``'s namespace."""
     out = subprocess.run(["nsenter", f"--net=/proc/{pid}/ns/net", sys.executable, "-I", "-c", DIAG],
-                         capture_output=True, text=True, timeout=NSENTER_DEADLINE)
+                         capture_output=True, text=True, timeout=NSENTER_DEADLINE, start_new_session=True)
     if out.returncode != 0:
         raise TargetError(f"sock_diag in the network namespace of pid {pid} failed: {out.stderr.strip()[-300:]}")
     return {(dev >> 20, dev & 0xFFFFF, vfs): ino for ino, dev, vfs in json.loads(out.stdout)}

@@ -34,11 +34,13 @@ class Lab:
         self._links = 0
         # unshare gives the sink a fresh network namespace with nothing in it. setpriv arms a parent-death
         # signal on unshare itself (it execs into it), and --kill-child arms one on the sink: if this process
-        # dies, even by SIGKILL, both go, and the namespace with them.
+        # dies, even by SIGKILL, both go, and the namespace with them. A session of its own: a terminal's Ctrl-C
+        # reaches the run alone, whose teardown (close) kills the sink by pid.
         self._proc = subprocess.Popen(
             ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--net", "--kill-child", "--",
              sys.executable, "-m", "acceptance.harness.lab.sink", str(self.records_path), str(self.pcap_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True)
         end = time.monotonic() + READY_DEADLINE
         while time.monotonic() < end:
             ready, _, _ = select.select([self._proc.stdout], [], [], 0.1)
@@ -88,7 +90,8 @@ class Lab:
             steps += [(target, ["route", "add", "default", "via", lab_ip, "dev", peer_if]),
                       (target, ["-6", "route", "add", "default", "via", lab6, "dev", peer_if])]
         for where, command in steps:
-            done = subprocess.run(["nsenter", f"--net={where}", "ip", *command], capture_output=True, text=True)
+            done = subprocess.run(["nsenter", f"--net={where}", "ip", *command], capture_output=True, text=True,
+                                  start_new_session=True)
             if done.returncode != 0:
                 raise SetupError(f"the lab could not link namespace {where}: ip {' '.join(command)}: "
                                  f"{done.stderr.strip()}")

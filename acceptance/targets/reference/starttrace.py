@@ -56,7 +56,7 @@ class StartTracer:
             self.proc = subprocess.Popen(
                 [strace(), "-p", str(pid), "-f", "-ff", "-o", str(self.folder / "t"), "-y", "-s", "4096",
                  "-e", "trace=open,openat,openat2,getdents64,execve,execveat", "-e", "signal=none"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         marker = f"Process {pid} attached".encode()
 
         def attached() -> bool:

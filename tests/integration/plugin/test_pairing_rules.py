@@ -161,6 +161,28 @@ def test_an_exception_other_than_an_assertion_is_broken_not_failed(run, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_an_interrupt_that_comes_back_as_a_target_error_is_judged_not_at_all(run, mode):
+    """Issue 27 item 11: a SIGINT that lands inside a driver call can come back as the driver's error (the
+    sandbox it killed "is not running") instead of a KeyboardInterrupt. The run stops there, judges nothing
+    (no case broken by it) and writes no verdict; pytest's exit says interrupted."""
+    source = PROBING.format(control_output="ok").replace(
+        'assert sandbox_host(instances["A"]).run("true").rc == 0',
+        'sandbox_host(instances["A"]).run("true")\n'
+        '    import os, signal, time\n'
+        '    from acceptance.errors import TargetError\n'
+        '    try:\n'
+        '        os.kill(os.getpid(), signal.SIGINT)\n'
+        '        time.sleep(5)\n'
+        '    except KeyboardInterrupt:\n'
+        '        raise TargetError("instance org1-alice-0 is not running") from None')
+    result, verdict = run(source, *mode)
+    output = result.stdout.str()
+    assert verdict is None, f"an interrupted run wrote a verdict: {verdict['problems']}"
+    assert result.ret == pytest.ExitCode.INTERRUPTED, output[-2000:]
+    assert "test_control PASSED" not in output and "1 passed" not in output, output[-2000:]
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_a_failed_assertion_in_a_refusal_is_a_failed_case(run, mode):
     """A refusal whose detector found something fails the case (and the run)."""
     source = PROBING.format(control_output="ok").replace(
