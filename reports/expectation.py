@@ -191,6 +191,10 @@ def compare(verdict: dict, expectation: Expectation, *, judged: Mapping[str, obj
     cases = {c["id"]: c for c in verdict.get("cases", []) if isinstance(c, dict) and "id" in c}
     for case_id in sorted(set(expectation.fails) - set(cases)):
         mismatch(f"{case_id}: expected to fail, absent from the verdict: the expected failure vanished")
+    for case_id in [c for c in catalogue if c not in cases and c not in expectation.fails]:
+        # a verdict cut down to a few cases is not the catalogue judged (the gate says the same)
+        mismatch(f"{case_id}: absent from the verdict: not as expected (every case not expected to fail must pass "
+                 "the gate)")
     for case_id, case in cases.items():
         status, reason = case.get("status"), case.get("reason", "")
         said = f" ({reason})" if reason else ""

@@ -364,9 +364,15 @@ def closed(run: Run | None, finding: Finding) -> str:
     if run is None:
         return "not known: no hermes run given"
     from acceptance import catalogue
-    from reports import gate
+    from reports import gate, identity
 
     cases = catalogue.load()
+    try:
+        other = identity.mismatches(run.verdict.get("judged"), identity.recompute(run.target))
+    except Exception as exc:  # (a target this source cannot name: not a run to close a finding on)
+        other = [str(exc)]
+    if other:
+        return f"not known: the {run.target} run is not of this source ({other[0]})"
     states = {}
     for c in finding.cases:
         entry = run.cases.get(c)

@@ -105,6 +105,16 @@ def hold(reports: Path) -> int:
     return fd
 
 
+def still_held(reports: Path, claim: int) -> bool:
+    """Whether ``reports`` is still the folder ``claim`` (``hold``'s descriptor) locked: a folder removed or
+    renamed under a run and made again is another inode, which a second run may hold (issue 27 item 12)."""
+    try:
+        now, held = os.stat(reports), os.fstat(claim)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+
+
 class Superseded(Exception):
     """``publish(..., over=set)`` found another set published since ``set`` was copied: publishing the
     rebuilt copy would put an older run back in place of a newer one."""

@@ -193,7 +193,8 @@ def json_file(value: str | Path, option: str, what: str) -> object:
 # link, leaving a verdict of one run beside the pages of another.
 OWNED = {"--target": "--target", "--profile": "--profile", "--pairproof-state-dir": "--state-dir",
          "--pairproof-verdict": "--reports-dir", "--alluredir": "--reports-dir", "--clean-alluredir": "--reports-dir",
-         "-n": "-n", "--numprocesses": "-n", "--dist": "-n", "--maxprocesses": "-n"}
+         "-n": "-n", "--numprocesses": "-n", "--dist": "-n", "--maxprocesses": "-n",
+         "--confcutdir": "nothing (conftest files come from the suite's own package only)"}
 # Options that write to a path of their own: refused when it is inside the reports or state folder (or, for
 # --basetemp, which pytest empties first, holds one).
 WRITES = ("--junitxml", "--junit-xml", "--basetemp")
@@ -221,6 +222,11 @@ def owned_pytest_args(extra: Sequence[str], folders: Sequence[Path]) -> None:
             if plugin.startswith("no:") and plugin[3:] in NEEDED:
                 raise SetupError(f"pytest arguments '-p {plugin}': the run needs that plugin for its verdict and "
                                  "reports; drop it")
+            if not plugin.startswith("no:"):
+                # Code loaded into the run that no hash of the verdict names (reports/identity.py) could turn a
+                # refusal's outcome: a qualification runs the suite it names, and only that.
+                raise SetupError(f"pytest arguments '-p {plugin}': a plugin added to a qualification is code its "
+                                 "verdict does not name; drop it (a plugin may only be disabled, -p no:NAME)")
         for name in WRITES:
             if _option(word, name):
                 value = word.partition("=")[2] if "=" in word else (words[at + 1] if at + 1 < len(words) else "")
@@ -277,6 +283,10 @@ def environment() -> None:
         probe_binary()
     except ProofError as exc:
         raise SetupError(str(exc)) from None
+    for name in ("PYTEST_PLUGINS", "PYTEST_ADDOPTS"):
+        if os.environ.get(name):
+            raise SetupError(f"{name}={os.environ[name]}: it adds code or options to the run that its verdict does "
+                             f"not name; unset {name} (give pytest's own options after `--`)")
     named = os.environ.get("PAIRPROOF_ALLURE")
     if named and not (Path(named).is_file() and os.access(named, os.X_OK)):
         raise SetupError(f"PAIRPROOF_ALLURE={named} is not an executable file: name the `allure` executable "

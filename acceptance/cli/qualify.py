@@ -105,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
 
     suite = [
         str(Path(cases.__file__).parent),
+        # conftest files only from the suite's own package, whose every file the verdict's hash names (a
+        # conftest.py above it, in a checkout or a CI workspace, would run unnamed)
+        "--confcutdir", str(Path(cases.__file__).parents[1]),
         "--target", args.target,
         "--profile", str(profile.path),
         "--pairproof-state-dir", args.state_dir,
@@ -116,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         *(f"--case={c}" for c in args.case),
     ]
     inputs.pytest_args(suite, args.pytest_args)  # pytest's own usage check and a dry collection, nothing written
+    targets.pin_image(args.target)  # docker: the image by its id for the whole run (and its verdict)
     existed = inputs.nearest_existing(reports)
     try:
         claim = reportset.hold(reports)  # one run per reports folder: a second one is refused here, not published
@@ -154,6 +158,11 @@ def run(args: argparse.Namespace) -> int:
         if len(common.RECEIVED) > received:  # one that came while the pages were built: nothing published
             print(f"pairproof: qualify interrupted: the reports in {reports} are left as they were", file=sys.stderr)
             return EXIT_INTERRUPTED
+        if not reportset.still_held(reports, claim):
+            print(f"pairproof: {reports} was removed or replaced while the run went on (another run may hold the "
+                  "folder there now): nothing published; qualify again into a folder nobody else touches",
+                  file=sys.stderr)
+            return EXIT_FAILED
         reportset.publish(reports, staged)
         published = True
     except (OSError, ExceptionGroup) as exc:  # (pytest.main lets a session-end hook's error out as a group)
@@ -168,12 +177,15 @@ def run(args: argparse.Namespace) -> int:
         if not published:
             reportset.discard(staged)
             inputs.unmake(reports, existed)
+            os.close(claim)
+    try:
+        print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in "
+              f"{reports / 'allure-results'}, summary page {reports / 'summary.html'}")
+        if expected is not None:  # (still holding the folder: the verdict compared is the one just published)
+            return compare(reports, expected, args.profile, args.image)
+        return int(code)
+    finally:
         os.close(claim)
-    print(f"pairproof: verdict written to {reports / 'verdict.json'}, Allure results in {reports / 'allure-results'}, "
-          f"summary page {reports / 'summary.html'}")
-    if expected is not None:
-        return compare(reports, expected, args.profile, args.image)
-    return int(code)
 
 
 def _out_of_space(exc: BaseException) -> OSError | None:

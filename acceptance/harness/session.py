@@ -284,6 +284,7 @@ class PairproofSession:
         self.verdict["run"] = self.run
         self.verdict["target"] = self.config.getoption("pairproof_target") or "reference"
         self.verdict["judged"] = self._judged(self.verdict["target"])
+        self._judged_unchanged(self.verdict["judged"])
         self.verdict["pytest_exit"] = int(exitstatus)
         path = self.config.getoption("pairproof_verdict")
         if path:
@@ -298,9 +299,13 @@ class PairproofSession:
         if self.verdict["status"] != "passed" and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    def _judged(self, target: str) -> dict:
-        """What this run judged, by hash (``reports/identity.py``): the gate recomputes it and refuses a verdict of
-        another runtime, suite, catalogue, driver, profile or image. A part that cannot be named fails the run."""
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """What the run judges, taken as it starts: the end's must be the same (``_judged_unchanged``)."""
+        if self.active and not self.is_worker:
+            self._judged_at_start = self._identity(self.config.getoption("pairproof_target") or "reference")
+
+    def _identity(self, target: str) -> dict | str:
+        """``reports/identity.py``'s parts for this run, or why they cannot be named."""
         from acceptance import targets
         from acceptance.targets.profiles import load as load_profile
         from reports import identity
@@ -309,11 +314,47 @@ class PairproofSession:
         try:
             return identity.of_run(target, targets.driver_module(target),
                                    load_profile(given or targets.default_profile(target)), targets.image_id(target))
-        except Exception as exc:  # (an engine gone at the end, a profile file removed under the run)
-            self.verdict["problems"].append(f"what the run judged cannot be named ({type(exc).__name__}: {exc}): "
-                                            "no gate can tie this verdict to a source")
-            self.verdict["status"] = "failed"
+        except Exception as exc:  # (an engine gone, a profile file removed under the run)
+            return f"{type(exc).__name__}: {exc}"
+
+    def _judged(self, target: str) -> dict:
+        """What this run judged, by hash (``reports/identity.py``): the gate recomputes it and refuses a verdict of
+        another runtime, suite, catalogue, driver, profile, probe or image. A part that cannot be named, or a
+        target with images whose image cannot be, fails the run."""
+        from acceptance import targets
+
+        found = self._identity(target)
+        if isinstance(found, str):
+            self._judged_problem(f"what the run judged cannot be named ({found}): no gate can tie this verdict to a "
+                                 "source")
             return {}
+        if found.get("image") is None and targets.uses_images(target):
+            self._judged_problem(f"target {target} makes its instances from an image, but the image's id cannot be "
+                                 "read from the engine at the end of the run: no gate can tie this verdict to it")
+        return found
+
+    def _judged_unchanged(self, end: dict) -> None:
+        """The runtime, suite, catalogue, driver, profile and probe at the end are those at the start (a file
+        edited under a run would otherwise be named by a verdict it never ran); the image too, when the start
+        could name one (a default image is built by the run's first instance)."""
+        from reports import identity
+
+        start = getattr(self, "_judged_at_start", None)
+        if not end or start is None:
+            return
+        if isinstance(start, str):
+            self._judged_problem(f"what the run judges could not be named as it started ({start})")
+            return
+        changed = [p for p in identity.PARTS if start.get(p) != end.get(p)
+                   and not (p == "image" and start.get(p) is None)]
+        if changed:
+            self._judged_problem(f"the {', '.join(changed)} changed while the run went on (its hash at the start is "
+                                 "not its hash at the end): the verdict names what it did not judge; rerun on a "
+                                 "source nobody edits meanwhile")
+
+    def _judged_problem(self, why: str) -> None:
+        self.verdict["problems"].append(why)
+        self.verdict["status"] = "failed"
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.verdict is None and self.active and not self.is_worker and self.interrupt_seen():

@@ -84,6 +84,23 @@ def image_id(name: str) -> str | None:
     return hook() if hook else None
 
 
+def uses_images(name: str) -> bool:
+    """Whether ``name``'s instances are made from an image (its driver names one: ``image_id()``)."""
+    factory = load(name)
+    return hasattr(importlib.import_module(factory.__module__), "image_id")
+
+
+def pin_image(name: str) -> None:
+    """Resolve the image ``name``'s instances will be made from to its id, building the driver's own if needed,
+    and hand the id on (a driver's ``pin_image()``: it sets what its instances and ``image_id()`` use), so a tag
+    moved while the run goes on changes neither its containers nor what its verdict names. Nothing for a target
+    without images."""
+    factory = load(name)
+    hook = getattr(importlib.import_module(factory.__module__), "pin_image", None)
+    if hook is not None:
+        hook()
+
+
 def preflight(name: str) -> list[str]:
     """What the machine lacks for this target, one fix-naming line each (a driver's ``preflight()``)."""
     factory = load(name)

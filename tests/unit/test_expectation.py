@@ -4,6 +4,7 @@ expectation or results folder exits 2 with one line. And the checked-in expectat
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def _results(tmp_path, *, target="hermes-unguarded", pytest_exit=1, **status) ->
     catalogue = {k: c for k, c in load_catalogue().items() if k in IDS}
     outcomes = _outcomes(**status)
     v = judge(outcomes, catalogue)
-    v.update(run="0badc0de", target=target, pytest_exit=pytest_exit, judged=identity.recompute(target))
+    v.update(run="0badc0de", target=target, pytest_exit=pytest_exit, judged=RECOMPUTE(target))
     for case in v["cases"]:
         case["expected_refusals"] = [o.declared.nodeid for o in outcomes
                                      if o.declared.case == case["id"] and o.declared.role == "refusal"]
@@ -72,11 +73,24 @@ def _expect(capsys, results, expected) -> tuple[int, str, str]:
     return code, out, err
 
 
+# What a verdict of this source names, per target: hermes's is a hash of its whole venv (a second or two), so
+# taken once per module here, by the made-up verdicts and by findings/expect alike.
+RECOMPUTE = functools.cache(identity.recompute)
+
+
+@pytest.fixture(autouse=True)
+def _recompute_once(monkeypatch):
+    monkeypatch.setattr(identity, "recompute", RECOMPUTE)
+
 @pytest.fixture(autouse=True)
 def _narrow_catalogue(monkeypatch):
     """The expectation's case names are checked against these cases only (the made-up verdicts hold no other)."""
     real = expectation.load
     monkeypatch.setattr(expectation, "load", lambda path, ids=None: real(path, ids or IDS))
+    import acceptance.catalogue
+
+    whole = acceptance.catalogue.load()
+    monkeypatch.setattr(acceptance.catalogue, "load", lambda *a, **k: {i: c for i, c in whole.items() if i in IDS})
 
 
 def test_exactly_the_expected_failures_with_their_evidence_exit_0(tmp_path, capsys):
@@ -127,6 +141,16 @@ def test_a_case_expected_to_pass_is_judged_by_the_gate_not_its_status(tmp_path, 
     (results / "verdict.json").write_text(json.dumps(v))
     code, out, _ = _expect(capsys, results, _expected(tmp_path))
     assert code == 1 and "RS-1: broken: refusal t.py::RS-1-refusal passed with no proof" in out, out
+
+
+def test_a_verdict_cut_down_to_some_cases_is_not_as_expected(tmp_path, capsys):
+    """A verdict holding fewer cases than the catalogue (edited down) is not the catalogue judged."""
+    results = _results(tmp_path, TS_2=TS2_FAILS, TS_3=TS3_FAILS)
+    v = json.loads((results / "verdict.json").read_text())
+    v["cases"] = [c for c in v["cases"] if c["id"] != "RS-1"]
+    (results / "verdict.json").write_text(json.dumps(v))
+    code, out, _ = _expect(capsys, results, _expected(tmp_path))
+    assert code == 1 and "RS-1: absent from the verdict" in out, out
 
 
 def test_a_verdict_of_another_source_is_not_as_expected(tmp_path, capsys):

@@ -4,6 +4,7 @@ runs it cannot use with one line (exit 2)."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from acceptance import cli
 from acceptance.catalogue import load as load_catalogue
 from acceptance.harness.pairing import Declared, Outcome, judge
-from reports import findings
+from reports import findings, identity
 from reports import verdict as verdict_report
 
 CASES = ["LF-4", "TS-1", "TS-2", "TS-3", "MD-1", "MD-3", "MD-4", "NT-5"]
@@ -28,7 +29,7 @@ def _run(tmp_path, target: str, run: str, failing: dict[str, str], attachments: 
                                 outcome="failed" if message else "passed", proofs=1, message=message))
         outcomes += [Outcome(Declared(f"t.py::test_{case_id}_{role}", case_id, role), proofs=1) for role in case.controls]
     v = judge(outcomes, catalogue)
-    v.update(run=run, target=target, pytest_exit=1 if failing else 0)
+    v.update(run=run, target=target, pytest_exit=1 if failing else 0, judged=RECOMPUTE(target))
     for case in v["cases"]:  # (the suite's collection: every refusal of the case, as the plugin records it)
         case["expected_refusals"] = [r["test"] for r in case["refusals"]]
     folder = tmp_path / target
@@ -42,6 +43,15 @@ def _run(tmp_path, target: str, run: str, failing: dict[str, str], attachments: 
             "attachments": [{"name": name, "source": f"{i}-attachment.txt", "type": "text/plain"}]}))
     return folder
 
+
+# What a verdict of this source names, per target: hermes's is a hash of its whole venv (a second or two), so
+# taken once per module here, by the made-up verdicts and by findings/expect alike.
+RECOMPUTE = functools.cache(identity.recompute)
+
+
+@pytest.fixture(autouse=True)
+def _recompute_once(monkeypatch):
+    monkeypatch.setattr(identity, "recompute", RECOMPUTE)
 
 @pytest.fixture
 def runs(tmp_path):
@@ -184,3 +194,18 @@ def test_a_finding_is_closed_only_where_the_gate_passes_its_case(tmp_path, capsy
     assert code == 0, err
     row = next(line for line in out.read_text().splitlines() if line.startswith("| A malformed managed file"))
     assert "not yet: TS-3 broken" in row, row
+
+
+def test_a_finding_is_not_closed_on_a_run_of_another_source(tmp_path, capsys):
+    """A hermes run whose verdict names another suite closes nothing (its cases passed on code that is not this)."""
+    unguarded = _run(tmp_path, "hermes-unguarded", "u0000001", {"TS-3": "assert {'not-utf8': 'started'} == {}"})
+    guarded = _run(tmp_path, "hermes", "g0000002", {})
+    path = guarded / "verdict.json"
+    v = json.loads(path.read_text())
+    v["judged"]["suite"] = "0" * 64
+    path.write_text(json.dumps(v))
+    out = tmp_path / "findings.md"
+    code, _, err = _findings(capsys, "--results", str(unguarded), "--results", str(guarded), "--out", str(out))
+    assert code == 0, err
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| A malformed managed file"))
+    assert "not known: the hermes run is not of this source (suite:" in row, row

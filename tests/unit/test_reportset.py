@@ -185,3 +185,24 @@ def test_a_set_being_read_is_neither_replaced_nor_swept_until_its_reader_is_done
         assert publisher.is_alive() and _shown(reports) == {"one"} and (read / "verdict.json").exists()
     publisher.join(timeout=30)
     assert not publisher.is_alive() and _shown(reports) == {"two"} and not read.exists()
+
+
+def test_a_folder_replaced_under_a_run_is_no_longer_the_one_it_holds(tmp_path):
+    """Issue 27 item 12, reviewed: the claim is on the folder's inode. Removed and made again (what a CI reset
+    does), or renamed aside, the path is another folder that a second run may hold; ``still_held`` says so, and
+    qualify then publishes nothing."""
+    reports = tmp_path / "reports"
+    claim = reportset.hold(reports)
+    try:
+        assert reportset.still_held(reports, claim)
+        other = reportset.hold(tmp_path / "elsewhere")  # another folder: no conflict
+        os.close(other)
+        reports.rename(tmp_path / "aside")
+        reports.mkdir()
+        assert not reportset.still_held(reports, claim)
+        second = reportset.hold(reports)  # the new folder is free: a second run got it
+        os.close(second)
+        reports.rmdir()
+        assert not reportset.still_held(reports, claim)
+    finally:
+        os.close(claim)

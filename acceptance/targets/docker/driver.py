@@ -57,6 +57,24 @@ def image_id() -> str | None:
         made.close()
 
 
+def pin_image() -> None:
+    """Before a qualification: the image to qualify (``--image``, else the reference agent image, built now if
+    this source's is not there) resolved to its id, which every process of the run then uses (``IMAGE_ENV``)."""
+    wanted = os.environ.get(IMAGE_ENV, "")
+    try:
+        tag = wanted or images.ensure("reference")
+        made = containers.client(timeout=30)
+    except RuntimeFault as exc:
+        raise SetupError(f"docker target: {exc}") from exc
+    try:
+        os.environ[IMAGE_ENV] = made.images.get(tag).id
+    except Exception as exc:  # (docker.errors.ImageNotFound, an engine gone: docker is imported lazily here)
+        raise SetupError(f"docker target: image {tag!r} cannot be resolved to its id ({exc}): `docker load` or "
+                         "build it first, or leave out --image for the reference agent image") from exc
+    finally:
+        made.close()
+
+
 def preflight() -> list[str]:
     """What this machine lacks for the docker target, one fix-naming line each."""
     problems = list(reference.preflight())  # the platform around the containers is the reference one
@@ -130,7 +148,11 @@ class DockerTarget(DockerBreakers, reference.PlatformTarget):
         wanted = os.environ.get(IMAGE_ENV, "")
         try:
             tag = wanted or images.ensure("reference")
-            return containers.DockerEngine(tag, options.run)
+            engine = containers.DockerEngine(tag, options.run)
+            # Every container by the image's id, not its tag: a tag moved while the run goes on (another build,
+            # a :latest retagged) changes none of them, and the verdict names the id (``pin_image``).
+            engine.image = engine.client.images.get(tag).id
+            return engine
         except SetupError:
             raise
         except RuntimeFault as exc:

@@ -125,6 +125,11 @@ CASES = [
     ("qualify --target :create", "cannot import", "PYTHONPATH"),
     ("PAIRPROOF_PROBE={bad}/a-file qualify", "PAIRPROOF_PROBE", "unset"),
     ("PAIRPROOF_ALLURE={bad}/no-such-allure qualify", "PAIRPROOF_ALLURE", "unset"),
+    # code the verdict's hashes do not name (issue 27 item 1's review): a plugin added, options from the environment
+    ("qualify -- -p tests.unit.conftest", "-p tests.unit.conftest", "drop it"),
+    ("qualify -- --confcutdir=/", "--confcutdir", "conftest files come from the suite's own package only"),
+    ("PYTEST_ADDOPTS=-x qualify", "PYTEST_ADDOPTS", "unset PYTEST_ADDOPTS"),
+    ("PYTEST_PLUGINS=tests.unit.conftest qualify", "PYTEST_PLUGINS", "unset PYTEST_PLUGINS"),
     # mutants
     ("mutants --only no-such-mutant", "'no-such-mutant'", "give a name"),
     ("mutants -j 0", "-j 0", "above 0"),
