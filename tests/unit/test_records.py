@@ -58,7 +58,7 @@ def _short_part(parts: list[bytes]) -> bool:
     run = rb"[A-Za-z0-9+/=_-]*"
     heads = [len(re.match(run, part).group()) for part in parts[1:]]  # type: ignore[union-attr]
     tails = [len(re.search(run + rb"\Z", part).group()) for part in parts[:-1]]  # type: ignore[union-attr]
-    return min(heads + tails) < records.MIN_PIECE
+    return bool(heads + tails) and min(heads + tails) < records.MIN_PIECE  # (one part: no cut, nothing hidden)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
