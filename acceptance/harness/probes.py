@@ -32,6 +32,7 @@ import base64
 import json
 import os
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -83,7 +84,9 @@ def probe_binary() -> Path | None:
 
 @dataclass
 class ProbeRecord:
-    """One command run in a sandbox: what ran, where it proved it ran, what came back."""
+    """One command run in a sandbox: what ran, where it proved it ran, what came back. ``read``: whether
+    anything read what it returned (its exit status or output); only then is its proof the test's (a probe
+    whose result nobody looked at proves nothing about what the test judged)."""
 
     instance: str
     principal: str
@@ -92,6 +95,7 @@ class ProbeRecord:
     proof: str
     stdout_head: str
     stderr_head: str
+    read: bool = False
 
 
 @dataclass
@@ -161,10 +165,16 @@ class ProbeLog:
                              f"it was not sent with the request, or the request never reached the platform "
                              f"({len(record)} characters of the platform's record searched)")
         del self.pending[nonce]
-        proved = ProbeRecord(key, name, what, 0, f"platform {key}: {line[:400]}", "", "")
+        proved = ProbeRecord(key, name, what, 0, f"platform {key}: {line[:400]}", "", "", read=True)
         self.records.append(proved)
         _attach(proved)
         return line
+
+    def proofs(self) -> list[str]:
+        """The test's proof of execution: the proofs of the probes whose results were read (by the test, or by
+        the harness helper that made its observation: a scan, a file test, a confirmed platform record). A
+        probe nobody read (``run("true")`` beside an observation made another way) lends no proof."""
+        return [r.proof for r in self.records if r.proof and r.read]
 
     def transcript(self) -> str:
         return "\n\n".join(
@@ -193,6 +203,32 @@ def verify_proof(line: str, nonce: str, namespaces: dict[str, str], uid: int,
     if agent is not None:
         judge_rights(fields, agent)
     return line
+
+
+def proof_rights(line: str) -> dict[str, str]:
+    """The rights a proof line names after its uid (``verify_proof`` checked they are all there)."""
+    return dict(part.partition("=")[::2] for part in line.split()[-len(RIGHTS):])
+
+
+# A sandbox's pid 1 may still be putting its own restrictions in place just after its launcher reported it
+# (bubblewrap's pid 1 shows Seccomp 0 for a moment, then installs the filter it was given): a probe found to
+# have fewer rights is judged again against the agent's status read afresh, until this many seconds have passed.
+RIGHTS_SETTLE = 2.0
+
+
+def judge_rights_settled(probe: Mapping[str, str], host_pid: int, agent: Mapping[str, str]) -> None:
+    """``judge_rights`` against ``agent`` (read before the probe ran), then, while it says fewer, against the
+    agent's status read again, up to ``RIGHTS_SETTLE`` seconds: only a difference that lasts is a ProofError."""
+    deadline = time.monotonic() + RIGHTS_SETTLE
+    while True:
+        try:
+            judge_rights(probe, agent)
+            return
+        except ProofError:
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(0.05)
+        agent = rights_on_host(host_pid)
 
 
 def rights_on_host(host_pid: int) -> dict[str, str]:
@@ -353,13 +389,32 @@ class SandboxBackend(base.BaseBackend):
         try:
             # The record carries a proof only when both checks passed (a probe whose host cross-check
             # failed is no proof, even if its line matched the driver's word).
-            record.proof = (verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces),
-                                         identity.uid, agent) + " host:" + on_host)
+            line = verify_proof(first.decode(errors="replace"), nonce, dict(identity.namespaces), identity.uid)
+            judge_rights_settled(proof_rights(line), identity.host_pid, agent)
+            record.proof = line + " host:" + on_host
         except ProofError as exc:
             raise self.log.fail(f"{exc} (rc {result.rc}, stderr {result.stderr[-300:]!r})") from None
         finally:
             _attach(record)
-        return self.result(result.rc, self.encode(command), rest, result.stderr)
+        return ObservedResult(record, backend=self, exit_status=result.rc, command=self.encode(command), _stdout=rest,
+                              _stderr=result.stderr)
+
+
+class ObservedResult(base.CommandResult):
+    """A probe's result that marks its record ``read`` once its exit status or output is read (``rc``,
+    ``succeeded``, ``stdout``... all read one of the three): the test's proof is then bound to what it read."""
+
+    def __init__(self, record: ProbeRecord, **fields: Any) -> None:
+        self._record = record
+        super().__init__(**fields)
+
+    def _seen(self, name: str) -> Any:
+        self._record.read = True
+        return self.__dict__[name]
+
+    exit_status = property(lambda self: self._seen("_exit"), lambda self, v: self.__dict__.__setitem__("_exit", v))
+    _stdout = property(lambda self: self._seen("_out"), lambda self, v: self.__dict__.__setitem__("_out", v))
+    _stderr = property(lambda self: self._seen("_err"), lambda self, v: self.__dict__.__setitem__("_err", v))
 
 
 def engine_for(target: object) -> tuple[Path | None, str]:

@@ -47,3 +47,18 @@ def test_a_proof_line_without_its_rights_is_refused():
         probes.verify_proof(old, "n0nce", NS, 1500, AGENT)
     with pytest.raises(ProofError, match="rights cannot be compared"):
         probes.verify_proof(line(cap=""), "n0nce", NS, 1500, AGENT)
+
+
+def test_a_difference_that_settles_is_not_fewer_rights_and_one_that_lasts_is(monkeypatch):
+    """bubblewrap's pid 1 shows no seccomp filter for a moment after its launcher reports it, then installs the
+    one it was given: the probe is judged again against the agent's status read afresh, and only a difference
+    that lasts is refused (here the "agent" is this process, read from /proc/self's pid)."""
+    import os
+
+    monkeypatch.setattr(probes, "RIGHTS_SETTLE", 0.2)
+    now = probes.rights_on_host(os.getpid())
+    stale = {**now, "groups": ",".join(filter(None, [now["groups"], "4242"]))}
+    probes.judge_rights_settled(now, os.getpid(), stale)  # the fresh read has no 4242: settled
+    fewer = {**now, "gid": str(int(now["gid"]) + 1)}
+    with pytest.raises(ProofError, match="fewer rights"):
+        probes.judge_rights_settled(fewer, os.getpid(), now)
