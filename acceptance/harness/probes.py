@@ -32,7 +32,6 @@ import base64
 import json
 import os
 import secrets
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from testinfra.backend import base
 from acceptance.contract import PROOF_NAMESPACES, InstanceRef, Principal, Target
 from acceptance.errors import ProofError
 from acceptance.harness.evidence import attach
+from acceptance.harness.wait import settle
 from canaries import Mint
 from canaries import detect as detect_module
 
@@ -219,16 +219,20 @@ RIGHTS_SETTLE = 2.0
 def judge_rights_settled(probe: Mapping[str, str], host_pid: int, agent: Mapping[str, str]) -> None:
     """``judge_rights`` against ``agent`` (read before the probe ran), then, while it says fewer, against the
     agent's status read again, up to ``RIGHTS_SETTLE`` seconds: only a difference that lasts is a ProofError."""
-    deadline = time.monotonic() + RIGHTS_SETTLE
-    while True:
+    try:
+        judge_rights(probe, agent)
+        return
+    except ProofError:
+        pass
+
+    def settled(now: Mapping[str, str]) -> bool:
         try:
-            judge_rights(probe, agent)
-            return
+            judge_rights(probe, now)
         except ProofError:
-            if time.monotonic() >= deadline:
-                raise
-        time.sleep(0.05)
-        agent = rights_on_host(host_pid)
+            return False
+        return True
+
+    judge_rights(probe, settle(lambda: rights_on_host(host_pid), settled, deadline=RIGHTS_SETTLE, step=0.05))
 
 
 def rights_on_host(host_pid: int) -> dict[str, str]:
