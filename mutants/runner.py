@@ -8,6 +8,11 @@ expected cases is reported **failed** (a finding, not merely broken); killed onl
 name, it is reported as such (the catalogue or the suite is wrong); otherwise it *survived*. Runs go in
 parallel across cores. The kill matrix (mutant x case) is written to ``reports/`` as JSON and a table.
 
+The control may instead be a qualification already made (``--control-results reports``, as CI does): taken
+only when that run passes the release gate whole for the same target on this very source (every hash of its
+verdict's ``judged``), since running the unmodified suite a second time would then only repeat it. The report
+says where its control came from (``control.from``).
+
 The report names what it judged, so ``pairproof gate`` can refuse a report for other source: the sha256 of
 the runtime, of the suite (acceptance and canaries) and of the mutant catalogue as the control copied them
 (``source``), whether it ran only part of the catalogue or another suite (``partial``, ``suite``), and
@@ -218,9 +223,34 @@ def table(report: dict) -> str:
 PRINT = functools.partial(print, flush=True)  # progress lines as they come, under tox too
 
 
+def control_from(results: Path, target: str, source: dict[str, str]) -> SuiteRun:
+    """The unmodified control taken from a qualification already made (``--control-results``): its verdict must
+    pass the release gate whole (every case, its controls, its Allure results) for ``target`` on this very source
+    (``reports/identity.py``: runtime, suite, catalogue, driver, profile, probe and image, hash for hash, the runtime
+    and suite also those of the copy the mutants are made from). Then running the whole suite unmodified a second
+    time would only repeat it; anything short of that is a MutantError, and the control is run instead by leaving
+    the option out."""
+    from reports import gate, identity, reportset
+
+    with reportset.reading(results) as published:
+        folder = published or results
+        judged = gate.judge(folder, None, judged=identity.recompute(target))
+        verdict = json.loads((folder / "verdict.json").read_text()) if (folder / "verdict.json").is_file() else {}
+    if not judged.passed:
+        raise MutantError(f"--control-results {results}: that qualification cannot stand for the control: "
+                          f"{judged.reasons[0]}; qualify again, or leave --control-results out to run the control")
+    named = verdict.get("judged") or {}
+    differ = [part for part in ("runtime", "suite") if named.get(part) != source.get(part)]
+    if differ:
+        raise MutantError(f"--control-results {results}: its verdict judged another {' and '.join(differ)} than the "
+                          "copy the mutants are made from; qualify again from this source")
+    statuses = {c["id"]: c["status"] for c in verdict["cases"]}
+    return SuiteRun(0, 0.0, [], statuses, f"taken from the qualification {verdict['run']} in {results}")
+
+
 def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path | None = None,
         state_dir: str = "/var/lib/pairproof", catalogue: list[Mutant] | None = None,
-        target: str = "reference", image: str = "", progress=PRINT) -> int:
+        target: str = "reference", image: str = "", progress=PRINT, control_results: Path | None = None) -> int:
     try:
         path = catalogue_path(target)
     except KeyError:
@@ -242,12 +272,16 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
     if previous is not None:
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the runs as SIGINT does
     try:
-        progress(f"control: the unmodified copy, whole suite{'' if suite is None else f' ({suite})'}...")
         control_tree = copy_suite(workdir / "control")
         source = source_digest(control_tree, path)
         against = Target(target, image)
-        control = run_suite(control_tree, suite, [], state_dir, against)
-        progress(f"control: exit {control.exit} in {control.seconds:.0f}s")
+        if control_results is not None and suite is None:
+            control = control_from(control_results, target, source)
+            progress(f"control: {control.tail}, which passes the gate on this source")
+        else:
+            progress(f"control: the unmodified copy, whole suite{'' if suite is None else f' ({suite})'}...")
+            control = run_suite(control_tree, suite, [], state_dir, against)
+            progress(f"control: exit {control.exit} in {control.seconds:.0f}s")
         if control.exit:
             # Its tracebacks, where CI's log keeps them, and whole beside the report: a control that did not pass
             # is to be read, not only counted.
@@ -291,7 +325,8 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
                     f"only by others, {counts['survived']} survived, {counts['error']} errors")
         if control.exit == 0 else "the unmodified control did not pass: no mutant was run",
         "control": {"exit": control.exit, "seconds": round(control.seconds, 1), "statuses": control.statuses,
-                    "tail": control.tail if control.exit else ""},
+                    "tail": control.tail if control.exit else "",
+                    **({"from": str(control_results)} if control_results is not None and suite is None else {})},
         "mutants": [{k: v for k, v in asdict(o).items() if k != "runs"} | {"seconds": round(o.seconds, 1)}
                     for o in outcomes],
         "matrix": {o.name: (o.runs[-1].statuses if o.runs else {}) for o in outcomes},

@@ -30,6 +30,10 @@ def add_parser(sub: Subcommands) -> None:
                    help="run only this mutant (repeatable); the report is partial, and `pairproof gate` refuses it")
     m.add_argument("--suite", help="a different cases folder to judge (the runner's own tests use a useless one); "
                                    "the report is partial, and `pairproof gate` refuses it")
+    m.add_argument("--control-results", default=None, metavar="DIR",
+                   help="take the unmodified control from this qualification of the same target (e.g. reports) "
+                        "instead of running the whole suite again: only if it passes `pairproof gate` whole on this "
+                        "very source and image")
     m.set_defaults(func=run)
 
 
@@ -67,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
         args.reports_dir = "reports" if args.target == "reference" else f"reports/{args.target}"
     if args.suite is not None:
         inputs.existing_folder(args.suite, "--suite", "of test cases to judge the mutants with")
+    control_results = None
+    if args.control_results is not None:
+        control_results = inputs.existing_folder(args.control_results, "--control-results",
+                                                 "a qualification of the same target wrote (verdict.json, allure-results/)")
     inputs.state_dir(args.state_dir)
     reports = inputs.reports_dir(args.reports_dir)
     inputs.outside_state(reports, args.state_dir)
@@ -75,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return runner.run(reports=reports, jobs=args.jobs, only=args.only or None,
                           suite=Path(args.suite).resolve() if args.suite else None, state_dir=args.state_dir,
-                          target=args.target, image=args.image)
+                          target=args.target, image=args.image, control_results=control_results)
     except runner.Interrupted:
         print("pairproof: mutants interrupted: every run was stopped, no report written", file=sys.stderr)
         return 130
