@@ -12,6 +12,7 @@ no route at all) and show the same probe recorded at the sink, canary and all.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -321,13 +322,14 @@ def test_nt5_idle_window_has_no_egress(request, agent_profile, instances, target
     fresh_before = len(_model_calls(target, dana))  # before it exists: its whole life is what follows
     fresh = dedicated(dana.name, dana.user, dana.org)
     refs = {"A": a, "fresh": fresh}
-    for ref in refs.values():
-        sandbox_host(ref).run("true")  # proof: the instance answers, and it is this one we watch
+    pids = {name: target.identity(ref).host_pid for name, ref in refs.items()}
+    for name, ref in refs.items():  # proof, bound to what is watched: a proven probe ran in the namespace watched
+        if sandbox_host(ref).run("readlink /proc/self/ns/net").stdout.strip() != os.readlink(f"/proc/{pids[name]}/ns/net"):
+            raise ProofError(f"the network namespace watched for {name} is not the one its proven probe ran in")
     a_before = _model_calls(target, a.principal)
     a_last = max(_call_times(a_before), default=None)
     case_started = time.time()
-    observed = _idle_observation({name: target.identity(ref).host_pid for name, ref in refs.items()}, seconds,
-                                 tmp_path)
+    observed = _idle_observation(pids, seconds, tmp_path)
     idle_since = a_last if a_last is not None else case_started
 
     def calls_since() -> dict[str, list[dict]]:

@@ -348,7 +348,7 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
         request.node.user_properties.append((PLATFORM_RUN_KEY, request.getfixturevalue("pairproof_run").id))
     yield
     if log is not None:
-        request.node.user_properties.append((PROOF_KEY, [r.proof for r in log.records if r.proof]))
+        request.node.user_properties.append((PROOF_KEY, log.proofs()))
         probes = [{"kind": "probe", "instance": r.instance, "command": r.command[:160], "rc": r.rc}
                   for r in log.records if r.proof]
         request.node.user_properties.append((EVIDENCE_KEY, [*log.evidence, *probes]))

@@ -183,6 +183,20 @@ def test_an_interrupt_that_comes_back_as_a_target_error_is_judged_not_at_all(run
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_probe_whose_result_nobody_read_lends_a_refusal_no_proof(run, mode):
+    """Issue 27 item 13: a refusal's proof is that of the probes whose results it read (or the harness helper
+    that made its observation read: a scan, a file test). A probe run beside an observation made another way,
+    its result never read (NT-5's ``run("true")``), proves nothing about what was judged: broken, no proof."""
+    source = PROBING.format(control_output="ok").replace(
+        'assert sandbox_host(instances["A"]).run("true").rc == 0',
+        'sandbox_host(instances["A"]).run("true")  # (its result never read)\n    assert set() == set()')
+    result, verdict = run(source, *mode)
+    assert result.ret == 1
+    refusal = _case(verdict, "RS-1")["refusals"][0]
+    assert (refusal["status"], refusal["proofs"]) == ("broken", 0), refusal
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_a_failed_assertion_in_a_refusal_is_a_failed_case(run, mode):
     """A refusal whose detector found something fails the case (and the run)."""
     source = PROBING.format(control_output="ok").replace(
