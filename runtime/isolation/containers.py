@@ -12,8 +12,10 @@ every container is created with all of them (``container_config``):
   /etc/passwd and /etc/group and the managed configuration read-only; a private tmpfs /tmp.
 - memory (swap included), pids and CPU limits, in a cgroup under ``pairproof/<run>/`` (cgroupfs driver), so
   the run's cgroup sweep covers containers too, and a cgroup namespace of its own.
-- ``cap_drop=ALL``, ``no-new-privileges``, Docker's default seccomp profile (which refuses the agent a user
-  namespace: PR-3; an engine before 25.0 lets io_uring through it, which PS-1 finds), private IPC and /dev/shm.
+- ``cap_drop=ALL``, ``no-new-privileges``, the platform's seccomp profile (``seccomp.docker_profile``: what the
+  bubblewrap sandbox's filter refuses, io_uring among them, and every call Docker documents its default profile
+  as refusing by name, clone with a namespace flag included: PR-3, PS-1), not the engine's default (an engine
+  before 25.0 lets io_uring through it), private IPC and /dev/shm.
 - every object labelled ``pairproof.run=<run>`` (and the instance), so ``remove_run_containers`` finds
   what a killed run left.
 
@@ -44,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime.errors import SandboxError
-from runtime.isolation import cgroups
+from runtime.isolation import cgroups, seccomp
 from runtime.isolation.cgroups import Limits
 from runtime.isolation.cleanup import process_start_time
 from runtime.isolation.sandbox import NAMESPACES, SANDBOX_PATH, ExecOutcome, SandboxSpec
@@ -117,7 +119,10 @@ def container_config(spec: SandboxSpec, limits: Limits, command: Sequence[str], 
         "pids_limit": limits.pids_max,
         "nano_cpus": limits.cpu_millis * 1_000_000,  # the CPU quota, as the bubblewrap sandboxes' cgroups have it
         "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges"],  # and Docker's default seccomp profile, by not naming another
+        # no_new_privs, and the platform's seccomp profile instead of the engine's default (``seccomp.py``: the
+        # default of this machine's engine lets io_uring through; the platform's refuses it and what the default
+        # refuses by name)
+        "security_opt": ["no-new-privileges", f"seccomp={seccomp.docker_profile()}"],
         # Loopback only, of both families as in a bubblewrap sandbox: Docker turns IPv6 off in the namespace,
         # and a connect to an IPv6 address would then fail "address not available" instead of "unreachable".
         "sysctls": {"net.ipv6.conf.all.disable_ipv6": "0", "net.ipv6.conf.default.disable_ipv6": "0"},

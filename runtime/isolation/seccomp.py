@@ -86,6 +86,40 @@ def program(machine: str | None = None) -> bytes:
     return b"".join(out)
 
 
+# Docker's containers (runtime/isolation/containers.py) get a profile of the platform's own instead of the
+# engine's default: the engine on this machine (20.10) lets io_uring through its default profile (Docker 25
+# refuses it), and a container cannot have two profiles. Refused there: ``REFUSED`` (above) and, with them, the
+# calls Docker documents its default profile as refusing to a container without the capability they need
+# (https://docs.docker.com/engine/security/seccomp/), so that the platform's profile refuses at least what the
+# engine's default did by name; clone3 answers ENOSYS (the C library then uses clone, whose namespace flags are
+# refused below), and clone with any namespace flag is refused, as the default refuses it without CAP_SYS_ADMIN.
+DOCKER_REFUSED = ("acct", "bpf", "clock_adjtime", "clock_settime", "create_module", "delete_module", "finit_module",
+                  "get_kernel_syms", "init_module", "ioperm", "iopl", "kexec_file_load", "kexec_load",
+                  "lookup_dcookie", "mount", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree",
+                  "name_to_handle_at", "nfsservctl", "open_by_handle_at", "pivot_root", "query_module", "quotactl",
+                  "reboot", "settimeofday", "stime", "swapoff", "swapon", "sysfs", "_sysctl", "umount", "umount2",
+                  "uselib", "ustat", "vm86", "vm86old", "vhangup", "syslog")
+CLONE_NAMESPACES = {"CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
+                    "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
+                    "CLONE_NEWNET": 0x40000000}
+
+
+def docker_profile() -> str:
+    """The container's seccomp profile, in Docker's JSON (``--security-opt seccomp=<json>``)."""
+    import json
+
+    refused = sorted(set(REFUSED) | set(DOCKER_REFUSED))
+    syscalls = [{"names": refused, "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM},
+                {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS}]
+    syscalls += [{"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM,
+                  "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}]}
+                 for flag in CLONE_NAMESPACES.values()]
+    arches = {"x86_64": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+              "aarch64": ["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"]}.get(platform.machine(), [])
+    return json.dumps({"defaultAction": "SCMP_ACT_ALLOW", "architectures": arches, "syscalls": syscalls},
+                      separators=(",", ":"))
+
+
 def program_fd() -> int:
     """A new descriptor (inheritable, read from its start) holding ``program()``: what ``bwrap --seccomp`` reads."""
     data = program()

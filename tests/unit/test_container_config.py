@@ -27,7 +27,14 @@ def test_every_guard_is_set():
     assert config["user"] == "1234567:1234567"
     assert config["read_only"] is True
     assert config["cap_drop"] == ["ALL"] and "cap_add" not in config
-    assert config["security_opt"] == ["no-new-privileges"]  # and no seccomp=unconfined
+    assert config["security_opt"][0] == "no-new-privileges" and len(config["security_opt"]) == 2
+    import json
+
+    profile = json.loads(config["security_opt"][1].removeprefix("seccomp="))  # the platform's, not unconfined
+    refused = {n for rule in profile["syscalls"] if rule["action"] == "SCMP_ACT_ERRNO" and "args" not in rule
+               for n in rule["names"]}
+    assert {"io_uring_setup", "io_uring_enter", "keyctl", "add_key", "bpf", "perf_event_open", "userfaultfd",
+            "unshare", "mount", "kexec_load", "open_by_handle_at"} <= refused
     assert config["ipc_mode"] == "private"
     assert (config["mem_limit"], config["memswap_limit"], config["pids_limit"]) == (256 << 20, 256 << 20, 64)
     assert config["init"] is False and not config.get("privileged") and "pid_mode" not in config
