@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -223,34 +224,13 @@ def table(report: dict) -> str:
 PRINT = functools.partial(print, flush=True)  # progress lines as they come, under tox too
 
 
-def control_from(results: Path, target: str, source: dict[str, str]) -> SuiteRun:
-    """The unmodified control taken from a qualification already made (``--control-results``): its verdict must
-    pass the release gate whole (every case, its controls, its Allure results) for ``target`` on this very source
-    (``reports/identity.py``: runtime, suite, catalogue, driver, profile, probe and image, hash for hash, the runtime
-    and suite also those of the copy the mutants are made from). Then running the whole suite unmodified a second
-    time would only repeat it; anything short of that is a MutantError, and the control is run instead by leaving
-    the option out."""
-    from reports import gate, identity, reportset
-
-    with reportset.reading(results) as published:
-        folder = published or results
-        judged = gate.judge(folder, None, judged=identity.recompute(target))
-        verdict = json.loads((folder / "verdict.json").read_text()) if (folder / "verdict.json").is_file() else {}
-    if not judged.passed:
-        raise MutantError(f"--control-results {results}: that qualification cannot stand for the control: "
-                          f"{judged.reasons[0]}; qualify again, or leave --control-results out to run the control")
-    named = verdict.get("judged") or {}
-    differ = [part for part in ("runtime", "suite") if named.get(part) != source.get(part)]
-    if differ:
-        raise MutantError(f"--control-results {results}: its verdict judged another {' and '.join(differ)} than the "
-                          "copy the mutants are made from; qualify again from this source")
-    statuses = {c["id"]: c["status"] for c in verdict["cases"]}
-    return SuiteRun(0, 0.0, [], statuses, f"taken from the qualification {verdict['run']} in {results}")
-
-
 def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path | None = None,
         state_dir: str = "/var/lib/pairproof", catalogue: list[Mutant] | None = None,
-        target: str = "reference", image: str = "", progress=PRINT, control_results: Path | None = None) -> int:
+        target: str = "reference", image: str = "", progress=PRINT,
+        control: Callable[[dict[str, str]], SuiteRun] | None = None, control_from: str = "") -> int:
+    """Run the catalogue (or ``only``) of ``target``. ``control``: where the unmodified control comes from instead
+    of a run of the whole suite here (``pairproof mutants --control-results``: a qualification that passes the gate
+    on this source), given the copy's source digest; ``control_from`` names it in the report."""
     try:
         path = catalogue_path(target)
     except KeyError:
@@ -275,8 +255,9 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
         control_tree = copy_suite(workdir / "control")
         source = source_digest(control_tree, path)
         against = Target(target, image)
-        if control_results is not None and suite is None:
-            control = control_from(control_results, target, source)
+        taken = control is not None and suite is None
+        if taken:
+            control = control(source)
             progress(f"control: {control.tail}, which passes the gate on this source")
         else:
             progress(f"control: the unmodified copy, whole suite{'' if suite is None else f' ({suite})'}...")
@@ -326,7 +307,7 @@ def run(*, reports: Path, jobs: int, only: list[str] | None = None, suite: Path 
         if control.exit == 0 else "the unmodified control did not pass: no mutant was run",
         "control": {"exit": control.exit, "seconds": round(control.seconds, 1), "statuses": control.statuses,
                     "tail": control.tail if control.exit else "",
-                    **({"from": str(control_results)} if control_results is not None and suite is None else {})},
+                    **({"from": control_from} if taken else {})},
         "mutants": [{k: v for k, v in asdict(o).items() if k != "runs"} | {"seconds": round(o.seconds, 1)}
                     for o in outcomes],
         "matrix": {o.name: (o.runs[-1].statuses if o.runs else {}) for o in outcomes},

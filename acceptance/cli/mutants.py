@@ -83,9 +83,41 @@ def run(args: argparse.Namespace) -> int:
     try:
         return runner.run(reports=reports, jobs=args.jobs, only=args.only or None,
                           suite=Path(args.suite).resolve() if args.suite else None, state_dir=args.state_dir,
-                          target=args.target, image=args.image, control_results=control_results)
+                          target=args.target, image=args.image,
+                          control=(lambda source: control_from(control_results, args.target, source))
+                          if control_results is not None else None,
+                          control_from=str(control_results or ""))
     except runner.Interrupted:
         print("pairproof: mutants interrupted: every run was stopped, no report written", file=sys.stderr)
         return 130
     except MutantError as exc:
         raise SetupError(str(exc)) from exc
+
+
+def control_from(results: Path, target: str, source: dict[str, str]):
+    """The unmodified control taken from a qualification already made (``--control-results``): its verdict must
+    pass the release gate whole (every case, its controls, its Allure results) for ``target`` on this very source
+    (``reports/identity.py``: runtime, suite, catalogue, driver, profile, probe and image, hash for hash, the runtime
+    and suite also those of the copy the mutants are made from). Then running the whole suite unmodified a second
+    time would only repeat it; anything short of that is a MutantError, and the control is run instead by leaving
+    the option out."""
+    import json
+
+    from mutants.errors import MutantError
+    from mutants.runner import SuiteRun
+    from reports import gate, identity, reportset
+
+    with reportset.reading(results) as published:
+        folder = published or results
+        judged = gate.judge(folder, None, judged=identity.recompute(target))
+        verdict = json.loads((folder / "verdict.json").read_text()) if (folder / "verdict.json").is_file() else {}
+    if not judged.passed:
+        raise MutantError(f"--control-results {results}: that qualification cannot stand for the control: "
+                          f"{judged.reasons[0]}; qualify again, or leave --control-results out to run the control")
+    named = verdict.get("judged") or {}
+    differ = [part for part in ("runtime", "suite") if named.get(part) != source.get(part)]
+    if differ:
+        raise MutantError(f"--control-results {results}: its verdict judged another {' and '.join(differ)} than the "
+                          "copy the mutants are made from; qualify again from this source")
+    statuses = {c["id"]: c["status"] for c in verdict["cases"]}
+    return SuiteRun(0, 0.0, [], statuses, f"taken from the qualification {verdict['run']} in {results}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from acceptance.catalogue import load
+from acceptance.cli.mutants import control_from
 from acceptance.harness.pairing import Declared, Outcome, judge
 from mutants import runner
 from mutants.errors import MutantError
@@ -40,7 +41,7 @@ def test_a_qualification_that_does_not_pass_the_gate_whole_is_no_control(tmp_pat
         judged = judged | {"suite": "0" * 64}
     folder = _results(tmp_path, failing="FS-1" if what == "failing" else "", judged=judged)
     with pytest.raises(MutantError) as refused:
-        runner.control_from(folder, "reference", source)
+        control_from(folder, "reference", source)
     assert says in str(refused.value) and "cannot stand for the control" in str(refused.value), str(refused.value)
 
 
@@ -50,7 +51,7 @@ def test_a_verdict_of_another_copy_than_the_mutants_is_no_control(tmp_path, monk
 
     monkeypatch.setattr(gate, "judge", lambda *a, **k: gate.GateResult(True))
     folder = _results(tmp_path)
-    control = runner.control_from(folder, "reference", runner.source_digest())
+    control = control_from(folder, "reference", runner.source_digest())
     assert control.exit == 0 and set(control.statuses.values()) == {"passed"}
     with pytest.raises(MutantError, match="judged another runtime than the copy"):
-        runner.control_from(folder, "reference", runner.source_digest() | {"runtime": "0" * 64})
+        control_from(folder, "reference", runner.source_digest() | {"runtime": "0" * 64})
