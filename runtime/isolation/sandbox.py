@@ -64,6 +64,8 @@ COMMAND_OOM_SCORE_ADJ = 500
 # The seccomp filter's descriptor ``launch`` opened for the launch whose info descriptor is the key (descriptor
 # numbers are unique among open ones, so concurrent launches never mix them up); ``bwrap_argv`` names it.
 _SECCOMP_FDS: dict[int, int] = {}
+# What seals the root read-only once every mount is in place (``bwrap_argv``); ``add_mounts`` puts a mount before it.
+ROOT_SEAL = ["--remount-ro", "/"]
 SECCOMP_APPLY = (sys.executable, "-I", "-S", str(Path(seccomp.__file__)), "--")
 
 
@@ -165,6 +167,18 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int, secco
         argv += ["--setenv", key, value]
     argv += ["--", *command]
     return argv
+
+
+def add_mounts(argv: list[str], mounts: Sequence[str]) -> list[str]:
+    """``argv`` (``bwrap_argv``'s, as ``launch_extra``'s edit sees it) with the bwrap mount options ``mounts``
+    added last among its mounts: before the root is remounted read-only (``ROOT_SEAL``), where bwrap can still
+    create their mount points (after it: "Read-only file system"); before the command in a launcher without it."""
+    for at in range(len(argv) - 1):
+        if argv[at:at + 2] == ROOT_SEAL:
+            break
+    else:
+        at = argv.index("--")
+    return [*argv[:at], *mounts, *argv[at:]]
 
 
 def spawn_gated(argv: Sequence[str], cgroup: Cgroup, *, pass_fds: Sequence[int] = (),

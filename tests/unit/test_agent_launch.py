@@ -156,6 +156,23 @@ def test_the_sandbox_mounts_an_agent_bind_read_only(tmp_path):
     assert at < argv.index("--chdir")
 
 
+def test_a_mount_added_to_the_launcher_goes_before_the_root_is_sealed(tmp_path):
+    """bwrap makes a mount point on the root, read-only once ``--remount-ro /`` has run: a broken arrangement's
+    extra bind goes before it (before the command when the launcher has no seal)."""
+    from runtime.isolation import sandbox
+
+    spec = sandbox.SandboxSpec(instance_id="i", uid=1, gid=1, volume=tmp_path, control_dir=tmp_path, etc_dir=tmp_path,
+                               image_dir=tmp_path, hostname="h")
+    argv = sandbox.bwrap_argv(spec, ["true"], info_fd=3, seccomp_fd=4)
+    bind = ["--ro-bind", "/x", "/etc/resolv.conf"]
+    seal = argv.index("--remount-ro", argv.index("--chdir") - 2)
+    assert argv[seal:seal + 2] == sandbox.ROOT_SEAL
+    assert sandbox.add_mounts(argv, bind) == [*argv[:seal], *bind, *argv[seal:]]
+    unsealed = argv[:seal] + argv[seal + 2:]
+    end = unsealed.index("--")
+    assert sandbox.add_mounts(unsealed, bind) == [*unsealed[:end], *bind, *unsealed[end:]]
+
+
 def test_a_failed_run_that_says_why_has_replied_when_the_api_says_so():
     api = TurnApi(style="runs", port=8642, start="POST /v1/runs", input_field="input", run_id_field="run_id",
                   status="GET /v1/runs/{id}", status_field="status", done=("completed",), failed=("failed", "cancelled"),

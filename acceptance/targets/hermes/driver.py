@@ -29,7 +29,7 @@ from acceptance.targets import TargetOptions
 from acceptance.targets.profiles import load as load_profile
 from acceptance.targets.reference.driver import ReferenceTarget, clean
 from acceptance.targets.reference.driver import preflight as reference_preflight
-from acceptance.targets.reference.helpers import before_command
+from acceptance.targets.reference.helpers import add_mounts, before_command
 
 __all__ = ["DEFAULT_PROFILE", "HermesTarget", "clean", "create", "preflight"]
 
@@ -168,18 +168,17 @@ class HermesTarget(ReferenceTarget):
         env = {"HERMES_HOME": "/data/hermes", "API_SERVER_ENABLED": "true", "API_SERVER_HOST": "127.0.0.1",
                "API_SERVER_PORT": str(self.profile.turn["port"]), "API_SERVER_KEY": secrets.token_hex(16),
                "HERMES_MANAGED_DIR": folder}
-        extra = ["--ro-bind", str(resolv), "/etc/resolv.conf"]
+        mounts = ["--ro-bind", str(resolv), "/etc/resolv.conf"]  # before the root is sealed read-only
         for inside, host in self.profile.binds.items():
-            extra += ["--ro-bind", str(host), inside]
-        for key, value in env.items():
-            extra += ["--setenv", key, value]
+            mounts += ["--ro-bind", str(host), inside]
+        extra = [a for key, value in env.items() for a in ("--setenv", key, value)]
 
         def edit(argv: list[str]) -> list[str]:
             # the reviewed managed file is not bound: its folder stays, empty (hermes runs on its defaults)
             if managed:
                 at = argv.index(managed)
                 argv = argv[:at - 2] + argv[at + 1:]
-            return before_command(argv, extra)
+            return before_command(add_mounts(argv, mounts), extra)
 
         seed = DEFAULTS_CONFIG.replace("\n", "\\n")
         command = ("/bin/sh", "-c", f"mkdir -p /data/hermes && printf '{seed}' > /data/hermes/config.yaml && "

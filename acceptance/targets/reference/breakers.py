@@ -17,7 +17,7 @@ from pathlib import Path
 from acceptance.contract import InstanceRef, Lab, Principal
 from acceptance.errors import TargetError
 from acceptance.harness.wait import until
-from acceptance.targets.reference.helpers import LossyRelay, NoSeal, before_command, http_json, replace_args
+from acceptance.targets.reference.helpers import LossyRelay, NoSeal, add_mounts, before_command, http_json, replace_args
 from runtime.authority.capabilities import AuthorityError
 from runtime.product.store import ProductError
 
@@ -302,13 +302,14 @@ class Breakers:
         the agent with its model-catalog refresh on."""
         uid = self._free_uid()
         resolv = self._lab_resolver()
-        extra = ["--ro-bind", str(resolv), "/etc/resolv.conf"]
+        mounts = ["--ro-bind", str(resolv), "/etc/resolv.conf"]  # before the root is sealed read-only
+        env: list[str] = []
         command = BROKEN_COMMAND
         if catalog_refresh:
-            extra += ["--setenv", "PAIRPROOF_CATALOG_REFRESH", str(catalog_refresh)]
+            env = ["--setenv", "PAIRPROOF_CATALOG_REFRESH", str(catalog_refresh)]
             command = ("/bin/sh", "-c", ": > /run/agent/ready && exec /usr/bin/python3 -I -S /opt/pairproof/reference.py")
         ref = self._start_broken(principal, uid=uid, volume=None, command=command,
-                                 edit=lambda argv: before_command(argv, extra))
+                                 edit=lambda argv: before_command(add_mounts(argv, mounts), env))
         lab.connect(self._broken[ref.key].host_pid)
         return ref
 

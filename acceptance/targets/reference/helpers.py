@@ -15,6 +15,7 @@ from acceptance.errors import CapacityRefusedError, HarnessError, TargetError
 from acceptance.harness import http
 from runtime.authority import requestid
 from runtime.errors import CapacityRefused, RuntimeFault
+from runtime.isolation.sandbox import add_mounts  # noqa: F401  (an argv edit, for the drivers built on this one)
 from runtime.snapshots import SnapshotError
 
 
