@@ -74,6 +74,7 @@ class SuiteRun:
     statuses: dict[str, str]
     tail: str
     output: str = field(default="", repr=False)  # the whole of it: kept for a control that did not pass
+    timed_out: bool = False  # stopped at SUITE_TIMEOUT: no verdict, judged an error, never a survivor
 
 
 @dataclass
@@ -96,11 +97,23 @@ _live: set[subprocess.Popen] = set()
 _live_lock = threading.Lock()
 _stopping = threading.Event()
 STOP_GRACE = 60.0  # seconds a run has to tear its target down after SIGINT before it is killed
+# Seconds one run of the suite may take (a whole-suite run takes 4 to 6 minutes here): a mutant that hangs a case
+# is stopped there and reported as an error with the run's output, and the other mutants go on.
+SUITE_TIMEOUT = float(os.environ.get("PAIRPROOF_MUTANT_TIMEOUT", "900"))
+
+
+class TimedOut(Exception):
+    """A contained run went past its timeout and was stopped; ``output`` is what it printed."""
+
+    def __init__(self, output: str):
+        super().__init__("timed out")
+        self.output = output
 
 
 def _run_contained(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> tuple[int, str]:
     """Run one contained suite in a process group of its own, so that stopping it reaches every process of
-    the run (unshare ignores SIGINT; the pytest inside it tears its target down on it)."""
+    the run (unshare ignores SIGINT; the pytest inside it tears its target down on it). Past ``timeout`` the
+    group is stopped as an interrupt stops it and ``TimedOut`` carries what it printed."""
     with _live_lock:
         if _stopping.is_set():
             raise Interrupted("interrupted: no new run starts")
@@ -109,6 +122,13 @@ def _run_contained(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: 
         _live.add(proc)
     try:
         output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        try:
+            output, _ = proc.communicate(timeout=STOP_GRACE)
+        except subprocess.TimeoutExpired:  # a descendant outside the group holds the pipe: what came is lost
+            output = ""
+        raise TimedOut(output) from None
     except BaseException:
         _stop(proc)
         raise
@@ -164,7 +184,11 @@ def run_suite(tree: Path, suite: Path | None, cases: list[str], state_dir: str, 
     env.pop("PAIRPROOF_IMAGE", None)  # the image is the target's, never one left in the environment
     if target.image:
         env["PAIRPROOF_IMAGE"] = target.image
-    returncode, output = _run_contained(contained, cwd=tree, env=env, timeout=1800)
+    try:
+        returncode, output = _run_contained(contained, cwd=tree, env=env, timeout=SUITE_TIMEOUT)
+    except TimedOut as exc:
+        output = exc.output + f"\n[pairproof mutants: the run was stopped after {SUITE_TIMEOUT:.0f}s]\n"
+        return SuiteRun(-1, time.monotonic() - started, [], {}, output[-2000:], output, timed_out=True)
     seconds = time.monotonic() - started
     tail = output[-2000:]
     if not verdict.exists():
@@ -188,6 +212,12 @@ def run_mutant(mutant: Mutant, workdir: Path, suite: Path | None, state_dir: str
     for phase, cases in (("expected", list(mutant.kills)), ("full", [])):
         run = run_suite(tree, suite, cases, state_dir, target)
         outcome.runs.append(run)
+        if run.timed_out:
+            # A hang is no kill and no survival: an error the report shows with where the run was.
+            outcome.status, outcome.phase = "error", phase
+            outcome.detail = (f"the {phase} run did not finish within {SUITE_TIMEOUT:.0f}s and was stopped; "
+                              f"its output ended: {run.tail[-600:]}")
+            break
         hits = [c for c in run.failed if c in mutant.kills]
         if hits:
             outcome.status, outcome.phase, outcome.killed_by = "killed", phase, run.failed

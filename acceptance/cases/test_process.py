@@ -198,7 +198,9 @@ def test_pr2_broken_same_uid_is_detected(instances, principals, target, sandbox_
 USERNS_PROBE = Path(__file__).with_name("inside") / "userns_probe.py"
 # Every kind of namespace the probe tries, alone and (but user) together with a new user namespace.
 NAMESPACE_KINDS = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time")
-ATTEMPTS = (*NAMESPACE_KINDS, *(f"user+{k}" for k in NAMESPACE_KINDS if k != "user"))
+# A user namespace through each call that makes one (a filter refusing ``unshare`` leaves ``clone``/``clone3``).
+DOORS = ("clone:user", "clone3:user")
+ATTEMPTS = (*NAMESPACE_KINDS, *(f"user+{k}" for k in NAMESPACE_KINDS if k != "user"), *DOORS)
 
 
 def probe_namespaces(target, host, ref) -> dict:
@@ -227,7 +229,8 @@ def created(report: dict) -> dict[str, dict]:
 @pytest.mark.case("PR-3", "refusal", pair="A")
 def test_pr3_agent_cannot_create_a_user_namespace(instances, target, sandbox_host):
     """From inside A's sandbox, as its agent, ``unshare`` of every kind of namespace (user, mount, pid, net,
-    ipc, uts, cgroup, time), alone and together with a new user namespace, is refused: a user namespace
+    ipc, uts, cgroup, time), alone and together with a new user namespace, and ``clone``/``clone3`` of a new
+    user namespace, are refused: a user namespace
     of its own would give the agent every capability in it, and with them the kernel's namespace, mount
     and netfilter code, where most container escapes start. Each errno is attached."""
     ref = instances["A"]
@@ -247,3 +250,6 @@ def test_pr3_broken_sandbox_lets_its_agent_create_one(principals, target, sandbo
     assert "user" in made
     assert made["user"]["after"]["user"] != report["own"]["user"]
     assert sorted(a for a in made if a.startswith("user+")) == sorted(a for a in ATTEMPTS if a.startswith("user+"))
+    # Each other door the refusal closes opens here too: the probe's clone and clone3 can tell.
+    opened = {d for d in DOORS if d in made and made[d]["after"]["user"] != report["own"]["user"]}
+    assert opened == set(DOORS), {d: report["tried"][d] for d in DOORS}

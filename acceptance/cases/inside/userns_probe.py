@@ -7,12 +7,20 @@ the others), a fresh child process calls ``unshare`` and reports "ok" or the err
 succeeded, the child also reports its own ``/proc/self/ns/<kind>`` after the call, so the host can tell a
 new namespace from the old one. Prints one JSON object: this process's own namespaces, its uid and the
 attempts.
+
+``unshare`` is one door of three: ``clone`` and ``clone3`` with CLONE_NEWUSER make a user namespace too (a
+filter that refuses ``unshare`` alone leaves them open), so a new user namespace is also tried through each,
+as raw system calls with no new stack (the child runs on a copy of the caller's, as after ``fork``):
+"clone:user" and "clone3:user".
 """
 
 import ctypes
 import errno
 import json
 import os
+import platform
+import signal
+import struct
 
 KINDS = {"user": 0x10000000, "mnt": 0x00020000, "pid": 0x20000000, "net": 0x40000000, "ipc": 0x08000000,
          "uts": 0x04000000, "cgroup": 0x02000000, "time": 0x00000080}
@@ -29,20 +37,57 @@ def namespace(kind):
         return "unreadable: " + errno.errorcode.get(e.errno, str(e.errno))
 
 
-def attempt(libc, flags, kind):
-    """``unshare(flags)`` in a child (the call changes its caller); its answer, read back through a pipe."""
-    r, w = os.pipe()
-    pid = os.fork()
+# clone and clone3 by number (x86_64, aarch64): the C library's wrappers need a stack for the child.
+SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
+SYS_CLONE3 = 435
+
+
+def _answer(rc, err, kind):
+    out = {"result": "ok" if rc == 0 else errno.errorcode.get(err, str(err))}
+    if rc == 0:
+        out["after"] = {k: namespace(k) for k in sorted({"user", kind})}
+    return out
+
+
+def _cloned(libc, flags, kind, w, via):
+    """``clone``/``clone3`` with ``flags``: in the child, its answer written to ``w`` and exit; in the
+    caller, the child's pid (or, refused, the answer written to ``w`` and None)."""
+    ctypes.set_errno(0)
+    if via == "clone":
+        if SYS_CLONE is None:
+            os.write(w, json.dumps({"result": "no clone number for " + platform.machine()}).encode())
+            return None
+        pid = libc.syscall(ctypes.c_long(SYS_CLONE), ctypes.c_ulong(flags | signal.SIGCHLD), ctypes.c_ulong(0),
+                           ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    else:
+        # struct clone_args, its first version (64 bytes): flags, pidfd, child_tid, parent_tid, exit_signal,
+        # stack, stack_size, tls.
+        args = ctypes.create_string_buffer(struct.pack("8Q", flags, 0, 0, 0, signal.SIGCHLD, 0, 0, 0))
+        pid = libc.syscall(ctypes.c_long(SYS_CLONE3), args, ctypes.c_size_t(64))
+    err = ctypes.get_errno()
     if pid == 0:
-        os.close(r)
-        ctypes.set_errno(0)
-        rc = libc.unshare(flags)
-        err = ctypes.get_errno()
-        out = {"result": "ok" if rc == 0 else errno.errorcode.get(err, str(err))}
-        if rc == 0:
-            out["after"] = {k: namespace(k) for k in sorted({"user", kind})}
-        os.write(w, json.dumps(out).encode())
+        os.write(w, json.dumps(_answer(0, 0, kind)).encode())
         os._exit(0)
+    if pid < 0:
+        os.write(w, json.dumps(_answer(-1, err, kind)).encode())
+        return None
+    return pid
+
+
+def attempt(libc, flags, kind, via="unshare"):
+    """``unshare(flags)`` in a child (the call changes its caller), or a child made by ``clone``/``clone3`` with
+    ``flags``; its answer, read back through a pipe."""
+    r, w = os.pipe()
+    if via == "unshare":
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            ctypes.set_errno(0)
+            rc = libc.unshare(flags)
+            os.write(w, json.dumps(_answer(rc, ctypes.get_errno(), kind)).encode())
+            os._exit(0)
+    else:
+        pid = _cloned(libc, flags, kind, w, via)
     os.close(w)
     chunks = []
     while True:
@@ -51,7 +96,8 @@ def attempt(libc, flags, kind):
             break
         chunks.append(chunk)
     os.close(r)
-    os.waitpid(pid, 0)
+    if pid is not None:
+        os.waitpid(pid, 0)
     try:
         return json.loads(b"".join(chunks))
     except ValueError:
@@ -67,6 +113,8 @@ def main():
         tried[kind] = attempt(libc, flag, kind)
         if kind != "user":
             tried["user+" + kind] = attempt(libc, KINDS["user"] | flag, kind)
+    for via in ("clone", "clone3"):
+        tried[via + ":user"] = attempt(libc, KINDS["user"], "user", via)
     print(json.dumps({"uid": os.getuid(), "own": own, "tried": tried}))
 
 

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.slow
 CATALOGUE = load()
 
 def useless_suite(cases: list[str]) -> str:
-    """A suite with a refusal and every control of each case: each probes (so the pairing and proof rules
-    are met) and asserts nothing."""
+    """A suite with a refusal and every control of each case: each probes and reads the probe's result (so the
+    pairing and proof rules are met: a test's proof is that of the probes whose results it read) and asserts
+    nothing about it."""
     from acceptance.catalogue import load as load_cases
 
     catalogue = load_cases()
@@ -27,7 +28,7 @@ def useless_suite(cases: list[str]) -> str:
         for role in ["refusal", *catalogue[case].controls]:
             name = f"test_{case.replace('-', '_')}_{role}"
             lines += [f"@pytest.mark.case({case!r}, {role!r})", f"def {name}(sandbox_host, instances):",
-                      '    sandbox_host(instances["A"]).run("true")', ""]
+                      '    sandbox_host(instances["A"]).run("true").rc', ""]
     return "\n".join(lines)
 
 
@@ -51,7 +52,8 @@ def test_a_control_that_does_not_pass_is_shown_whole(tmp_path):
     beside the report, so a broken control can be read (its tail alone once hid the cause of one)."""
     suite = tmp_path / "failing"
     suite.mkdir()
-    text = useless_suite(["FS-1"]).replace('.run("true")', '.run("true")\n    raise AssertionError("control-marker-7f3a")', 1)
+    text = useless_suite(["FS-1"]).replace('.run("true").rc',
+                                           '.run("true").rc\n    raise AssertionError("control-marker-7f3a")', 1)
     (suite / "test_failing.py").write_text(text)
     said = []
     code = runner.run(reports=tmp_path / "reports", jobs=1, suite=suite, catalogue=CATALOGUE[:1], progress=said.append)
@@ -180,7 +182,10 @@ def test_every_docker_mutant_changes_what_a_container_is_made_with(tmp_path):
     shipped = _config_in(tree, tmp_path)
     assert shipped["networks"] == [] and shipped["config"]["network_mode"] == "none"
     docker_mutants = load(CATALOGUES["docker"])
-    assert {e.file for m in docker_mutants for e in m.edits} == {"isolation/containers.py"}
+    # Each changes how a container is made, or the agent the image runs (whose effect is in the container,
+    # not its configuration: those are judged by the docker target's suite alone).
+    assert {e.file for m in docker_mutants for e in m.edits} <= {"isolation/containers.py", "agents/reference.py"}
+    docker_mutants = [m for m in docker_mutants if {e.file for e in m.edits} == {"isolation/containers.py"}]
     for mutant in docker_mutants:
         apply(mutant, tree)
         mutated = _config_in(tree, tmp_path)

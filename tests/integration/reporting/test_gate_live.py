@@ -17,11 +17,20 @@ from support import gate_before_issue12 as old_gate
 
 from acceptance.catalogue import load
 from acceptance.harness.pairing import Declared, Outcome, judge
-from reports import allure_html, gate
+from reports import allure_html, gate, identity
 from reports import verdict as verdict_report
 
 IDS = ["RS-1", "FS-3"]
 RUN = "0badc0de"
+
+
+def _judged(target: str = "reference") -> dict:
+    """What a verdict of ``target`` made from this source names (``reports/identity.py``), as the gate recomputes
+    it: these verdicts are this source's, so only what the test changes can fail them."""
+    from acceptance import targets
+    from acceptance.targets.profiles import load as load_profile
+
+    return identity.of_run(target, targets.driver_module(target), load_profile(targets.default_profile(target)), None)
 
 
 def _o(case, role, outcome="passed", proofs=1, n=""):
@@ -35,7 +44,7 @@ def _verdict(outcomes, *, pytest_exit=0, ids=IDS, collected=None) -> dict:
     """The verdict the plugin would write: judged by the pairing rules, each case listing the refusals the
     suite collected for it (by default, those that ran)."""
     v = judge(outcomes, {k: c for k, c in load().items() if k in ids})
-    v.update(run=RUN, target="reference", pytest_exit=pytest_exit)
+    v.update(run=RUN, target="reference", pytest_exit=pytest_exit, judged=_judged())
     refusals = collected if collected is not None else [o.declared for o in outcomes if o.declared.role == "refusal"]
     for case in v["cases"]:
         case["expected_refusals"] = [d.nodeid for d in refusals if d.case == case["id"]]
@@ -77,7 +86,7 @@ def test_allure_results_of_this_run_pass(tmp_path):
     _needs_allure()
     folder = _write(tmp_path)
     _allure_results(folder, json.loads((folder / "verdict.json").read_text()))
-    outcome = gate.judge(folder, None, IDS)
+    outcome = gate.judge(folder, None, IDS, judged=_judged())
     assert outcome.passed, outcome.reasons
 
 
@@ -98,7 +107,7 @@ def test_allure_results_not_of_this_run_fail(tmp_path, change, reason):
     folder = _write(tmp_path)
     _allure_results(folder, json.loads((folder / "verdict.json").read_text()), **change)
     assert old_gate.judge(folder, None, IDS).passed
-    outcome = gate.judge(folder, None, IDS)
+    outcome = gate.judge(folder, None, IDS, judged=_judged())
     assert not outcome.passed and any(reason in r for r in outcome.reasons), outcome.reasons
 
 
@@ -113,7 +122,7 @@ def test_any_passing_results_satisfied_the_old_gate_not_this_one(tmp_path):
             {"uuid": f"x{i}", "historyId": f"x{i}", "name": f"t{i}", "fullName": f"t{i}", "status": "passed",
              "start": 1, "stop": 2}))
     assert old_gate.judge(folder, None, IDS).passed
-    outcome = gate.judge(folder, None, IDS)
+    outcome = gate.judge(folder, None, IDS, judged=_judged())
     assert not outcome.passed
     text = "\n".join(outcome.reasons)
     assert "2 carry no pairproof_run label" in text and "5 are missing" in text, text
@@ -122,7 +131,7 @@ def test_any_passing_results_satisfied_the_old_gate_not_this_one(tmp_path):
 def test_an_extra_result_for_a_test_the_verdict_did_not_judge_fails(tmp_path):
     folder = _write(tmp_path)
     _allure_results(folder, json.loads((folder / "verdict.json").read_text()), more=["t.py::RS-1-refusal[old]"])
-    outcome = gate.judge(folder, None, IDS)
+    outcome = gate.judge(folder, None, IDS, judged=_judged())
     assert any("1 are for a test this verdict did not judge: t.py::RS-1-refusal[old]" in r for r in outcome.reasons)
 
 
@@ -132,7 +141,7 @@ def test_allures_own_quality_gate_runs_and_can_fail(tmp_path):
     results = folder / "allure-results"
     results.mkdir()
     (results / "x-result.json").write_text(json.dumps({"uuid": "x", "name": "t", "status": "passed", "start": 1, "stop": 2}))
-    outcome = gate.judge(folder, None, IDS)
+    outcome = gate.judge(folder, None, IDS, judged=_judged())
     if allure_html.find() is None:
         assert not outcome.passed and any("could not run" in r for r in outcome.reasons)
     else:

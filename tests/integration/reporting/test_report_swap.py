@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from mutants.catalogue import copy_suite
 from reports import html, reportset
 from reports import verdict as verdict_report
 
@@ -36,12 +37,12 @@ time.sleep(1.5)
 """
 
 
-def _qualify(reports: Path, *pytest_args: str, path: str = "") -> subprocess.Popen:
+def _qualify(reports: Path, *pytest_args: str, path: str = "", tree: Path = CHECKOUT) -> subprocess.Popen:
     allure = reports.parent / "allure"
     if not allure.exists():
         allure.write_text(FAKE_ALLURE)
         allure.chmod(0o755)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(CHECKOUT), path])),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), path])),
            "PAIRPROOF_ALLURE": str(allure)}
     return subprocess.Popen([sys.executable, "-m", "acceptance.cli", "qualify", "--case", "CP-1",
                              "--reports-dir", str(reports), *(["--", *pytest_args] if pytest_args else [])],
@@ -160,9 +161,11 @@ def test_an_interrupt_swallowed_inside_a_test_still_ends_the_run_as_interrupted(
     first = _qualify(reports)
     assert first.wait(timeout=DEADLINE) == 0, first.stderr.read()[-3000:]
     shown = _whole_set(reports)
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "swallow_interrupt.py").write_text(SWALLOWING)
-    proc = _qualify(reports, "-p", "swallow_interrupt", path=str(tmp_path / "plugins"))
+    # In the suite's own package (a conftest beside the cases): a plugin given with -p is refused by qualify, as
+    # code its verdict would not name.
+    tree = copy_suite(tmp_path / "tree")
+    (tree / "acceptance" / "cases" / "conftest.py").write_text(SWALLOWING)
+    proc = _qualify(reports, tree=tree)
     code = proc.wait(timeout=DEADLINE)
     assert code == 130, f"exit {code}, not 130: {proc.stderr.read()[-3000:]}"
     assert _whole_set(reports) == shown

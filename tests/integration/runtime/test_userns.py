@@ -1,10 +1,13 @@
-"""Nothing in a reference sandbox can create a user namespace (bwrap ``--disable-userns``; catalogue PR-3).
+"""Nothing in a reference sandbox can create a user namespace (catalogue PR-3): two layers, each shown by itself.
+bwrap's ``--disable-userns`` refuses every call that would make one (ENOSPC: the nested namespace's limit is
+zero), and the seccomp filter (``runtime/isolation/seccomp.py``) refuses ``unshare`` before the kernel looks
+(EPERM); ``clone`` with CLONE_NEWUSER passes the filter and meets the first layer.
 
 Real bwrap sandboxes (``Controller.launch_extra``), real processes calling ``unshare``: the sandbox's own
 command (its pid-1 child, as the agent runs) and a command entered from the host (``run_inside``, as every
 probe of the suite runs), which must also land in the sandbox's namespaces, nested user namespace included,
-as the instance's uid with no capability. The same sandbox launched without ``--disable-userns`` lets both
-make one, so the refusal is the flag's doing and the checks can fail.
+as the instance's uid with no capability. The same sandbox launched without ``--disable-userns`` and without the
+filter lets both make one by either call, so the refusal is the two layers' doing and the checks can fail.
 """
 
 from __future__ import annotations
@@ -17,25 +20,44 @@ import pytest
 
 from runtime.isolation import sandbox
 
-# Tries unshare(CLONE_NEWUSER) in a child; prints the errno's name or "ok", and the child's user namespace
-# before and after. Python 3.11 has no os.unshare: libc through ctypes.
+# Tries unshare(CLONE_NEWUSER) in a forked child, and clone(CLONE_NEWUSER) (the raw call, no new stack: the
+# child runs on a copy of the caller's); prints, per call, the errno's name or "ok" and the child's user
+# namespace after it, and the caller's before. Python 3.11 has no os.unshare: libc through ctypes.
 TRY = r"""
-import ctypes, errno, json, os
+import ctypes, errno, json, os, platform, signal
 libc = ctypes.CDLL(None, use_errno=True)
 before = os.readlink("/proc/self/ns/user")
-r, w = os.pipe()
-pid = os.fork()
-if pid == 0:
-    rc = libc.unshare(0x10000000)
-    err = ctypes.get_errno()
-    os.write(w, json.dumps({"result": "ok" if rc == 0 else errno.errorcode.get(err, str(err)),
-                            "after": os.readlink("/proc/self/ns/user")}).encode())
-    os._exit(0)
-os.close(w)
-answer = json.loads(os.read(r, 4096))
-os.waitpid(pid, 0)
+def answer(rc, err):
+    return {"result": "ok" if rc == 0 else errno.errorcode.get(err, str(err)), "after": os.readlink("/proc/self/ns/user")}
+def by_unshare(w):
+    pid = os.fork()
+    if pid == 0:
+        rc = libc.unshare(0x10000000)
+        os.write(w, json.dumps(answer(rc, ctypes.get_errno())).encode())
+        os._exit(0)
+    return pid
+def by_clone(w):
+    nr = {"x86_64": 56, "aarch64": 220}[platform.machine()]
+    pid = libc.syscall(ctypes.c_long(nr), ctypes.c_ulong(0x10000000 | signal.SIGCHLD), ctypes.c_ulong(0),
+                       ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    if pid == 0:
+        os.write(w, json.dumps(answer(0, 0)).encode())
+        os._exit(0)
+    if pid < 0:
+        os.write(w, json.dumps(answer(-1, ctypes.get_errno())).encode())
+        return None
+    return pid
+out = {}
+for name, call in (("unshare", by_unshare), ("clone", by_clone)):
+    r, w = os.pipe()
+    pid = call(w)
+    os.close(w)
+    out[name] = json.loads(os.read(r, 4096))
+    os.close(r)
+    if pid is not None:
+        os.waitpid(pid, 0)
 status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
-print(json.dumps({"before": before, **answer, "uid": os.getuid(),
+print(json.dumps({"before": before, **out, "uid": os.getuid(),
                   "caps": {k: status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapAmb")}}))
 """
 # The sandbox's own command: the same attempt, its answer written where the host can read it, then it stays.
@@ -60,9 +82,20 @@ def _entered(controller, proc) -> dict:
     return json.loads(out.stdout.decode().strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("guarded", [True, False], ids=["disable-userns", "without-it"])
+def _open(argv: list[str]) -> list[str]:
+    """The launcher's argv without ``--disable-userns`` and without ``--seccomp FD``."""
+    at = argv.index("--seccomp")
+    return [a for a in argv[:at] + argv[at + 2:] if a != "--disable-userns"]
+
+
+# What each call answers: both layers (unshare meets the filter, clone passes it and meets --disable-userns);
+# neither (both make one).
+EXPECTED = {True: {"unshare": "EPERM", "clone": "ENOSPC"}, False: {"unshare": "ok", "clone": "ok"}}
+
+
+@pytest.mark.parametrize("guarded", [True, False], ids=["both-layers", "without-either"])
 def test_no_process_in_the_sandbox_can_create_a_user_namespace(controller, guarded):
-    edit = None if guarded else (lambda argv: [a for a in argv if a != "--disable-userns"])
+    edit = None if guarded else _open
     name = f"userns-{'guarded' if guarded else 'open'}"
     uid = controller.spare_uid(1 if guarded else 2)
     proc = controller.launch_extra(name, OWN, uid=uid, edit=edit)
@@ -76,12 +109,9 @@ def test_no_process_in_the_sandbox_can_create_a_user_namespace(controller, guard
         assert entered["uid"] == own["uid"] == uid
         assert set(entered["caps"].values()) == {"0000000000000000"}
         for answer in (own, entered):
-            if guarded:
-                assert answer["result"] == "ENOSPC", answer
-                assert answer["after"] == answer["before"]
-            else:
-                assert answer["result"] == "ok", answer
-                assert answer["after"] != answer["before"]
+            assert {call: answer[call]["result"] for call in EXPECTED[guarded]} == EXPECTED[guarded], answer
+            for call in EXPECTED[guarded]:
+                assert (answer[call]["after"] == answer["before"]) is guarded, answer
     finally:
         controller.remove_extra(name)
 
