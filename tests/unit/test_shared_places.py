@@ -153,3 +153,18 @@ def test_a_walk_that_did_not_look_everywhere_leaves_the_case_unproven(walk, prob
     assert required_problems(Exchange("B", "A", _wrote(), looked)) == [problem.replace("B's write", "A's look")]
     assert unseen_own(Exchange("A", "A", _wrote(), _looked(seen=["/tmp", "/data"], sysv=["shm", "msg", "sem"]) | {
         "walk": walk})) != []
+
+
+def test_a_share_seen_by_an_incomplete_look_is_a_finding_not_an_unjudged_case():
+    """The host's /tmp bound into both sandboxes: the look finds B's marker in A's /tmp, and its walk of that
+    /tmp could not list folders of the host's it may search. The share was seen: the case fails on it (a
+    mutant that binds the host's /tmp was once left unjudged by the walk's own incompleteness, then survived)."""
+    incomplete = {"limit": 100000, "folders": 90000, "cut": [], "unlisted": {"/tmp/systemd-private-x": "errno 13"},
+                  "searchable": ["/tmp/systemd-private-x"]}
+    seen = Exchange("B", "A", _wrote(), _looked(seen=["/tmp"]) | {"walk": incomplete})
+    assert required_problems(seen) != []
+    assert findings_both_ways([seen, Exchange("A", "B", _wrote(), _looked())]) == [
+        "a file B wrote in its /tmp is visible to A at /tmp"]
+    with pytest.raises(ProofError, match="may search"):  # nothing seen: the same incomplete look proves nothing
+        findings_both_ways([Exchange("B", "A", _wrote(), _looked() | {"walk": incomplete}),
+                            Exchange("A", "B", _wrote(), _looked())])
