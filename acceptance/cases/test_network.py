@@ -288,6 +288,19 @@ def _model_calls(target, principal) -> list[dict]:
     return [r for r in target.provider_records() if r["user"] == user]
 
 
+# What an MCP client's session sends on its own, carrying nothing of the instance's data: its start (initialize,
+# the initialized notification, the tool list) and its keepalive. Anything else an idle instance's broker
+# forwarded (a tool call, a model call) is egress through the broker no turn asked for.
+MCP_HOUSEKEEPING = frozenset({"initialize", "notifications/initialized", "tools/list", "ping"})
+
+
+def _forwarded_since(target, ref, since: float | None) -> list[dict]:
+    """What ``ref``'s broker forwarded for its agent (since ``since``; None: its whole life), but an MCP
+    session's housekeeping."""
+    return [dict(r) for r in target.broker_forwarded(ref)
+            if (since is None or r["at"] >= since) and not (r["route"] == "/mcp" and r.get("method") in MCP_HOUSEKEEPING)]
+
+
 def _call_times(records: list[dict]) -> list[float]:
     times = [r.get("at") for r in records]
     if any(not isinstance(at, (int, float)) for at in times):
@@ -310,7 +323,8 @@ def test_nt5_idle_window_has_no_egress(request, agent_profile, instances, target
     What goes out through the broker is judged where it arrives, the provider's record of model calls (an agent
     sending its memory to the model while idle, a turn of nobody's, fails here though its SYNs are the
     broker's): the fresh instance has none over its whole life, from before it was provisioned to the end of the
-    case (a call at wake shows there, whenever it is made); A has none from its last model call before the case
+    case (a call at wake shows there, whenever it is made), and the same of what its broker forwarded (a tool
+    call, a model call; an MCP session's housekeeping aside); A has none from its last model call before the case
     (its last turn's, or the last of anything the suite had it do) to the end of the case, and that span lasts at
     least IDLE_SPAN_WINDOWS windows and the longest timer its profile declares (``[idle].timers``): when A's last
     call is more recent, the case waits out the rest, ending as soon as a call arrives. A periodic call with a
@@ -336,9 +350,12 @@ def test_nt5_idle_window_has_no_egress(request, agent_profile, instances, target
         return {"A": _model_calls(target, a.principal)[len(a_before):],
                 "fresh": _model_calls(target, fresh.principal)[fresh_before:]}
 
-    while time.time() < idle_since + span and not any(calls_since().values()):
+    def forwarded() -> dict[str, list[dict]]:
+        return {"A": _forwarded_since(target, a, idle_since), "fresh": _forwarded_since(target, fresh, None)}
+
+    while time.time() < idle_since + span and not any(calls_since().values()) and not any(forwarded().values()):
         time.sleep(0.5)  # the rest of the span A must be watched for; any call ends it (the finding is made)
-    calls = calls_since()
+    calls, through_broker = calls_since(), forwarded()
     watched = {"A: from its last model call (s)": round(time.time() - idle_since, 3),
                "A's last model call before the case, seconds before it": None if a_last is None
                else round(case_started - a_last, 3),
@@ -359,8 +376,11 @@ def test_nt5_idle_window_has_no_egress(request, agent_profile, instances, target
     assert outside == {"A": [], "fresh": []}
     assert {name: _moved(before, after) for name, (_, before, after) in observed.items()} == {"A": {}, "fresh": {}}
     assert {k: v for k, v in observed["fresh"][2].items() if v} == {}
+    attach("what each broker forwarded for its agent, but an MCP session's housekeeping: A's since its last model "
+           "call before the case, the fresh instance's over its whole life", through_broker)
     assert {n: len(rs) for n, rs in calls.items()} == {"A": 0, "fresh": 0}, \
         "an idle instance called the model through its broker"
+    assert through_broker == {"A": [], "fresh": []}, "an idle instance's broker forwarded a request no turn asked for"
 
 
 @pytest.mark.case("NT-5", "X", pair="B->outside")

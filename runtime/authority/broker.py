@@ -102,6 +102,9 @@ class Broker:
         self.pinned_extra: dict[str, Mapping] = {}
         self.journal, self.generation = journal, generation
         self.refusals: list[tuple[str, str]] = []
+        # Everything forwarded for the agent, in order (``forwarded``): when, the route, and for /mcp the JSON-RPC
+        # method and tool; what an idle instance sent out through its broker is judged from it (NT-5).
+        self._forwarded: list[dict[str, object]] = []
         # The request id of the last run started through the platform side: a call the agent makes without an
         # id of its own (an agent that does not send ids on, such as hermes-agent) is logged and sent on under
         # it, so the platform's record still ties the call to the run that caused it.
@@ -201,6 +204,17 @@ class Broker:
         except OSError as exc:
             return 502, json.dumps({"error": {"reason": "upstream_unreachable", "message": str(exc)}}).encode()
 
+    @property
+    def forwarded(self) -> list[dict[str, object]]:
+        """Every request forwarded for the agent so far, in order: ``at`` (epoch seconds), ``route``, and for
+        /mcp its ``method`` and ``tool`` (a tools/call's name, else empty)."""
+        with self._lock:
+            return [dict(r) for r in self._forwarded]
+
+    def _forwarding(self, route: str, **what: object) -> None:
+        with self._lock:
+            self._forwarded.append({"at": time.time(), "route": route, **what})
+
     def forward_mcp(self, raw: bytes) -> tuple[int, dict | None]:
         decision = self.filter.decide(raw)
         if not decision.forward:
@@ -210,6 +224,8 @@ class Broker:
             grant = self._grant
         request = decision.request or {}
         tool = (request.get("params") or {}).get("name", "")
+        method = str(request.get("method", ""))
+        self._forwarding("/mcp", method=method, tool=str(tool) if method == "tools/call" else "")
         if self.journal is not None and request.get("method") == "tools/call" and tool in EFFECT_TOOLS:
             op = self.journal.begin(tool, request, self.generation)
             status, body = dispatch_effect(self.product_url, self.journal, op, request, grant)
@@ -236,6 +252,7 @@ class Broker:
         events) is passed through to ``relay``'s caller as it arrives, chunk by chunk, and (status, None) is
         returned; any other answer is returned whole."""
         capability = self._model_capability()
+        self._forwarding(path)
         raw = declared_turn(raw, self._run_inputs)
         # The agent's adapter speaks x-api-key; the proxy wants the capability as a Bearer token. What the
         # agent sent is dropped, never forwarded: the sandbox holds no credential to forward.

@@ -21,6 +21,11 @@ class Broker(Protocol):
     def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
         """(route, reason) of everything the instance's broker refused, as its log records them."""
 
+    def broker_forwarded(self, ref: InstanceRef) -> list[Mapping[str, object]]:
+        """Everything the instance's current broker forwarded for its agent since it started, in order: ``at``
+        (epoch seconds), ``route`` (a model route, or /mcp with its JSON-RPC ``method`` and, for tools/call, the
+        ``tool``)."""
+
     def runctl(self, ref: InstanceRef, method: str, path: str, body: Mapping[str, object] | None = None, *,
                request_id: str = "") -> tuple[int, dict]:
         """Call the agent's run-control API through the platform side of the instance's broker."""
@@ -33,6 +38,11 @@ def round_trip(c: Checker) -> str:
     check(isinstance(endpoint, str) and "://" in endpoint, f"broker_endpoint: {endpoint!r} is not a URL")
     refusals = t.broker_refusals(ref)
     check(isinstance(refusals, list), f"broker_refusals returned {type(refusals).__name__}")
+    forwarded = t.broker_forwarded(ref)
+    check(isinstance(forwarded, list) and all(isinstance(r, Mapping) and isinstance(r.get("at"), (int, float))
+                                              and isinstance(r.get("route"), str) for r in forwarded),
+          f"broker_forwarded returned {forwarded!r:.200}: a list of records with 'at' and 'route'")
     status, body = t.runctl(ref, "GET", "/v1/runs/run_doesnotexist")
     check(isinstance(status, int) and isinstance(body, dict), f"runctl returned ({status!r}, {body!r})")
-    return f"broker_endpoint {endpoint}, broker_refusals ({len(refusals)}), runctl (status {status})"
+    return (f"broker_endpoint {endpoint}, broker_refusals ({len(refusals)}), broker_forwarded ({len(forwarded)}), "
+            f"runctl (status {status})")

@@ -400,6 +400,9 @@ class PlatformTarget:
     def broker_refusals(self, ref: InstanceRef) -> list[tuple[str, str]]:
         return list(self.controller.broker(ref.key).refusals)
 
+    def broker_forwarded(self, ref: InstanceRef) -> list[Mapping[str, object]]:
+        return self.controller.broker(ref.key).forwarded
+
     # -- lifecycle and snapshots -------------------------------------------------------------------------
 
     def rotate(self, ref: InstanceRef) -> None:
