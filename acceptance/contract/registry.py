@@ -78,7 +78,8 @@ FACETS: dict[str, Facet] = {f.name: f for f in (
     Facet("lifecycle", Lifecycle, "sleep, freeze, wake, recreate and crash an instance; whether a principal has one "
                                   "running"),
     Facet("credentials", Credentials, "the credentials held for an instance (grant, model capability), rotated and revoked"),
-    Facet("broker", Broker, "the agent's egress through its per-instance broker: its endpoint, its refusals, what it forwarded, run control"),
+    Facet("broker", Broker,
+          "the agent's egress through its per-instance broker: its endpoint, its refusals, what it forwarded, run control"),
     Facet("model", ModelPath, "the model path: the proxy, a scriptable provider and its record, the meter, spend caps"),
     Facet("snapshots", Snapshots, "volume snapshots: take, list, restore, the bytes at rest"),
     Facet("recovery", Recovery, "effects and recovery after a crash: the effect journal, a fenced successor"),
