@@ -631,7 +631,7 @@ class Controller:
     def snapshot(self, instance_id: str):
         record = self.registry.get(instance_id)
         return self.snapshots.take(self._instance_dir(record) / "volume", org=record.org, user=record.user,
-                                   instance=record.id, generation=record.generation)
+                                   instance=record.id, generation=record.generation, uid=record.uid)
 
     @logs_decision
     def restore(self, snapshot_id: str, into: str) -> InstanceRecord:
@@ -774,7 +774,7 @@ class Controller:
         """The snapshotted depth: the volume sealed into the snapshot store, then the local copy removed."""
         volume = self._instance_dir(record) / "volume"
         ref = self.snapshots.take(volume, org=record.org, user=record.user, instance=record.id,
-                                  generation=record.generation)
+                                  generation=record.generation, uid=record.uid)
         tmp = self._instance_dir(record) / (PARKED + ".tmp")
         tmp.write_text(json.dumps({"snapshot": ref.id}))
         tmp.replace(self._instance_dir(record) / PARKED)

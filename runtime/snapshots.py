@@ -7,6 +7,14 @@ of the same owner; it decrypts and unpacks into a fresh folder first and swaps i
 is good, so a corrupt or truncated snapshot changes nothing. The controller then recreates the instance,
 so the restored one runs under a new generation.
 
+The volume is the instance's and so hostile input to the root process that packs it (``pack``): it is walked by
+descriptor (``os.fwalk``, every name opened relative to its folder's descriptor with ``O_NOFOLLOW``, a file
+packed only if what was opened is the regular file the listing named), so a folder swapped for a symlink
+mid-walk leads nowhere outside the volume; symbolic links are kept as links, never followed; fifos, sockets
+and devices are left out, and so is anything the instance's uid does not own (a hard link to a file of
+someone else's); and the regular files' sizes together may not pass the store's byte budget (a sparse file
+of a terabyte is refused before a byte of it is read, not inflated in the platform's memory).
+
 How the compressed bytes are sealed is the store's ``sealer``, chosen when the store is made (AES-256-GCM,
 ``AesGcmSealer``, by default) and swapped for the length of a block with ``sealed_with``: the seam a driver
 uses to show what a store without encryption would leave at rest. The runtime itself never installs another.
@@ -17,9 +25,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 import secrets
 import shutil
+import stat
 import tarfile
 import time
 from collections.abc import Iterator
@@ -29,6 +39,8 @@ from pathlib import Path
 from typing import Protocol
 
 from runtime.errors import RuntimeFault
+
+log = logging.getLogger("pairproof.snapshots")
 
 MAGIC = b"PPSNAP1\n"
 
@@ -80,6 +92,84 @@ class SnapshotRef:
     digest: str
 
 
+# What one snapshot may hold: the regular files' apparent sizes together (the tar is built in memory, then
+# compressed and sealed). Far above an instance's volume; a volume past it is refused, never read.
+BUDGET = 256 * 1024 * 1024
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def _info(arcname: str, st: os.stat_result, kind: bytes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(arcname)
+    info.type, info.mode, info.mtime = kind, stat.S_IMODE(st.st_mode) & 0o777, int(st.st_mtime)
+    info.uid, info.gid = st.st_uid, st.st_gid
+    return info
+
+
+def pack(volume: Path, *, uid: int | None, budget: int = BUDGET) -> tuple[bytes, list[str]]:
+    """The volume as a tar (in memory, at most ``budget`` bytes of file content), and what was left out and why.
+    Walked by descriptor, links kept as links, only what ``uid`` owns (None: anyone's); see the module's text."""
+    buffer, left_out, total = io.BytesIO(), [], 0
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        top = os.open(volume, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            tar.addfile(_info(".", os.fstat(top), tarfile.DIRTYPE))
+        finally:
+            os.close(top)
+        for folder, dirs, files, dfd in os.fwalk(volume, follow_symlinks=False):
+            rel = os.path.relpath(folder, volume)
+            base = "." if rel == "." else "./" + rel
+            for name in sorted(dirs + files):
+                arcname = f"{base}/{name}"
+                try:
+                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # gone meanwhile
+                if uid is not None and st.st_uid != uid:
+                    left_out.append(f"{arcname}: owned by uid {st.st_uid}, not the instance's")
+                    if stat.S_ISDIR(st.st_mode):
+                        dirs.remove(name)  # nor anything under it
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    tar.addfile(_info(arcname, st, tarfile.DIRTYPE))
+                elif stat.S_ISLNK(st.st_mode):
+                    info = _info(arcname, st, tarfile.SYMTYPE)
+                    info.linkname = os.readlink(name, dir_fd=dfd)
+                    tar.addfile(info)
+                elif stat.S_ISREG(st.st_mode):
+                    total += _pack_file(tar, dfd, name, arcname, st, budget - total, budget)
+                else:
+                    left_out.append(f"{arcname}: not a regular file, folder or link (mode {st.st_mode:o})")
+    return buffer.getvalue(), left_out
+
+
+def _pack_file(tar: tarfile.TarFile, dfd: int, name: str, arcname: str, listed: os.stat_result, room: int,
+               budget: int) -> int:
+    """One regular file, opened relative to its folder with O_NOFOLLOW and packed only if it is still the file
+    the listing named; its size counted against ``room`` before anything is read. The bytes packed."""
+    try:
+        fd = os.open(name, _OPEN_FLAGS, dir_fd=dfd)
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:  # ELOOP: swapped for a link since it was listed
+        raise SnapshotError("changed", f"{arcname} changed while the snapshot was taken ({exc.strerror}); "
+                                       "take it again") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (listed.st_dev, listed.st_ino):
+            raise SnapshotError("changed", f"{arcname} changed while the snapshot was taken; take it again")
+        if st.st_size > room:
+            raise SnapshotError("too_large", f"the volume holds more than the snapshot budget of {budget} bytes "
+                                             f"of file content (at {arcname}, {st.st_size} bytes); nothing was read")
+        info = _info(arcname, st, tarfile.REGTYPE)
+        info.size = st.st_size
+        try:
+            tar.addfile(info, f)
+        except OSError as exc:  # shorter than it said: cut while it was read
+            raise SnapshotError("changed", f"{arcname} changed while the snapshot was taken ({exc}); "
+                                           "take it again") from None
+        return st.st_size
+
+
 class SnapshotStore:
     def __init__(self, state: Path, sealer: Sealer | None = None) -> None:
         self.sealer: Sealer = sealer or AesGcmSealer()
@@ -113,13 +203,15 @@ class SnapshotStore:
                 f.write(secrets.token_bytes(32))
         return path.read_bytes()
 
-    def take(self, volume: Path, *, org: str, user: str, instance: str, generation: int) -> SnapshotRef:
+    def take(self, volume: Path, *, org: str, user: str, instance: str, generation: int,
+             uid: int | None = None, budget: int = BUDGET) -> SnapshotRef:
+        """Seal ``volume`` (packed by ``pack``: only what ``uid`` owns, at most ``budget`` bytes of files)."""
         import zstandard
 
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(volume, arcname=".")
-        compressed = zstandard.ZstdCompressor(level=3).compress(buffer.getvalue())
+        packed, left_out = pack(volume, uid=uid, budget=budget)
+        if left_out:
+            log.warning("snapshot of %s left out %d entries: %s", instance, len(left_out), "; ".join(left_out[:5]))
+        compressed = zstandard.ZstdCompressor(level=3).compress(packed)
         snap_id = secrets.token_hex(8)
         header = {"id": snap_id, "org": org, "user": user, "instance": instance, "generation": generation,
                   "at": time.time()}

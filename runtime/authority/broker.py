@@ -251,8 +251,8 @@ class Broker:
         """Forward a model call to the proxy with the instance's capability. A streamed answer (server-sent
         events) is passed through to ``relay``'s caller as it arrives, chunk by chunk, and (status, None) is
         returned; any other answer is returned whole."""
-        capability = self._model_capability()
         self._forwarding(path)
+        capability = self._model_capability()
         raw = declared_turn(raw, self._run_inputs)
         # The agent's adapter speaks x-api-key; the proxy wants the capability as a Bearer token. What the
         # agent sent is dropped, never forwarded: the sandbox holds no credential to forward.

@@ -1,0 +1,162 @@
+"""A snapshot is taken by root of a volume the instance controls (issue 28 items 1 and 2): what the instance
+puts there, or swaps in while it is read, must not make root read anything outside it, nor hold more than
+the store's budget in memory.
+
+Each hole is shown against the packer as it was (``tarfile.add`` of the volume's path, reproduced here as
+``_packed_before``) and against ``runtime.snapshots.pack``: the old one follows a folder swapped for a link
+after it was listed, and reads a sparse file of any apparent size whole into memory; the new one does neither.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from runtime import snapshots
+from runtime.snapshots import SnapshotError, SnapshotStore, pack
+
+MARKER = b"host-secret-7c1e"
+
+
+def _packed_before(volume: Path) -> bytes:
+    """The packer before issue 28: ``tarfile.add`` by path, recursively, as root."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(volume, arcname=".")
+    return buffer.getvalue()
+
+
+def _packed_now(volume: Path) -> bytes:
+    return pack(volume, uid=None)[0]
+
+
+def _members(packed: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(packed)) as tar:
+        return {m.name: (tar.extractfile(m).read() if m.isfile() else m.type) for m in tar.getmembers()}
+
+
+@pytest.fixture
+def volume_and_outside(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "shadow").write_bytes(MARKER + b"\n")
+    volume = tmp_path / "volume"
+    (volume / "notes").mkdir(parents=True)
+    (volume / "notes" / "a.md").write_text("mine\n")
+    return volume, outside
+
+
+def _swap(volume: Path, outside: Path) -> None:
+    """What the agent does between root's listing of notes/ and its reading of it: the folder becomes a link."""
+    (volume / "notes").rename(volume / "notes.moved")
+    (volume / "notes").symlink_to(outside)
+
+
+@pytest.mark.parametrize("packer", ["before", "now"])
+def test_a_folder_swapped_for_a_link_while_it_is_packed_leads_nowhere(volume_and_outside, monkeypatch, packer):
+    """The swap lands right after root saw notes/ as a folder. Before: the walk went on by path, through the
+    link, and the host's file was packed (then restored into the volume, for the agent to read). Now: every
+    name is opened relative to its folder's descriptor with O_NOFOLLOW, and what the link leads to is never
+    read."""
+    volume, outside = volume_and_outside
+    if packer == "before":
+        original = tarfile.TarFile.gettarinfo
+
+        def gettarinfo(self, name=None, *args, **kwargs):
+            info = original(self, name, *args, **kwargs)
+            if name is not None and str(name).endswith("/notes") and info.isdir():
+                _swap(volume, outside)
+            return info
+
+        monkeypatch.setattr(tarfile.TarFile, "gettarinfo", gettarinfo)
+        packed = _packed_before(volume)
+    else:
+        original_fwalk = os.fwalk
+
+        def fwalk(*args, **kwargs):
+            walk = original_fwalk(*args, **kwargs)
+            first = next(walk)
+            yield first  # root lists the volume and sees notes/ a folder...
+            _swap(volume, outside)  # ...and the agent swaps it before root goes in
+            yield from walk
+
+        monkeypatch.setattr(snapshots.os, "fwalk", fwalk)
+        packed = _packed_now(volume)
+    leaked = [name for name, data in _members(packed).items() if isinstance(data, bytes) and MARKER in data]
+    if packer == "before":
+        assert leaked == ["./notes/shadow"]
+    else:
+        assert leaked == []
+
+
+def test_links_are_packed_as_links_and_never_followed(volume_and_outside):
+    volume, outside = volume_and_outside
+    (volume / "to-shadow").symlink_to(outside / "shadow")
+    (volume / "to-outside").symlink_to(outside)
+    members = _members(_packed_now(volume))
+    assert members["./to-shadow"] == tarfile.SYMTYPE and members["./to-outside"] == tarfile.SYMTYPE
+    assert not any(isinstance(d, bytes) and MARKER in d for d in members.values())
+
+
+@pytest.mark.parametrize("packer", ["before", "now"])
+def test_a_sparse_file_past_the_budget_is_refused_before_it_is_read(tmp_path, packer):
+    """Before: a sparse file's apparent size was read whole into the root process's memory (a terabyte takes
+    the host down; 8 MiB here shows it). Now: its size counts against the budget before a byte is read."""
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    with open(volume / "sparse", "wb") as f:
+        f.truncate(8 << 20)
+    if packer == "before":
+        assert len(_packed_before(volume)) >= 8 << 20
+        return
+    with pytest.raises(SnapshotError) as refused:
+        pack(volume, uid=None, budget=1 << 20)
+    assert refused.value.reason == "too_large" and "sparse" in str(refused.value)
+    with open(volume / "sparse", "wb") as f:
+        f.truncate(1 << 40)  # a terabyte, with the store's own budget
+    with pytest.raises(SnapshotError, match="budget"):
+        SnapshotStore(tmp_path / "state").take(volume, org="o", user="u", instance="i", generation=1)
+
+
+def test_fifos_sockets_and_files_of_another_uid_are_left_out(tmp_path):
+    """A fifo (root opening it would block), a socket, and a hard link to a file another uid owns (the agent
+    cannot read it, root can): none is packed, each is named in what was left out."""
+    import socket
+
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    os.mkfifo(volume / "fifo")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(volume / "sock"))
+    theirs = tmp_path / "theirs"
+    theirs.write_bytes(MARKER)
+    os.chown(theirs, 65534, 65534)
+    os.link(theirs, volume / "hardlink")
+    (volume / "own.md").write_text("mine\n")
+    try:
+        packed, left_out = pack(volume, uid=os.getuid())
+    finally:
+        listener.close()
+    assert sorted(_members(packed)) == [".", "./own.md"]
+    assert sorted(line.split(":")[0] for line in left_out) == ["./fifo", "./hardlink", "./sock"]
+    assert any("owned by uid 65534" in line for line in left_out)
+
+
+def test_what_is_packed_restores_as_it_was(tmp_path):
+    """The descriptor walk packs what the path walk did: folders, files, links, modes; restore gives it back."""
+    volume = tmp_path / "volume"
+    (volume / "a" / "b").mkdir(parents=True)
+    (volume / "a" / "b" / "deep.md").write_text("deep\n")
+    (volume / "top.md").write_text("top\n")
+    os.chmod(volume / "top.md", 0o600)
+    (volume / "link").symlink_to("a/b/deep.md")
+    store = SnapshotStore(tmp_path / "state")
+    ref = store.take(volume, org="o", user="u", instance="i", generation=1, uid=os.getuid())
+    (volume / "top.md").write_text("changed\n")
+    store.restore(ref.id, org="o", user="u", volume=volume, uid=os.getuid())
+    assert (volume / "a" / "b" / "deep.md").read_text() == "deep\n" and (volume / "top.md").read_text() == "top\n"
+    assert os.readlink(volume / "link") == "a/b/deep.md" and (volume / "top.md").stat().st_mode & 0o777 == 0o600
