@@ -29,12 +29,13 @@ class Leftover:
 
 
 def process_start_time(pid: int) -> int | None:
-    """The kernel's start time of ``pid`` (field 22 of stat), so a reused pid is not taken for its owner."""
+    """The kernel's start time of ``pid`` (field 22 of stat), so a reused pid is not taken for its owner. Read as
+    bytes: the process's name (field 2) is whatever it set (``PR_SET_NAME``), any bytes, a ")" among them."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    return int(stat.rsplit(b")", 1)[1].split()[19])
 
 
 def _owner_alive(state_dir: Path) -> bool:

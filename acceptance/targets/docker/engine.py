@@ -39,7 +39,7 @@ def socket_path() -> str | None:
 
 def _comm(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
+        return Path(f"/proc/{pid}/comm").read_bytes().decode(errors="replace").strip()  # any bytes the process set
     except OSError:
         return ""
 

@@ -283,7 +283,8 @@ class PlatformTarget:
 
     def identity(self, ref: InstanceRef) -> Identity:
         proc = self._process(ref)
-        status = Path(f"/proc/{proc.host_pid}/status").read_text()
+        # Bytes first: its Name: line is whatever the agent set (PR_SET_NAME), not always UTF-8.
+        status = Path(f"/proc/{proc.host_pid}/status").read_bytes().decode(errors="replace")
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         return Identity(
             host_pid=proc.host_pid,
