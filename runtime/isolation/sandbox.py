@@ -415,12 +415,24 @@ def run_inside(proc: SandboxProcess, argv: Sequence[str], *, stdin: bytes | None
     return _finish(child, stdin, timeout, f"{list(argv)!r} in {proc.spec.instance_id}")
 
 
+# After a command is killed: how long what it printed may take to drain. A process of the sandbox that left the
+# command's session (setsid) can hold its output open for ever; past this the pipes are closed on it.
+DRAIN_AFTER_KILL = 5.0
+
+
 def _finish(child: subprocess.Popen, stdin: bytes | None, timeout: float, what: str) -> ExecOutcome:
-    """Feed ``stdin``, wait for the command; past ``timeout`` its whole session is killed."""
+    """Feed ``stdin``, wait for the command; past ``timeout`` its whole session is killed, and whatever still
+    holds its output (a process that left the session) is given ``DRAIN_AFTER_KILL`` seconds, then cut off."""
     try:
         out, err = child.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
+        try:
+            child.communicate(timeout=DRAIN_AFTER_KILL)
+        except subprocess.TimeoutExpired:
+            for stream in (child.stdout, child.stderr):
+                if stream is not None:
+                    stream.close()
+            child.wait()  # the command itself was the session's leader: killed above
         raise SandboxError(f"{what} ran past {timeout}s and was killed") from exc
     return ExecOutcome(child.returncode, out, err)
