@@ -165,6 +165,33 @@ def load_run(folder: Path) -> Run:
     return Run(folder, verdict, expectation.allure_texts(allure), started)
 
 
+# Agent text (a reply, a tool name, a failure message quoting either) reaches the document only through these
+# two: as a fenced block no line of it can close, or as one code span no character of it can end. Control
+# characters but tab and newline are shown escaped; HTML inside a code block or span is text, not markup.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _printable(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
+def fenced(text: str) -> str:
+    """``text`` as a fenced code block: its fence one backtick longer than the longest run of backticks in it
+    (CommonMark: a shorter line of backticks cannot close it), and at least three."""
+    clean = _printable(text)
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", clean)), default=0))
+    return f"{fence}\n{clean}\n{fence}"
+
+
+def inline(text: str) -> str:
+    """``text`` as one code span on one line: newlines shown as \\n, the span's backticks one more than the
+    longest run in it (a space inside when it starts or ends with one)."""
+    clean = _printable(text.replace("\r", "\\r").replace("\n", "\\n"))
+    ticks = "`" * (1 + max((len(run) for run in re.findall(r"`+", clean)), default=0))
+    pad = " " if clean.startswith("`") or clean.endswith("`") else ""
+    return f"{ticks}{pad}{clean}{pad}{ticks}"
+
+
 def _picked(text: str, words: Sequence[str]) -> list[str]:
     """The lines of ``text`` that carry one of ``words`` (case-insensitive), shortened."""
     out = []
@@ -201,7 +228,7 @@ def evidence(run: Run, case_id: str, finding: Finding) -> tuple[str, list[str]]:
     case = run.cases.get(case_id)
     if case is None:
         return "absent from the verdict", []
-    outcome = case["status"] + (f": {case['reason']}" if case.get("reason") else "")
+    outcome = case["status"] + (f": {inline(case['reason'])}" if case.get("reason") else "")
     blocks = []
     for role, test, status in _tests(case):
         if role != "refusal":
@@ -218,7 +245,7 @@ def evidence(run: Run, case_id: str, finding: Finding) -> tuple[str, list[str]]:
                   for r in refusal.get("evidence", []) if r.get("kind") in ("probe", "platform probe") and r.get("command")]
         lines += probes[:3] + ([f"... and {len(probes) - 3} more probes, each confirmed"] if len(probes) > 3 else [])
         short = test.rsplit("::", 1)[-1]
-        blocks.append(f"`{short}` {status}:\n```\n{_excerpt(lines) or '(nothing recorded)'}\n```")
+        blocks.append(f"`{short}` {status}:\n{fenced(_excerpt(lines) or '(nothing recorded)')}")
     controls = [f"{role} {status}" for role, _, status in _tests(case) if role != "refusal"]
     if controls:
         blocks.append("controls: " + ", ".join(controls))
@@ -261,13 +288,13 @@ def answer(run: Run, finding: Finding) -> str:
         counted = purposes(run)
         if counted is None:
             return "MD-4 attached no record of calls per purpose in this run"
-        shown = ", ".join(f"{p} {n}" for p, n in sorted(counted.items()))
+        shown = ", ".join(f"{inline(p)} {n}" for p, n in sorted(counted.items()))
         title = counted.get("title", 0)
         background = background_calls(run)
         if counted.get("memory_review"):
             review = "yes (declared `memory_review`)"
         elif background:
-            review = (f"yes, as MD-4's background calls: {', '.join(f'{p} {n}' for p, n in sorted(background.items()))} "
+            review = (f"yes, as MD-4's background calls: {', '.join(f'{inline(p)} {n}' for p, n in sorted(background.items()))} "
                       "at the provider after its users' turns (the purposes the target's profile `[background]` names: "
                       "hermes declares none for its memory review)")
         else:
@@ -409,7 +436,7 @@ def _approval(runs: Sequence[Run]) -> tuple[str, str]:
            "product's cards (SH-2).\n\n")
     if hits:
         return "reproduced (TS-1's evidence, below)", (how + "The runs' evidence shows hermes's approval prompt:\n\n"
-                                                       "```\n" + _excerpt(hits) + "\n```\n")
+                                                       + fenced(_excerpt(hits)) + "\n")
     names = ", ".join(f"{r.target} run {r.verdict['run']}" for r in runs)
     return "not reproduced", (how + f"**Not reproduced** by these runs ({names}): their evidence holds no approval "
                               "prompt, request or held run.\n")
@@ -463,7 +490,7 @@ def render(runs: Sequence[Run], command: str) -> Document:
                 if run is not None and (table := settings_table(run)):
                     out += ["", f"**TS-2's adversarial settings on `{run.target}`** (each beside an allowed one; what "
                             "it added is counted beyond the tools hermes offered in TS-1 of the same run):", "",
-                            "```", *table, "```"]
+                            fenced("\n".join(table))]
         if f.kind == "question":
             out += [""] + [f"**The runs' answer on `{run.target}`:** {answer(run, f)}."
                            for run in (unguarded, guarded) if run is not None]

@@ -139,7 +139,7 @@ def test_background_calls_are_counted_from_md4_s_attachment(tmp_path, capsys):
     out_file = tmp_path / "f.md"
     assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
     text = out_file.read_text()
-    assert "memory_review 1, turn 5; a title call on the API path: none seen; a memory review: yes" in text
+    assert "`memory_review` 1, `turn` 5; a title call on the API path: none seen; a memory review: yes" in text
 
 
 def test_ts2_settings_are_shown_beyond_hermes_s_own_surface(tmp_path, capsys):
@@ -173,7 +173,7 @@ def test_a_memory_review_metered_unattributed_is_answered_from_md4_s_background_
     unguarded = _run(tmp_path, "hermes-unguarded", "u1", {}, {"MD-4": ("MD-4 records compared", json.dumps(table))})
     out_file = tmp_path / "f.md"
     assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
-    assert "a memory review: yes, as MD-4's background calls: unattributed 2 at the provider" in out_file.read_text()
+    assert "a memory review: yes, as MD-4's background calls: `unattributed` 2 at the provider" in out_file.read_text()
     table.pop("background calls at the provider, per user")
     again = _run(tmp_path / "again", "hermes-unguarded", "u2", {}, {"MD-4": ("MD-4 records compared", json.dumps(table))})
     assert _findings(capsys, "--results", str(again), "--out", str(out_file))[0] == 0
@@ -209,3 +209,37 @@ def test_a_finding_is_not_closed_on_a_run_of_another_source(tmp_path, capsys):
     assert code == 0, err
     row = next(line for line in out.read_text().splitlines() if line.startswith("| A malformed managed file"))
     assert "not known: the hermes run is not of this source (suite:" in row, row
+
+
+def _outside_code(markdown: str) -> list[str]:
+    """The lines of ``markdown`` outside fenced code blocks, by CommonMark's rule: a fence of N backticks is closed
+    only by a line of at least N backticks and nothing else."""
+    out, fence = [], 0
+    for line in markdown.splitlines():
+        ticks = len(line) - len(line.lstrip("`"))
+        if fence == 0 and ticks >= 3:
+            fence = ticks
+        elif fence and ticks >= fence and not line.strip("`").strip():
+            fence = 0
+        elif fence == 0:
+            out.append(line)
+    return out
+
+
+HOSTILE = "x\n```\n# injected heading\n<script>alert(1)</script>\n````\n## injected too"
+
+
+def test_agent_text_reaches_the_document_only_as_fenced_escaped_data(tmp_path, capsys):
+    """Issue 28 item 9: a failure message and an attachment carrying backticks, newlines and HTML (a tool name, a
+    reply): none of it opens a heading or raw HTML outside a code block or span, however many backticks it holds."""
+    unguarded = _run(tmp_path, "hermes-unguarded", "u1",
+                     {"TS-2": f"assert ['{HOSTILE}'] == []", "TS-3": f"reply: {HOSTILE}"},
+                     {"TS-3": ("hermes on its managed file (org3-mona-0)", f"managed scope: IGNORING {HOSTILE}")})
+    out_file = tmp_path / "f.md"
+    assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
+    text = out_file.read_text()
+    assert "# injected heading" in text  # it is in the document, as data
+    loose = [line for line in _outside_code(text) if "injected" in line or "<script>" in line]
+    # Outside blocks, agent text appears only inside a one-line code span (the outcome in a heading).
+    assert all(line.count("`" * 5) >= 2 and "\\n" in line for line in loose), loose
+    assert not [line for line in _outside_code(text) if line.startswith(("# injected", "## injected"))]
