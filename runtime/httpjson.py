@@ -162,14 +162,54 @@ def send(conn: http.client.HTTPConnection, method: str, url: str, body: bytes | 
     return conn.getresponse()
 
 
+# The most one answer read whole (``request``) may hold: an agent's, a product's or a provider's answer is read
+# into memory, and the side that sends it may be hostile.
+MAX_ANSWER = 64 << 20
+
+
+class AnswerTooLarge(http.client.HTTPException):
+    """An answer longer than the reader's limit: read no further."""
+
+
 def request(method: str, url: str, body: bytes | None = None, headers: Mapping[str, str] | None = None, *,
-            timeout: float, sock: socket.socket | None = None) -> tuple[int, bytes]:
-    """One request: (status, the whole body), whatever the status; the connection is closed after."""
+            timeout: float, sock: socket.socket | None = None, limit: int = MAX_ANSWER) -> tuple[int, bytes]:
+    """One request: (status, the whole body), whatever the status; the connection is closed after.
+
+    ``timeout`` bounds the whole exchange, not each read: a peer that answers one byte at a time just inside
+    a per-read timeout (an agent holding a turn open) is cut off at it (``TimeoutError``, an OSError); an
+    answer past ``limit`` bytes raises ``AnswerTooLarge`` once the limit is passed, the rest unread."""
     conn = connect(url, timeout, sock=sock)
+    cut = threading.Event()
+
+    def cut_off() -> None:
+        cut.set()
+        try:
+            if conn.sock is not None:
+                conn.sock.shutdown(socket.SHUT_RDWR)  # the blocked read returns; nothing more is read
+        except OSError:
+            pass
+
+    watchdog = threading.Timer(timeout, cut_off)
+    watchdog.daemon = True
+    watchdog.start()
     try:
-        response = send(conn, method, url, body, headers or {})
-        return response.status, response.read()
+        try:
+            response = send(conn, method, url, body, headers or {})
+            chunks, size = [], 0
+            while chunk := response.read(65536):
+                size += len(chunk)
+                if size > limit:
+                    raise AnswerTooLarge(f"{method} {url}: the answer passed {limit} bytes; the rest was not read")
+                chunks.append(chunk)
+        except (OSError, http.client.HTTPException):
+            if cut.is_set():
+                raise TimeoutError(f"{method} {url}: no whole answer within {timeout}s") from None
+            raise
+        if cut.is_set():
+            raise TimeoutError(f"{method} {url}: no whole answer within {timeout}s")
+        return response.status, b"".join(chunks)
     finally:
+        watchdog.cancel()
         conn.close()
 
 

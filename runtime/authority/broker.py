@@ -201,7 +201,7 @@ class Broker:
         try:
             return httpjson.request("POST", url, body, {**headers, **requestid.headers()},
                                     timeout=httpjson.FORWARD_TIMEOUT)
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             return 502, json.dumps({"error": {"reason": "upstream_unreachable", "message": str(exc)}}).encode()
 
     @property
