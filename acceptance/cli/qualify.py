@@ -34,8 +34,42 @@ def add_parser(sub: Subcommands) -> None:
     q.add_argument("--expected", default=None, metavar="FILE",
                    help="judge the verdict against this expectation (as `pairproof expect`) instead of requiring "
                         "every case to pass: exit 0 only if exactly the expected cases failed")
+    q.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="SECONDS",
+                   help=f"the most the run may take (default {DEFAULT_BUDGET:.0f}): past it the run is stopped as Ctrl-C "
+                        "stops it (its instances torn down) and qualify exits 1 with no verdict, never hangs (0: none)")
     q.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
     q.set_defaults(func=run)
+
+
+# A release gate must get an answer: a target that holds a run open (an agent answering a byte at a time, a probe
+# that never ends) stops the run at its budget. Past it, the teardown is interrupted again every BUDGET_GRACE
+# seconds until it ends.
+DEFAULT_BUDGET = 7200.0
+BUDGET_GRACE = 120.0
+
+
+class _Budget:
+    """The run's budget as a timer (SIGALRM): when it fires, an interrupt like Ctrl-C's, recorded as the budget's."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.spent = seconds, False
+
+    def __enter__(self) -> _Budget:
+        self.previous = signal.signal(signal.SIGALRM, self._fired)
+        if self.seconds > 0:
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def _fired(self, signum: int, frame: object) -> None:
+        if not self.spent:
+            print(f"pairproof: qualify passed its budget of {self.seconds:g}s: stopping the run", file=sys.stderr)
+        self.spent = True
+        signal.setitimer(signal.ITIMER_REAL, BUDGET_GRACE)  # a teardown that does not end is interrupted again
+        common.interrupt_recorded(signum, frame)
+
+    def __exit__(self, *exc: object) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.previous)
 
 
 def _run_end():
@@ -78,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
     from acceptance.cli.expect import compare, load_expectation
 
     inputs.positive(args.n, "-n", zero=True)
+    if not args.budget >= 0:  # (NaN too)
+        raise SetupError(f"--budget {args.budget:g}: must be a number of seconds, 0 or more (0: no budget)")
     inputs.case_ids(args.case)
     image(args)
     targets.load(args.target)  # unknown target: SetupError before anything is touched
@@ -137,8 +173,14 @@ def run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, terminate_like_interrupt)
     previous_int = signal.signal(signal.SIGINT, common.interrupt_recorded)
     received = end.received
+    budget = _Budget(args.budget)
     try:
-        code = pytest.main(pytest_args + args.pytest_args, plugins=[end])
+        with budget:
+            code = pytest.main(pytest_args + args.pytest_args, plugins=[end])
+        if budget.spent:
+            print(f"pairproof: qualify ended without a verdict: the run passed its budget of {args.budget:g}s and was "
+                  f"stopped (its instances torn down); the reports in {reports} are left as they were", file=sys.stderr)
+            return EXIT_FAILED
         # (an interrupt pytest did not see as one, swallowed on the way: still an interrupt, and nothing published)
         if end.interrupted or len(common.RECEIVED) > received:
             print(f"pairproof: qualify interrupted: the run's instances were torn down; the reports in {reports} "
