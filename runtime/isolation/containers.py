@@ -103,7 +103,13 @@ def container_config(spec: SandboxSpec, limits: Limits, command: Sequence[str], 
            **dict(spec.env)}
     return {
         "image": image,
-        "command": list(command),
+        # The platform's terms, not the image's: its own entrypoint (the image's ENTRYPOINT would wrap the
+        # profile's command), no healthcheck of the image's, its stop signal (``image_refusals``: what cannot be
+        # overridden here is refused before a container is made).
+        "entrypoint": list(command[:1]),
+        "command": list(command[1:]),
+        "healthcheck": {"test": ["NONE"]},
+        "stop_signal": "SIGTERM",
         "name": name,
         "hostname": spec.hostname,
         "user": f"{spec.uid}:{spec.gid}",
@@ -217,15 +223,37 @@ GATE_INSIDE = "/run/pairproof-gate"
 GATE_SCRIPT = f'read _ < {GATE_INSIDE}/go && exec "$@"'
 
 
+# What an image may declare in its configuration: its ENV only these (the platform sets them itself, and an
+# image's ENV is merged into every container's environment, LD_PRELOAD as well as anything else); no VOLUME (the
+# engine would give it a writable, unlabelled volume beside the read-only root) and no ONBUILD. Its ENTRYPOINT,
+# HEALTHCHECK and STOPSIGNAL are overridden by ``container_config``.
+IMAGE_ENV_ALLOWED = frozenset({"PATH", "LANG"})
+
+
+def image_refusals(attrs: Mapping) -> list[str]:
+    """Why an image (its ``docker inspect`` attributes) cannot run on the platform's terms: one line each."""
+    config = attrs.get("Config") or {}
+    env = [entry.split("=", 1)[0] for entry in config.get("Env") or []]
+    refused = []
+    extra = sorted(set(env) - IMAGE_ENV_ALLOWED)
+    if extra:
+        refused.append(f"ENV {', '.join(extra)} (an image's environment reaches every process of the container; "
+                       f"only {', '.join(sorted(IMAGE_ENV_ALLOWED))} may be set)")
+    if config.get("Volumes"):
+        refused.append(f"VOLUME {', '.join(sorted(config['Volumes']))} (a writable volume beside the read-only root)")
+    if config.get("OnBuild"):
+        refused.append(f"ONBUILD {len(config['OnBuild'])} instructions")
+    return refused
+
+
 class _Gate:
     """A gate before a container's first instruction: a fifo in a host folder mounted read-only at
     ``GATE_INSIDE``, pid 1 a ``/bin/sh`` (the suite's probes need one in the image anyway) reading it, then
-    ``exec``ing what the image would have run (its entrypoint, then the command)."""
+    ``exec``ing what the container would have run (the platform's entrypoint, then the command)."""
 
-    def __init__(self, image_attrs: Mapping) -> None:
+    def __init__(self) -> None:
         import tempfile
 
-        self.entrypoint = list((image_attrs.get("Config") or {}).get("Entrypoint") or [])
         self.folder = Path(tempfile.mkdtemp(prefix="pairproof-gate-"))
         self.folder.chmod(0o755)
         self.fifo = self.folder / "go"
@@ -233,7 +261,7 @@ class _Gate:
 
     def wrap(self, config: dict) -> dict:
         return {**config, "entrypoint": ["/bin/sh", "-c", GATE_SCRIPT, "pairproof-gate"],
-                "command": [*self.entrypoint, *config["command"]],
+                "command": [*config.get("entrypoint", []), *config["command"]],
                 "mounts": [*config["mounts"], {"Type": "bind", "Source": str(self.folder), "Target": GATE_INSIDE,
                                                "ReadOnly": True}]}
 
@@ -269,10 +297,13 @@ class DockerEngine:
         self.client = docker_client or client()
         docker = _docker()
         try:
-            self.client.images.get(image)
+            attrs = self.client.images.get(image).attrs
         except docker.errors.ImageNotFound:
             raise SandboxError(f"image {image!r} is not in the local engine (nothing is pulled): build or load it "
                                "first (the reference agent image: acceptance.targets.docker.image)") from None
+        refused = image_refusals(attrs)
+        if refused:
+            raise SandboxError(f"image {image!r} declares what the platform does not run: {'; '.join(refused)}")
         self.hierarchy = cgroups.detect()
         # The engine's log of every container removed so far (read just before its removal), for the run.
         self.removed_logs: dict[str, EngineLog] = {}
@@ -293,7 +324,7 @@ class DockerEngine:
         config = container_config(spec, limits, command, image=self.image, run=self.run, name=name)
         if edit is not None:
             config = edit(config)
-        gate = _Gate(self.client.images.get(self.image).attrs) if on_gate is not None else None
+        gate = _Gate() if on_gate is not None else None
         if gate is not None:
             config = gate.wrap(config)
         # Three calls to the engine, the fewest there are: create, start, inspect (for the pid of the started

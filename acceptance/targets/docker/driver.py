@@ -67,12 +67,17 @@ def pin_image() -> None:
     except RuntimeFault as exc:
         raise SetupError(f"docker target: {exc}") from exc
     try:
-        os.environ[IMAGE_ENV] = made.images.get(tag).id
+        found = made.images.get(tag)
     except Exception as exc:  # (docker.errors.ImageNotFound, an engine gone: docker is imported lazily here)
+        made.close()
         raise SetupError(f"docker target: image {tag!r} cannot be resolved to its id ({exc}): `docker load` or "
                          "build it first, or leave out --image for the reference agent image") from exc
-    finally:
-        made.close()
+    made.close()
+    refused = containers.image_refusals(found.attrs)
+    if refused:
+        raise SetupError(f"docker target: image {tag!r} declares what the platform does not run: {'; '.join(refused)}: "
+                         "build it without them (its ENTRYPOINT, HEALTHCHECK and STOPSIGNAL are overridden)")
+    os.environ[IMAGE_ENV] = found.id
 
 
 def preflight() -> list[str]:
