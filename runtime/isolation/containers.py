@@ -560,6 +560,11 @@ def agent_groups(host_pid: int) -> list[int]:
     return [int(g) for g in line[len(b"Groups:"):].split()]
 
 
+# The most one command run in a container may print (stdout and stderr, with the engine's frame headers): what it
+# prints is read into the platform's memory, and the container is what is being qualified.
+EXEC_OUTPUT_MAX = 1 << 30
+
+
 def _pump(sock: socket.socket, stdin: bytes | None, timeout: float, kill, what: str) -> tuple[bytes, bytes]:
     """Exchange one exec's attached stream: send ``stdin`` then half-close (the engine then closes the
     process's stdin), read the multiplexed stdout/stderr frames until the stream ends."""
@@ -568,7 +573,7 @@ def _pump(sock: socket.socket, stdin: bytes | None, timeout: float, kill, what: 
         sock.sendall(stdin)
     if stdin is not None:
         sock.shutdown(socket.SHUT_WR)
-    buf = b""
+    buf = bytearray()  # (bytes += chunk copied the whole output at every chunk: quadratic in what the exec printed)
     while True:
         left = end - time.monotonic()
         if left <= 0:
@@ -577,10 +582,13 @@ def _pump(sock: socket.socket, stdin: bytes | None, timeout: float, kill, what: 
         ready, _, _ = select.select([sock], [], [], min(left, 0.5))
         if not ready:
             continue
-        chunk = sock.recv(65536)
+        chunk = sock.recv(1 << 20)
         if not chunk:
             break
         buf += chunk
+        if len(buf) > EXEC_OUTPUT_MAX:
+            kill()
+            raise SandboxError(f"{what} printed more than {EXEC_OUTPUT_MAX} bytes and was killed")
     out, err = bytearray(), bytearray()
     offset = 0
     while offset + 8 <= len(buf):
