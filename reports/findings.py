@@ -168,11 +168,13 @@ def load_run(folder: Path) -> Run:
 # Agent text (a reply, a tool name, a failure message quoting either) reaches the document only through these
 # two: as a fenced block no line of it can close, or as one code span no character of it can end. Control
 # characters but tab and newline are shown escaped; HTML inside a code block or span is text, not markup.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# (and what ``str.splitlines`` also ends a line at: NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029]")
 
 
 def _printable(text: str) -> str:
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group(0)):04x}" if ord(m.group(0)) > 0xff else f"\\x{ord(m.group(0)):02x}",
+                        text)
 
 
 def fenced(text: str) -> str:

@@ -8,6 +8,8 @@ import functools
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from acceptance import cli
 from acceptance.catalogue import load as load_catalogue
@@ -226,7 +228,7 @@ def _outside_code(markdown: str) -> list[str]:
     return out
 
 
-HOSTILE = "x\n```\n# injected heading\n<script>alert(1)</script>\n````\n## injected too"
+HOSTILE = "x\u2028## injected by a separator\n```\n# injected heading\n<script>alert(1)</script>\n````\n## injected too"
 
 
 def test_agent_text_reaches_the_document_only_as_fenced_escaped_data(tmp_path, capsys):
@@ -238,8 +240,21 @@ def test_agent_text_reaches_the_document_only_as_fenced_escaped_data(tmp_path, c
     out_file = tmp_path / "f.md"
     assert _findings(capsys, "--results", str(unguarded), "--out", str(out_file))[0] == 0
     text = out_file.read_text()
-    assert "# injected heading" in text  # it is in the document, as data
+    assert "injected" in text  # it is in the document, as data
     loose = [line for line in _outside_code(text) if "injected" in line or "<script>" in line]
     # Outside blocks, agent text appears only inside a one-line code span (the outcome in a heading).
     assert all(line.count("`" * 5) >= 2 and "\\n" in line for line in loose), loose
     assert not [line for line in _outside_code(text) if line.startswith(("# injected", "## injected"))]
+    # (str.splitlines, which the document's last step uses, ends a line at U+2028 too: escaped, not passed on)
+    assert "\u2028" not in text
+
+
+@given(st.text())
+def test_agent_text_can_neither_end_a_code_span_nor_close_a_fence(text):
+    """Any text: as a code span it stays one line (str.splitlines, which the document's last step uses, ends a
+    line at U+2028, U+0085 and more, not only at newlines), and as a fenced block no line inside closes it."""
+    assert len(findings.inline(text).splitlines()) == 1
+    lines = findings.fenced(text).splitlines()
+    fence = lines[0]
+    assert lines[-1] == fence and set(fence) == {"`"}
+    assert not [line for line in lines[1:-1] if line.strip() and set(line.strip()) == {"`"} and len(line.strip()) >= len(fence)]
