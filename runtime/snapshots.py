@@ -95,6 +95,7 @@ class SnapshotRef:
 # What one snapshot may hold: the regular files' apparent sizes together (the tar is built in memory, then
 # compressed and sealed). Far above an instance's volume; a volume past it is refused, never read.
 BUDGET = 256 * 1024 * 1024
+ENTRY_COST = 1536  # what one entry costs the archive at most beside its name: its header and a PAX header
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
@@ -115,31 +116,55 @@ def pack(volume: Path, *, uid: int | None, budget: int = BUDGET) -> tuple[bytes,
             tar.addfile(_info(".", os.fstat(top), tarfile.DIRTYPE))
         finally:
             os.close(top)
-        for folder, dirs, files, dfd in os.fwalk(volume, follow_symlinks=False):
-            rel = os.path.relpath(folder, volume)
-            base = "." if rel == "." else "./" + rel
-            for name in sorted(dirs + files):
-                arcname = f"{base}/{name}"
-                try:
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue  # gone meanwhile
-                if uid is not None and st.st_uid != uid:
-                    left_out.append(f"{arcname}: owned by uid {st.st_uid}, not the instance's")
+        try:
+            for folder, dirs, files, dfd in os.fwalk(volume, follow_symlinks=False, onerror=_walk_error):
+                rel = os.path.relpath(folder, volume)
+                base = "." if rel == "." else "./" + rel
+                for name in sorted(dirs + files):
+                    arcname = f"{base}/{name}"
+                    try:
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # gone meanwhile
+                    # Every entry costs the archive a header (and a long name or link target more): counted
+                    # against the budget too, or a tree of empty files and long names would pass it.
+                    total += ENTRY_COST + len(arcname.encode(errors="surrogateescape"))
+                    if total > budget:
+                        raise SnapshotError("too_large", f"the volume's entries pass the snapshot budget of {budget} "
+                                                         f"bytes (at {arcname}); nothing was kept")
+                    if uid is not None and st.st_uid != uid:
+                        left_out.append(f"{arcname}: owned by uid {st.st_uid}, not the instance's")
+                        if stat.S_ISDIR(st.st_mode):
+                            dirs.remove(name)  # nor anything under it
+                        continue
                     if stat.S_ISDIR(st.st_mode):
-                        dirs.remove(name)  # nor anything under it
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    tar.addfile(_info(arcname, st, tarfile.DIRTYPE))
-                elif stat.S_ISLNK(st.st_mode):
-                    info = _info(arcname, st, tarfile.SYMTYPE)
-                    info.linkname = os.readlink(name, dir_fd=dfd)
-                    tar.addfile(info)
-                elif stat.S_ISREG(st.st_mode):
-                    total += _pack_file(tar, dfd, name, arcname, st, budget - total, budget)
-                else:
-                    left_out.append(f"{arcname}: not a regular file, folder or link (mode {st.st_mode:o})")
+                        tar.addfile(_info(arcname, st, tarfile.DIRTYPE))
+                    elif stat.S_ISLNK(st.st_mode):
+                        info = _info(arcname, st, tarfile.SYMTYPE)
+                        try:
+                            info.linkname = os.readlink(name, dir_fd=dfd)
+                        except OSError as exc:  # swapped for something else since it was listed
+                            raise SnapshotError("changed", f"{arcname} changed while the snapshot was taken "
+                                                           f"({exc.strerror}); take it again") from None
+                        total += len(info.linkname.encode(errors="surrogateescape"))
+                        tar.addfile(info)
+                    elif stat.S_ISREG(st.st_mode):
+                        total += _pack_file(tar, dfd, name, arcname, st, budget - total, budget)
+                    else:
+                        left_out.append(f"{arcname}: not a regular file, folder or link (mode {st.st_mode:o})")
+        except RecursionError:
+            raise SnapshotError("too_deep", "the volume's folders nest deeper than the snapshot can walk; nothing was "
+                                            "kept") from None
     return buffer.getvalue(), left_out
+
+
+def _walk_error(error: OSError) -> None:
+    """A folder ``os.fwalk`` listed but could not open or list (swapped for a link, gone meanwhile): never left
+    out in silence."""
+    if isinstance(error, FileNotFoundError):
+        return  # gone meanwhile: nothing of it to keep
+    raise SnapshotError("changed", f"{error.filename or 'a folder'} could not be walked while the snapshot was taken "
+                                   f"({error.strerror}); take it again")
 
 
 def _pack_file(tar: tarfile.TarFile, dfd: int, name: str, arcname: str, listed: os.stat_result, room: int,
@@ -168,6 +193,17 @@ def _pack_file(tar: tarfile.TarFile, dfd: int, name: str, arcname: str, listed: 
             raise SnapshotError("changed", f"{arcname} changed while the snapshot was taken ({exc}); "
                                            "take it again") from None
         return st.st_size
+
+
+def _restore_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """tarfile's ``data`` filter, but a symbolic link is restored whatever it names (an absolute link, or one
+    above the volume: ``python -> /usr/bin/python3`` in a venv is the sandbox's to resolve in its own view; the
+    ``data`` filter refused it, and a parked volume could then never come back). Nothing is extracted through a
+    link: every member's own path is still checked to stay inside the destination."""
+    if member.issym():
+        checked = tarfile.data_filter(member.replace(linkname=".", deep=False), dest)
+        return checked.replace(linkname=member.linkname, deep=False)
+    return tarfile.data_filter(member, dest)
 
 
 class SnapshotStore:
@@ -274,7 +310,12 @@ class SnapshotStore:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(mode=0o700)
         with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-            tar.extractall(staging, filter="data")
+            try:
+                tar.extractall(staging, filter=_restore_filter)
+            except tarfile.FilterError as exc:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise SnapshotError("corrupt", f"snapshot {snap_id} holds what no volume may ({exc}); nothing was "
+                                               "restored") from exc
         for p in [staging, *staging.rglob("*")]:
             os.lchown(p, uid, uid)
         old = volume.with_name(volume.name + ".old")

@@ -160,3 +160,61 @@ def test_what_is_packed_restores_as_it_was(tmp_path):
     store.restore(ref.id, org="o", user="u", volume=volume, uid=os.getuid())
     assert (volume / "a" / "b" / "deep.md").read_text() == "deep\n" and (volume / "top.md").read_text() == "top\n"
     assert os.readlink(volume / "link") == "a/b/deep.md" and (volume / "top.md").stat().st_mode & 0o777 == 0o600
+
+
+def test_entries_count_against_the_budget_not_only_file_content(tmp_path):
+    """A reviewer's variant of the sparse file: thousands of empty files under long folder names cost the
+    archive megabytes with no byte of content. Each entry's header and name count too."""
+    volume = tmp_path / "volume"
+    deep = volume
+    for level in range(4):
+        deep = deep / (f"{level}" * 200)
+    deep.mkdir(parents=True)
+    for i in range(300):
+        (deep / f"empty-{i:04d}").touch()
+    with pytest.raises(SnapshotError) as refused:
+        pack(volume, uid=None, budget=256 << 10)
+    assert refused.value.reason == "too_large" and "entries" in str(refused.value)
+    assert len(pack(volume, uid=None, budget=8 << 20)[0]) > 256 << 10  # what the budget kept out of memory
+
+
+def test_links_that_name_anything_come_back_and_nothing_is_extracted_through_one(tmp_path):
+    """An absolute link (a venv's ``python -> /usr/bin/python3``) and one above the volume are the sandbox's to
+    resolve: restored as they were (the ``data`` filter refused them, and a parked volume could never wake).
+    A member whose path runs through a link is still refused."""
+    volume = tmp_path / "volume"
+    (volume / "venv" / "bin").mkdir(parents=True)
+    (volume / "venv" / "bin" / "python").symlink_to("/usr/bin/python3")
+    (volume / "up").symlink_to("../../etc")
+    store = SnapshotStore(tmp_path / "state")
+    ref = store.take(volume, org="o", user="u", instance="i", generation=1, uid=os.getuid())
+    store.restore(ref.id, org="o", user="u", volume=volume, uid=os.getuid())
+    assert os.readlink(volume / "venv" / "bin" / "python") == "/usr/bin/python3"
+    assert os.readlink(volume / "up") == "../../etc"
+    crafted = io.BytesIO()
+    with tarfile.open(fileobj=crafted, mode="w") as tar:
+        link = tarfile.TarInfo("./out")
+        link.type, link.linkname = tarfile.SYMTYPE, str(tmp_path / "outside-target")
+        tar.addfile(link)
+        inner = tarfile.TarInfo("./out/planted")
+        inner.size = 4
+        tar.addfile(inner, io.BytesIO(b"evil"))
+    (tmp_path / "outside-target").mkdir()
+    crafted.seek(0)
+    with tarfile.open(fileobj=crafted) as tar, pytest.raises(tarfile.FilterError):
+        tar.extractall(tmp_path / "dest", filter=snapshots._restore_filter)
+    assert not (tmp_path / "outside-target" / "planted").exists()
+
+
+def test_a_link_swapped_in_as_it_is_read_is_a_changed_volume_not_a_crash(tmp_path, monkeypatch):
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    (volume / "link").symlink_to("target")
+
+    def readlink(*args, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(snapshots.os, "readlink", readlink)
+    with pytest.raises(SnapshotError) as refused:
+        pack(volume, uid=None)
+    assert refused.value.reason == "changed"
