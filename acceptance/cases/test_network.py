@@ -289,16 +289,27 @@ def _model_calls(target, principal) -> list[dict]:
 
 
 # What an MCP client's session sends on its own, carrying nothing of the instance's data: its start (initialize,
-# the initialized notification, the tool list) and its keepalive. Anything else an idle instance's broker
-# forwarded (a tool call, a model call) is egress through the broker no turn asked for.
-MCP_HOUSEKEEPING = frozenset({"initialize", "notifications/initialized", "tools/list", "ping"})
+# the initialized notification, the tool list page by page) and its keepalive, each with only the params MCP
+# gives it (by name: ``_meta`` too), and small. A ping with params is a message, not a keepalive; anything else
+# an idle instance's broker forwarded (a tool call, a model call) is egress through the broker no turn asked for.
+MCP_HOUSEKEEPING = {"initialize": (frozenset({"protocolVersion", "capabilities", "clientInfo"}), 4096),
+                    "notifications/initialized": (frozenset(), 2),
+                    "tools/list": (frozenset({"cursor"}), 512),
+                    "ping": (frozenset(), 2)}
+
+
+def _housekeeping(record) -> bool:
+    if record.get("route") != "/mcp" or record.get("method") not in MCP_HOUSEKEEPING:
+        return False
+    keys, most = MCP_HOUSEKEEPING[record["method"]]
+    return set(record.get("params_keys") or ()) <= keys | {"_meta"} and (record.get("params_bytes") or 0) <= most
 
 
 def _forwarded_since(target, ref, since: float | None) -> list[dict]:
     """What ``ref``'s broker forwarded for its agent (since ``since``; None: its whole life), but an MCP
     session's housekeeping."""
     return [dict(r) for r in target.broker_forwarded(ref)
-            if (since is None or r["at"] >= since) and not (r["route"] == "/mcp" and r.get("method") in MCP_HOUSEKEEPING)]
+            if (since is None or r["at"] >= since) and not _housekeeping(r)]
 
 
 def _call_times(records: list[dict]) -> list[float]:

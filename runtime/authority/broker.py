@@ -61,6 +61,10 @@ RUNCTL_ROUTES = (
     ("POST", re.compile(rf"/v1/runs/{RUN_ID}/stop")),
 )
 
+# How many forwarded requests the broker remembers (``forwarded``): the newest, an agent flooding it cannot grow
+# the platform's memory without bound.
+FORWARDED_KEPT = 100_000
+
 # A refused route is the agent's (or the caller's) text: a path, a query, an absolute URI, a CONNECT authority
 # can carry whatever the instance holds. The log names a route the broker serves as it is, anything else by its
 # length and a digest (enough to match two refusals of one request, nothing of its content).
@@ -104,7 +108,7 @@ class Broker:
         self.refusals: list[tuple[str, str]] = []
         # Everything forwarded for the agent, in order (``forwarded``): when, the route, and for /mcp the JSON-RPC
         # method and tool; what an idle instance sent out through its broker is judged from it (NT-5).
-        self._forwarded: list[dict[str, object]] = []
+        self._forwarded: deque[dict[str, object]] = deque(maxlen=FORWARDED_KEPT)
         # The request id of the last run started through the platform side: a call the agent makes without an
         # id of its own (an agent that does not send ids on, such as hermes-agent) is logged and sent on under
         # it, so the platform's record still ties the call to the run that caused it.
@@ -207,7 +211,8 @@ class Broker:
     @property
     def forwarded(self) -> list[dict[str, object]]:
         """Every request forwarded for the agent so far, in order: ``at`` (epoch seconds), ``route``, and for
-        /mcp its ``method`` and ``tool`` (a tools/call's name, else empty)."""
+        /mcp its ``method``, ``tool`` (a tools/call's name, else empty), ``params_keys`` and ``params_bytes`` (the
+        size of its params as JSON). The last ``FORWARDED_KEPT`` only: an agent cannot grow it without bound."""
         with self._lock:
             return [dict(r) for r in self._forwarded]
 
@@ -225,7 +230,10 @@ class Broker:
         request = decision.request or {}
         tool = (request.get("params") or {}).get("name", "")
         method = str(request.get("method", ""))
-        self._forwarding("/mcp", method=method, tool=str(tool) if method == "tools/call" else "")
+        params = request.get("params")
+        self._forwarding("/mcp", method=method, tool=str(tool) if method == "tools/call" else "",
+                         params_keys=sorted(params) if isinstance(params, dict) else [],
+                         params_bytes=len(json.dumps(params)) if params is not None else 0)
         if self.journal is not None and request.get("method") == "tools/call" and tool in EFFECT_TOOLS:
             op = self.journal.begin(tool, request, self.generation)
             status, body = dispatch_effect(self.product_url, self.journal, op, request, grant)
