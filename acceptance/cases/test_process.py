@@ -199,7 +199,7 @@ USERNS_PROBE = Path(__file__).with_name("inside") / "userns_probe.py"
 # Every kind of namespace the probe tries, alone and (but user) together with a new user namespace.
 NAMESPACE_KINDS = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time")
 # A user namespace through each call that makes one (a filter refusing ``unshare`` leaves ``clone``/``clone3``).
-DOORS = ("clone:user", "clone3:user")
+DOORS = ("clone:user", "clone3:user", "clone:user+mnt")
 ATTEMPTS = (*NAMESPACE_KINDS, *(f"user+{k}" for k in NAMESPACE_KINDS if k != "user"), *DOORS)
 
 

@@ -11,7 +11,7 @@ attempts.
 ``unshare`` is one door of three: ``clone`` and ``clone3`` with CLONE_NEWUSER make a user namespace too (a
 filter that refuses ``unshare`` alone leaves them open), so a new user namespace is also tried through each,
 as raw system calls with no new stack (the child runs on a copy of the caller's, as after ``fork``):
-"clone:user" and "clone3:user".
+"clone:user" and "clone3:user", and one combination, "clone:user+mnt".
 """
 
 import ctypes
@@ -115,6 +115,8 @@ def main():
             tried["user+" + kind] = attempt(libc, KINDS["user"] | flag, kind)
     for via in ("clone", "clone3"):
         tried[via + ":user"] = attempt(libc, KINDS["user"], "user", via)
+    # (a filter that matches clone's flags exactly, not by mask, lets a combination through)
+    tried["clone:user+mnt"] = attempt(libc, KINDS["user"] | KINDS["mnt"], "mnt", "clone")
     print(json.dumps({"uid": os.getuid(), "own": own, "tried": tried}))
 
 
