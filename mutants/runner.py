@@ -123,11 +123,24 @@ def _run_contained(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: 
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _stop(proc)
-        try:
-            output, _ = proc.communicate(timeout=STOP_GRACE)
-        except subprocess.TimeoutExpired:  # a descendant outside the group holds the pipe: what came is lost
-            output = ""
+        # Stopped as an interrupt stops it, its output read meanwhile (a teardown that prints more than a pipe
+        # holds would block on it, then be killed mid-teardown, leaving its targets behind).
+        output = ""
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                output, _ = proc.communicate(timeout=STOP_GRACE)
+                break
+            except subprocess.TimeoutExpired:
+                continue  # (after SIGKILL: a descendant outside the group holds the pipe; what came is lost)
+        if proc.returncode is None:
+            try:
+                proc.wait(STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                pass
         raise TimedOut(output) from None
     except BaseException:
         _stop(proc)
