@@ -95,6 +95,8 @@ CASES = [
     ("qualify --reports-dir /proc/pairproof-reports", "/proc/pairproof-reports", "choose a folder"),
     ("qualify -n many", "-n", "--help"),
     ("qualify -n -1", "-n -1", "0 or more"),
+    ("qualify --budget -5", "--budget -5", "0 or more"),
+    ("qualify --budget nan", "--budget nan", "0 or more"),
     ("qualify --target nosuch", "'nosuch'", "choose one of"),
     ("qualify --target no.such.module:create", "'no.such.module'", "PYTHONPATH"),
     ("qualify --target broken_targets:raising", "'broken_targets:raising'", "check-driver"),
