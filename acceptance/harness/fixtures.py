@@ -311,7 +311,11 @@ def scan_visible(request: pytest.FixtureRequest, target: Target, agent_profile: 
             hidden = observe.unlistable_files(ident.host_pid, ident.uid, skip=[*skip, "/proc", "/dev"])
         except ValueError as exc:
             raise ProofError(f"the scan of {ref.key} could not be given every file hidden from listing: {exc}") from exc
-        return probe.scan(host, VISIBLE_ROOTS + hidden, own=own, skip=skip).tokens
+        # The run's canaries of everyone else (A's, when B scans): one of them seen is a finding even if the scan
+        # did not prove it looked everywhere (``probe.scan``).
+        planted = request.getfixturevalue("planted")
+        theirs = {t for name in planted.tokens for t in planted.of(name)} - own
+        return probe.scan(host, VISIBLE_ROOTS + hidden, own=own, skip=skip, theirs=theirs).tokens
     return run
 
 

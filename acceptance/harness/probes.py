@@ -607,8 +607,10 @@ def _run_with_sentinels(h: testinfra.host.Host, script: Path, roots: list[str], 
 def _judge_and_keep(h: testinfra.host.Host, kind: str, *, roots: list[str], skip: list[str], own: set[str],
                     sentinels: dict[str, str], files: int, bytes_read: int, truncated: int, problems: list[str],
                     missing: set[str], engine: str = "", unwritten: dict[str, str] | None = None,
-                    errors: int | None = None) -> None:
-    """Keep what the scan or dump read as the test's evidence (and in Allure), then judge its completeness."""
+                    errors: int | None = None, record_failure: bool = True) -> None:
+    """Keep what the scan or dump read as the test's evidence (and in Allure), then judge its completeness
+    (``record_failure``: an incomplete one is also the test's proof failure, which makes it broken whatever it
+    asserts; off for a scan whose hits already hold a finding)."""
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
     backend.log.note(kind, instance=backend.ref.key, principal=backend.ref.principal.name, roots=list(roots),
                      skip=list(skip), files=files, bytes=bytes_read, truncated=truncated,
@@ -620,6 +622,8 @@ def _judge_and_keep(h: testinfra.host.Host, kind: str, *, roots: list[str], skip
         judge_completeness(f"the {kind} in {backend.ref.key}", files=files, bytes_read=bytes_read,
                            truncated=truncated, problems=problems, missing_own=missing, errors=errors)
     except ProofError as exc:
+        if not record_failure:
+            raise
         raise backend.log.fail(str(exc)) from None
 
 
@@ -628,14 +632,16 @@ def _judge_and_keep(h: testinfra.host.Host, kind: str, *, roots: list[str], skip
 _ENV_SENTINEL = "{} (its own environment, in /proc/<pid>/environ)"
 
 
-def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[str] = ()) -> ScanResult:
+def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[str] = (),
+         theirs: set[str] = frozenset()) -> ScanResult:
     """Run the canary detector inside the sandbox over ``roots``, and judge its completeness.
 
     ``own`` are canaries the prober's instance holds (planted for it): the same scan must find them.
     The detector (the static probe by descriptor, else detect.py fed on stdin) is told nothing about the
     canaries it hunts (carrying them in would plant them in the probe's own /proc/self/cmdline); the
     sentinels it must find are in its environment and in files, never in its arguments. The host
-    attributes each hit to its origin.
+    attributes each hit to its origin. ``theirs``: the run's canaries planted elsewhere; one of them found is an
+    observation that stands (the result is returned) even when the scan did not prove it looked everywhere.
     """
     backend: SandboxBackend = h.backend  # type: ignore[assignment]
     binary, engine = engine_for(backend.target)
@@ -649,9 +655,21 @@ def scan(h: testinfra.host.Host, roots: list[str], *, own: set[str], skip: list[
     if not any(t == run.env_token and w.startswith("/proc/") and w.endswith("/environ") for t, w in where):
         missing.add(_ENV_SENTINEL.format(run.env_token))
     missing |= own - found.tokens
-    _judge_and_keep(h, "scan", roots=roots, skip=list(skip), own=own, sentinels=run.written, files=found.scanned_files,
-                    bytes_read=found.bytes, truncated=found.truncated, problems=found.problems, missing=missing,
-                    engine=engine, unwritten=run.unwritten, errors=found.errors)
+    # A canary this run planted somewhere else, found here, is an observation: a finding whatever else the scan
+    # missed (an incomplete scan that saw a leak is not an unjudged case). Only a scan that found none of them
+    # must prove it looked everywhere. (The run's own canaries only: a canary-shaped token of another run, left
+    # in a shared folder, is no finding of this one.)
+    foreign = found.tokens & set(theirs)
+    try:
+        _judge_and_keep(h, "scan", roots=roots, skip=list(skip), own=own, sentinels=run.written,
+                        files=found.scanned_files, bytes_read=found.bytes, truncated=found.truncated,
+                        problems=found.problems, missing=missing, engine=engine, unwritten=run.unwritten,
+                        errors=found.errors, record_failure=not foreign)
+    except ProofError as exc:
+        if not foreign:
+            raise
+        attach(f"scan in {backend.ref.principal.name}: incomplete, but it found {len(foreign)} canaries not its own",
+               {"incomplete": str(exc), "found, not its own": sorted(foreign)})
     return found
 
 

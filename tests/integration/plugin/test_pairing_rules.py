@@ -415,6 +415,42 @@ def test_a_scan_of_a_planted_instance_must_find_its_canaries_whether_or_not_the_
     assert "prober's own canaries" in refusal["reason"]
 
 
+FOREIGN_SCAN = """
+import pytest
+from acceptance.harness import fixtures
+
+fixtures.VISIBLE_ROOTS[:] = ["/tmp", "/proc"]  # a scan that cannot find B's own canaries (the local target keeps none)
+
+@pytest.mark.case("RS-1", "P", pair="A")
+def test_control(sandbox_host, instances):
+    assert sandbox_host(instances["A"]).run("echo ok").stdout.strip() == "ok"
+
+@pytest.mark.case("RS-1", "refusal", pair="B")
+def test_refusal(sandbox_host, instances, scan_visible, planted):
+    b = sandbox_host(instances["B"])
+    assert b.run("mount -t tmpfs none /tmp").rc == 0  # B's own /tmp: a small scan, nothing of the host's in it
+    left = {left}
+    if left:
+        assert b.run("printf %s " + sorted(planted.of("A"))[0] + " > /tmp/left-by-a").rc == 0
+    assert scan_visible(b) & planted.of("A") == set()
+"""
+
+
+@pytest.mark.parametrize("left", [True, False], ids=["a-canary-seen", "nothing-seen"])
+def test_an_incomplete_scan_that_saw_another_principal_s_canary_is_a_finding(run, left):
+    """The class of FS-2's fix, for the scans: an incomplete scan (it did not find B's own canaries) that found
+    A's canary where B can see it is a failed refusal, the leak its finding; once it was *broken*, the leak
+    hidden behind the scan's own incompleteness. Nothing of anyone else's seen, the same scan proves nothing:
+    broken."""
+    result, verdict = run(FOREIGN_SCAN.format(left=left))
+    refusal = _case(verdict, "RS-1")["refusals"][0]
+    if left:
+        assert refusal["status"] == "failed", refusal
+    else:
+        assert refusal["status"] == "broken" and "prober's own canaries" in refusal["reason"], refusal
+    assert result.ret == 1
+
+
 @pytest.mark.parametrize("selection", [
     pytest.param(["test_cases.py::test_refusal[bob]", "test_cases.py::test_control"], id="node-ids"),
     pytest.param(["--deselect", "test_cases.py::test_refusal[carol]"], id="deselect"),
