@@ -265,19 +265,7 @@ def _ensure(made, wanted: Plan, flavour: str) -> str:
         except docker.errors.DockerException as exc:
             raise SandboxError(f"docker import of the {flavour} agent image failed: {exc}") from exc
     made.images.get(wanted.tag)  # the import said nothing wrong; the tag must now exist
-    _remove_stale(made, wanted)
+    # Images of other inputs are left where they are: one may be the image a qualification just judged (a docker
+    # mutant of the agent builds its own image from the mutated source; removing the others then removed the
+    # qualified one, and the gate, rebuilding it, found another image id than the verdict's).
     return wanted.tag
-
-
-def _remove_stale(made, wanted: Plan) -> None:
-    """Images of the same flavour built from other inputs: they will not be used again (one a container
-    still uses is left to the next build)."""
-    import docker
-
-    for old in made.images.list(name=REPOSITORY):
-        tags = [t for t in old.tags if t.startswith(f"{REPOSITORY}:{wanted.flavour}-") and t != wanted.tag]
-        for tag in tags:
-            try:
-                made.images.remove(tag)
-            except docker.errors.APIError:
-                pass
