@@ -59,3 +59,26 @@ def test_the_check_sees_a_lock_a_plain_launch_keeps(tmp_path):
              '</dev/null >"$LOG" 2>&1 &')
     fds = _descriptors_of_a_daemon_started_under_flock(tmp_path, plain)
     assert str(tmp_path / "engine.lock") in fds.values()
+
+
+def test_stop_leaves_no_mount_under_the_engines_state_folder(tmp_path):
+    """What a dockerd leaves (its data root bound onto itself, its network namespace's nsfs file under
+    exec/netns): ``setup-docker stop`` unmounts every mount under the state folder, deepest first, whether or
+    not a daemon was still running. The state folder is the test's own (``PAIRPROOF_DOCKER_ROOT``)."""
+    root = tmp_path / "engine"
+    (root / "data").mkdir(parents=True)
+    (root / "exec" / "netns").mkdir(parents=True)
+    (root / "exec" / "netns" / "default").touch()
+    subprocess.run(["mount", "--bind", str(root / "data"), str(root / "data")], check=True)
+    subprocess.run(["mount", "--bind", "/proc/self/ns/net", str(root / "exec" / "netns" / "default")], check=True)
+    try:
+        out = subprocess.run(["bash", str(SCRIPT), "stop"], env={**os.environ, "PAIRPROOF_DOCKER_ROOT": str(root)},
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        left = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+                if line.split()[1].startswith(str(root) + "/")]
+        assert left == [], left
+        assert "unmounted" in out.stdout and "no dockerd of ours is running" in out.stdout
+    finally:
+        for mnt in (root / "exec" / "netns" / "default", root / "data"):
+            subprocess.run(["umount", str(mnt)], capture_output=True)
