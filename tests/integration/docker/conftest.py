@@ -6,8 +6,13 @@ with one line instead: a skip there would read as a pass."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
+
+from runtime.isolation import cleanup
 
 
 def _engine_problem() -> str:
@@ -35,3 +40,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"tests/integration/docker: {problem} (PAIRPROOF_REQUIRE_DOCKER is set: they must run)")
         if problem:
             item.add_marker(pytest.mark.skip(reason=problem))
+
+
+@pytest.fixture
+def root():
+    """A state root of the test's own under /var/tmp (instance uids traverse it), cleaned after: whatever the test's
+    runs left there, live or not, then the folder."""
+    path = Path(tempfile.mkdtemp(prefix="pairproof-docker-test-", dir="/var/tmp"))
+    os.chmod(path, 0o711)
+    yield path
+    cleanup.clean(path, include_live=True)
+    shutil.rmtree(path, ignore_errors=True)

@@ -11,7 +11,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 
 from acceptance.targets.docker import image as images
 from runtime.controller import Controller
-from runtime.isolation import cleanup, containers
+from runtime.isolation import containers
 from runtime.isolation.cgroups import Limits
 from runtime.isolation.sandbox import SandboxSpec
 from runtime.wait import until
@@ -47,15 +46,6 @@ int main(void) {
     return 0;
 }
 """
-
-
-@pytest.fixture
-def root():
-    path = Path(tempfile.mkdtemp(prefix="pairproof-docker-test-", dir="/var/tmp"))
-    os.chmod(path, 0o711)
-    yield path
-    cleanup.clean(path, include_live=True)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

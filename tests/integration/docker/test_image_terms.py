@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from acceptance.targets.docker import image as images
-from runtime.isolation import cleanup, containers
+from runtime.isolation import containers
 from runtime.isolation.cgroups import Limits
 from runtime.isolation.sandbox import SandboxError, SandboxSpec
 
@@ -44,15 +42,6 @@ def derived():
     for image in made:
         client.api.remove_image(image, force=True)
     client.close()
-
-
-@pytest.fixture
-def home():
-    path = Path(tempfile.mkdtemp(prefix="pairproof-docker-test-", dir="/var/tmp"))
-    os.chmod(path, 0o711)
-    yield path
-    cleanup.clean(path, include_live=True)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _spec(home: Path) -> SandboxSpec:
@@ -85,7 +74,7 @@ def test_an_image_s_env_volume_and_onbuild_are_refused_before_a_container_is_mad
         containers.DockerEngine(image, f"dt{secrets.token_hex(4)}")
 
 
-def test_an_image_s_entrypoint_does_not_wrap_the_profile_s_command(derived, home):
+def test_an_image_s_entrypoint_does_not_wrap_the_profile_s_command(derived, root):
     image = derived(WRAPPER, 'HEALTHCHECK CMD ["/bin/false"]')  # (commit takes no STOPSIGNAL)
     client = containers.client()
     try:
@@ -95,7 +84,7 @@ def test_an_image_s_entrypoint_does_not_wrap_the_profile_s_command(derived, home
         client.close()
     run = f"dt{secrets.token_hex(4)}"
     engine = containers.DockerEngine(image, run)
-    spec = _spec(home)
+    spec = _spec(root)
     proc = engine.start(spec, Limits(64 << 20, 16), ["/bin/sleep", "infinity"])
     try:
         inspected = engine.client.api.inspect_container(proc.container_id)["Config"]

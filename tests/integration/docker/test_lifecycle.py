@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,15 +31,6 @@ REPO = Path(__file__).resolve().parents[3]
 CASES = ("--case", "NT-1", "--case", "RS-2")
 RUN_DEADLINE = 600.0
 CONTAINER_DEADLINE = 120.0
-
-
-@pytest.fixture
-def root():
-    path = Path(tempfile.mkdtemp(prefix="pairproof-docker-life-", dir="/var/tmp"))
-    os.chmod(path, 0o711)  # instance uids traverse it
-    yield path
-    cleanup.clean(path, include_live=True)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
