@@ -239,6 +239,13 @@ def test_nt3_nothing_of_the_intruder_arrives_in_a_namespace(intruder, instances,
 
 # -- NT-5 -------------------------------------------------------------------------------------------------
 
+def _watched_is_probed(sandbox_host, ref, pid: int, name: str) -> None:
+    """The proof of an idle observation, bound to what is watched: a proven probe ran in the very network
+    namespace whose capture and counters are read (through ``pid``, the host's process in it)."""
+    if sandbox_host(ref).run("readlink /proc/self/ns/net").stdout.strip() != os.readlink(f"/proc/{pid}/ns/net"):
+        raise ProofError(f"the network namespace watched for {name} is not the one its proven probe ran in")
+
+
 def _idle_observation(pids: dict[str, int], seconds: float, folder: Path) -> dict[str, tuple[Capture, dict, dict]]:
     """For each namespace (by a pid in it): a capture of egress for ``seconds`` (live throughout, by its
     markers), and its egress counters just before and just after. The refusal and its broken control both
@@ -348,9 +355,8 @@ def test_nt5_idle_window_has_no_egress(request, agent_profile, instances, target
     fresh = dedicated(dana.name, dana.user, dana.org)
     refs = {"A": a, "fresh": fresh}
     pids = {name: target.identity(ref).host_pid for name, ref in refs.items()}
-    for name, ref in refs.items():  # proof, bound to what is watched: a proven probe ran in the namespace watched
-        if sandbox_host(ref).run("readlink /proc/self/ns/net").stdout.strip() != os.readlink(f"/proc/{pids[name]}/ns/net"):
-            raise ProofError(f"the network namespace watched for {name} is not the one its proven probe ran in")
+    for name, ref in refs.items():
+        _watched_is_probed(sandbox_host, ref, pids[name], name)
     a_before = _model_calls(target, a.principal)
     a_last = max(_call_times(a_before), default=None)
     case_started = time.time()
@@ -395,7 +401,7 @@ def test_nt5_idle_window_has_no_egress(request, agent_profile, instances, target
 
 
 @pytest.mark.case("NT-5", "X", pair="B->outside")
-def test_nt5_broken_own_lookups_are_seen(request, principals, target, lab, tmp_path):
+def test_nt5_broken_own_lookups_are_seen(request, principals, target, lab, sandbox_host, tmp_path):
     """An agent with its own lookups on and egress open into the run's lab only (the reference agent with its
     catalog refresh every half window; hermes with its defaults, no managed layer: a tirith download and model
     metadata at start), observed by the same code over the same window as the refusal: the lab's resolver
@@ -410,7 +416,9 @@ def test_nt5_broken_own_lookups_are_seen(request, principals, target, lab, tmp_p
         # start it, and a window that closed before the agent started would show nothing of a refresh.
         until(lambda: [r for r in lab.records(started) if r["kind"] == "dns"], "the agent's first lookup after its start",
               AGENT_START_DEADLINE)
-        observed = _idle_observation({"refreshing": target.identity(leaky).host_pid}, seconds, tmp_path)
+        pid = target.identity(leaky).host_pid
+        _watched_is_probed(sandbox_host, leaky, pid, "the leaky instance")
+        observed = _idle_observation({"refreshing": pid}, seconds, tmp_path)
     _attach_observation("agent with its lookups on", seconds, observed["refreshing"])
     cap, before, after = observed["refreshing"]
     lookups = [r for r in lab.records(started) if r["kind"] == "dns"]

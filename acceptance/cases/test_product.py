@@ -816,7 +816,7 @@ def test_lg1_broken_debug_logging_is_detected(agent_profile, principals, instanc
 
 
 @pytest.mark.case("LG-1", "X", pair="A->engine logs")
-def test_lg1_broken_agent_printing_user_messages_is_detected(planted, instances, target, pairproof_run):
+def test_lg1_broken_agent_printing_user_messages_is_detected(planted, instances, target, pairproof_run, sandbox_host):
     """X: A's agent prints A's canaries to its stdout and stderr, as an agent logging every user message would
     (written from the host into its sandbox's pid 1's own stdout and stderr). Where the platform keeps that
     output (an engine's log of the sandbox, a file), the refusal's own reading and scan find every one of them
@@ -825,6 +825,11 @@ def test_lg1_broken_agent_printing_user_messages_is_detected(planted, instances,
     for this control (an engine's log is at rest on the host: the at-rest control's planted ones stay where it
     puts them alone)."""
     tokens = {pairproof_run.mint.mint("a", location).token for location in ("out", "err")}
+    # The proof, bound to what is written and read: a proven probe of A runs in the pid namespace of the host
+    # process whose stdout and stderr take the canaries (and whose descriptors the host reads).
+    pid = target.identity(instances["A"]).host_pid
+    if sandbox_host(instances["A"]).run("readlink /proc/self/ns/pid").stdout.strip() != os.readlink(f"/proc/{pid}/ns/pid"):
+        raise ProofError(f"the process written to ({pid}) is not in the pid namespace of A's proven probe")
     write_to_agent_output(target, instances["A"], ("\n".join(sorted(tokens)) + "\n").encode())
     mine = f"the engine's log of {instances['A'].key} "
 

@@ -3,7 +3,7 @@ rather than trusted; and the error raised, and remembered, when a test reaches p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from acceptance.contract.registry import CORE, FACET_OF, OPTIONAL_CORE
@@ -24,13 +24,18 @@ class TargetView:
     it). Every attribute goes through the check, the view's own state included (it has no ``__dict__``, and
     ``_target`` is refused like any other name): the driver behind it is not one attribute away."""
 
-    __slots__ = ("_target", "_case", "_facets", "_violations")
+    __slots__ = ("_target", "_case", "_facets", "_violations", "_wrap")
 
-    def __init__(self, target: object, case: str, facets: Iterable[str]) -> None:
+    def __init__(self, target: object, case: str, facets: Iterable[str],
+                 wrap: Callable[[str, Any], Any] | None = None) -> None:
+        """``wrap(name, value)``, when given, is applied to every attribute the view hands out (the harness
+        uses it to give each platform call a request id of its own and take the call's proof from the
+        platform's record: ``acceptance.harness.probes.proving_calls``)."""
         object.__setattr__(self, "_target", target)
         object.__setattr__(self, "_case", case)
         object.__setattr__(self, "_facets", frozenset(facets))
         object.__setattr__(self, "_violations", [])
+        object.__setattr__(self, "_wrap", wrap)
 
     def __getattribute__(self, attr: str) -> Any:
         if attr in ("__class__", "__repr__", "__str__", "__eq__", "__hash__", "__ne__", "__setattr__",
@@ -40,7 +45,8 @@ class TargetView:
         case, target, facets = state(self, "_case"), state(self, "_target"), state(self, "_facets")
         facet = FACET_OF.get(attr)
         if attr in CORE or attr in OPTIONAL_CORE or (facet is not None and facet in facets):
-            return getattr(target, attr)
+            wrap = state(self, "_wrap")
+            return getattr(target, attr) if wrap is None else wrap(attr, getattr(target, attr))
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)  # Python's own protocol probes (copy, pickle, ...): the view has none
         if facet is None:

@@ -168,14 +168,14 @@ def pairproof_target(request: pytest.FixtureRequest, pairproof_run: Run, platfor
 
 
 @pytest.fixture
-def target(request: pytest.FixtureRequest, pairproof_target: Target) -> Target:
+def target(request: pytest.FixtureRequest, pairproof_target: Target, probe_log: probe.ProbeLog) -> Target:
     """The target as this test's case may use it: the core and the facets its catalogue entry declares
     (``contract.TargetView``); reaching any other facet leaves the test broken, naming the facet."""
     mark = request.node.get_closest_marker("case")
     case = catalogue.load().get(mark.args[0]) if mark is not None and mark.args else None
     if case is None:
         return pairproof_target  # not a case of the suite (the plugin refuses those at collection)
-    view = TargetView(pairproof_target, case.id, case.facets)
+    view = TargetView(pairproof_target, case.id, case.facets, wrap=probe.proving_calls(probe_log))
     request.node.stash[TARGET_VIEW] = view
     return view  # type: ignore[return-value]
 
@@ -352,6 +352,7 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
         request.node.user_properties.append((PLATFORM_RUN_KEY, request.getfixturevalue("pairproof_run").id))
     yield
     if log is not None:
+        log.settle_calls()
         request.node.user_properties.append((PROOF_KEY, log.proofs()))
         probes = [{"kind": "probe", "instance": r.instance, "command": r.command[:160], "rc": r.rc}
                   for r in log.records if r.proof]

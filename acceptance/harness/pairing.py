@@ -94,10 +94,24 @@ def _refusal_status(o: Outcome, by_role: Mapping[str, list[Outcome]], case: Case
         ran = by_role.get(role, [])
         if not ran:
             return "broken", f"control {role} ({case.controls[role]}) did not run"
-        bad = [c for c in ran if c.outcome != "passed"]
+        bad = [(c, _control_status(c)) for c in ran if _control_status(c)[0] != "passed"]
         if bad:
-            return "broken", f"control {role} ({case.controls[role]}) {bad[0].outcome}: {bad[0].declared.nodeid}"
+            (c, (status, why)), *_ = bad
+            return "broken", f"control {role} ({case.controls[role]}) {status}: {c.declared.nodeid}" + \
+                (": no proof of execution" if c.outcome == "passed" else "")
     return "passed", ""
+
+
+def _control_status(c: Outcome) -> tuple[str, str]:
+    """A control passes only as a refusal does: it passed and proved what it observed. A control that saw the
+    canary (P) or the leak of a broken setup (X) in text no probe of it proved to come from the sandbox or the
+    platform supports nothing: an assertion over an empty set passes the same way."""
+    if c.outcome == "error":
+        return "broken", c.message
+    if c.outcome == "passed" and c.proofs == 0:
+        return "broken", ("no proof of execution: no probe of this control proved it ran in the intended sandbox "
+                          "or was confirmed in the platform's record, so its pass supports nothing")
+    return c.outcome, c.message
 
 
 def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case],
@@ -127,8 +141,8 @@ def judge(outcomes: Iterable[Outcome], catalogue: Mapping[str, Case],
                              **({"assertion": o.assertion} if status == "failed" and o.assertion else {})})
         controls = {
             role: {"description": what,
-                   "tests": [{"test": c.declared.nodeid, "status": "broken" if c.outcome == "error" else c.outcome,
-                              "reason": c.message, "platform_run": c.platform_run} for c in by_role.get(role, [])]}
+                   "tests": [{"test": c.declared.nodeid, **dict(zip(("status", "reason"), _control_status(c))),
+                              "proofs": c.proofs, "platform_run": c.platform_run} for c in by_role.get(role, [])]}
             for role, what in case.controls.items()
         }
         for entry in controls.values():

@@ -29,6 +29,7 @@ test's evidence, for the verdict and the Allure report.
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import os
 import secrets
@@ -122,6 +123,8 @@ class ProbeLog:
     # Reads the platform's own records (its log, the provider's record) straight from the target, when the
     # target has them: ``confirm`` checks the nonce there too, so text a test wrote cannot stand in for them.
     platform_record: Callable[[], str] | None = None
+    # Request ids the harness gave the test's platform calls (``proving_calls``), not yet looked up.
+    calls: dict[str, str] = field(default_factory=dict)
 
     def note(self, kind: str, **facts: Any) -> None:
         """Keep one observation as evidence of what the test looked at."""
@@ -169,6 +172,42 @@ class ProbeLog:
         self.records.append(proved)
         _attach(proved)
         return line
+
+    def looked(self, what: str, proof: str) -> None:
+        """A host-side observation that proved it looked where it claims (a host sweep that found every sentinel
+        it planted in each root it walked): its proof is the test's, as a probe's in a sandbox is. Only the
+        harness's own observers call it, after their proof check passed."""
+        proved = ProbeRecord("host", "", what, 0, f"host observation {what}: {proof[:400]}", "", "", read=True)
+        self.records.append(proved)
+        _attach(proved)
+
+    def call_probe(self, what: str) -> str:
+        """A fresh request id for one platform call the test made without naming one (``proving_calls`` sends
+        it with the call); ``settle_calls`` later takes the call's proof from the platform's record of it.
+        Unlike ``platform_probe``, a call the platform kept no record of is not a failure: it lends no proof."""
+        nonce = "pp-" + secrets.token_hex(8)
+        self.calls[nonce] = what
+        return nonce
+
+    def settle_calls(self) -> None:
+        """Take the proof of each platform call of this test that the platform's own record names (read once,
+        from the target, never from the test): the call reached the platform, and what it returned is what
+        the test read. A call no record names lends no proof (the test may still have others)."""
+        if not self.calls or self.platform_record is None:
+            self.calls.clear()
+            return
+        lines = {}
+        for line in self.platform_record().splitlines():
+            for nonce in self.calls:
+                if nonce in line and nonce not in lines and line.strip() != nonce:
+                    lines[nonce] = line.strip()
+        for nonce, what in self.calls.items():
+            if nonce in lines:
+                proved = ProbeRecord("platform", "", what, 0, f"platform call {what}: {lines[nonce][:400]}", "", "",
+                                     read=True)
+                self.records.append(proved)
+                _attach(proved)
+        self.calls.clear()
 
     def proofs(self) -> list[str]:
         """The test's proof of execution: the proofs of the probes whose results were read (by the test, or by
@@ -719,3 +758,72 @@ def dump_files(lines: list[dict[str, Any]]) -> dict[str, bytes]:
     return {path: b"".join(chunks) for path, chunks in by_path.items()}
 
 
+
+
+# The contract's operations that carry a request id to the platform's record (``request_id=``), and the two that
+# hand out a product client (whose requests carry it as ``X-Request-Id``).
+REQUEST_ID_CALLS = frozenset({"provision", "turn", "wake", "recover", "snapshot", "restore", "runctl", "model_call",
+                              "model_stream", "capacity_need", "capacity_admit", "start_with_managed_config"})
+CLIENT_CALLS = frozenset({"person", "operator"})
+
+
+def proving_calls(log: ProbeLog) -> Callable[[str, Any], Any]:
+    """The ``wrap`` of a case's ``TargetView``: each platform call the test makes without a request id of its
+    own gets a fresh one (``ProbeLog.call_probe``), and the platform's record of it becomes the test's proof
+    (``ProbeLog.settle_calls``, once the test is over). A control that observes through the platform (a turn
+    answered, a record listed) thus proves what it read came from the platform, as a probe in a sandbox does;
+    one that observed nothing the platform recorded has no proof, and the plugin judges it broken."""
+    def wrap(name: str, value: Any) -> Any:
+        if not callable(value):
+            return value
+        if name in CLIENT_CALLS:
+            return lambda *args, **kwargs: _ProvedClient(value(*args, **kwargs), log, f"{name}{args!r}")
+
+        return _ProvedCall(value, log, name) if name in REQUEST_ID_CALLS and _takes_request_id(value) else value
+    return wrap
+
+
+def _takes_request_id(method: Callable[..., Any]) -> bool:
+    """Whether the driver's method takes ``request_id=`` (the contract's do; one that does not is called as it is,
+    and its calls lend no proof)."""
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "request_id" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+class _ProvedCall:
+    """A contract operation whose call carries a request id of the harness's (unless the test gave one). It
+    compares equal to the method it wraps, as two reads of one bound method do (``call == target.turn``)."""
+
+    def __init__(self, method: Callable[..., Any], log: ProbeLog, name: str) -> None:
+        self.wrapped, self._log, self.__name__, self.__doc__ = method, log, name, method.__doc__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("request_id"):
+            kwargs["request_id"] = self._log.call_probe(self.__name__)
+        return self.wrapped(*args, **kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        return self.wrapped == (other.wrapped if isinstance(other, _ProvedCall) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.wrapped)
+
+
+class _ProvedClient:
+    """A product client whose requests carry a request id of the harness's (unless the test set one)."""
+
+    def __init__(self, client: Any, log: ProbeLog, who: str) -> None:
+        self._client, self._log, self._who = client, log, who
+
+    def request(self, method: str, path: str, body: Mapping[str, object] | None = None,
+                headers: Mapping[str, str] | None = None) -> tuple[int, object]:
+        headers = dict(headers or {})
+        if not any(k.lower() == "x-request-id" for k in headers):
+            headers["X-Request-Id"] = self._log.call_probe(f"{self._who} {method} {path}")
+        return self._client.request(method, path, body, headers)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._client, attr)

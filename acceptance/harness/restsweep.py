@@ -377,4 +377,7 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
     if reasons:
         message = f"{what}: the sweep did not prove it looked: " + "; ".join(reasons)
         raise log.fail(message) if log is not None else ProofError(message)
+    if log is not None and sentinels:
+        log.looked(f"host sweep: {what}", f"{len(sentinels)} of {len(sentinels)} root sentinels found, "
+                                          f"{len(scanned)} files read, none unreadable")
     return Swept(found, record)

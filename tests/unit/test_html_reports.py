@@ -74,10 +74,11 @@ def test_every_case_is_in_the_matrix_in_its_row_with_its_status(tmp_path):
 
     outcomes = [Outcome(Declared("t::fs1", "FS-1", "refusal", "B->A"), proofs=1),
                 Outcome(Declared("t::fs1c", "FS-1", "refusal", "C->A"), outcome="failed", proofs=1),
-                Outcome(Declared("t::p", "FS-1", "P")), Outcome(Declared("t::x", "FS-1", "X")),
-                Outcome(Declared("t::lf1", "LF-1", "refusal"), proofs=1), Outcome(Declared("t::lf1p", "LF-1", "P")),
+                Outcome(Declared("t::p", "FS-1", "P"), proofs=1), Outcome(Declared("t::x", "FS-1", "X"), proofs=1),
+                Outcome(Declared("t::lf1", "LF-1", "refusal"), proofs=1),
+                Outcome(Declared("t::lf1p", "LF-1", "P"), proofs=1),
                 Outcome(Declared("t::cp1", "CP-1", "refusal"), proofs=1),
-                *(Outcome(Declared(f"t::cp1{role}", "CP-1", role)) for role in load()["CP-1"].controls),
+                *(Outcome(Declared(f"t::cp1{role}", "CP-1", role), proofs=1) for role in load()["CP-1"].controls),
                 Outcome(Declared("t::ts1p", "TS-1", "P"))]
     verdict = judge(outcomes, load())
     verdict.update(run="0badc0de", target="reference", pytest_exit=1)

@@ -301,8 +301,8 @@ def test_refusal(probe_log, instances):
     {confirm}
 
 @pytest.mark.case("RS-1", "P", pair="A")
-def test_control():
-    pass
+def test_control(sandbox_host, instances):
+    assert sandbox_host(instances["A"]).run("echo ok").stdout.strip() == "ok"
 """
 
 
@@ -478,12 +478,44 @@ def test_blocking_a_part_of_the_plugin_is_a_usage_error(run, blocked):
     assert verdict is None
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed: ~30 controls of the suite do not probe through probe_log yet")
-def test_a_control_that_never_probed_does_not_support_a_refusal(run):
-    """Review of issue 12 (open): a control needs no proof, so a P control that asserts on an empty set (or
-    asserts nothing) supports a refusal as well as one that reached the canary."""
+@pytest.mark.parametrize("mode", MODES)
+def test_a_control_that_never_probed_does_not_support_a_refusal(run, mode):
+    """Issue 27 item 13: a control needs proof as a refusal does. A P control that asserts over an empty set (or
+    nothing) once supported a refusal as well as one that reached the canary; now it is broken, and so is the case."""
     source = PROBING.format(control_output="ok").replace(
         'def test_control(sandbox_host, instances):\n    assert sandbox_host(instances["A"]).run("echo ok")'
         '.stdout.strip() == "ok"', "def test_control():\n    assert set() <= set()")
-    result, verdict = run(source)
-    assert _case(verdict, "RS-1")["status"] != "passed"
+    result, verdict = run(source, *mode)
+    assert result.ret == 1
+    case = _case(verdict, "RS-1")
+    assert case["status"] == "broken"
+    [control] = case["controls"]["P"]["tests"]
+    assert (control["status"], control["proofs"]) == ("broken", 0)
+    assert "no proof of execution" in control["reason"] and "control P" in case["refusals"][0]["reason"]
+
+
+PLATFORM_CONTROL = """
+import pytest
+
+@pytest.mark.case("RS-1", "refusal", pair="A")
+def test_refusal(sandbox_host, instances):
+    assert sandbox_host(instances["A"]).run("true").rc == 0
+
+@pytest.mark.case("RS-1", "P", pair="A")
+def test_control(target, instances):
+    assert target.turn(instances["A"], "hello") == "ok"
+"""
+
+
+@pytest.mark.parametrize("factory,status,proofs", [
+    pytest.param("create", "passed", 1, id="recorded"),
+    pytest.param("create_forgetful", "broken", 0, id="not-recorded"),
+])
+def test_a_control_observing_through_the_platform_is_proved_by_its_record(run, factory, status, proofs):
+    """A control that observes through a platform call (a turn answered) proves it by the platform's own record of
+    that call: the harness gives the call a request id of its own, and the record naming it is the proof. A
+    platform that recorded nothing of the call leaves the control unproved, and the case broken."""
+    result, verdict = run(PLATFORM_CONTROL, "--target", f"support.recording_target:{factory}")
+    [control] = _case(verdict, "RS-1")["controls"]["P"]["tests"]
+    assert (control["status"], control["proofs"]) == (status, proofs), control
+    assert _case(verdict, "RS-1")["status"] == status
