@@ -240,7 +240,7 @@ def _blind_scans(evidence: list) -> list[str]:
 
 
 def control_problems(entry: dict, case) -> list[tuple[str, str]]:
-    """Every control the catalogue declares for the case ran, and each of its tests passed."""
+    """Every control the catalogue declares for the case ran, and each of its tests passed with proof."""
     found = []
     for role, what in case.controls.items():
         control = entry["controls"].get(role)
@@ -251,6 +251,9 @@ def control_problems(entry: dict, case) -> list[tuple[str, str]]:
         elif bad := [t for t in control["tests"] if t.get("status") != "passed"]:
             state = "skipped" if bad[0].get("status") == "skipped" else "broken"
             found.append((state, f"control {role} ({what}) {bad[0].get('status')}: {bad[0].get('test')}"))
+        elif unproved := [t for t in control["tests"] if not isinstance(t.get("proofs"), int) or t["proofs"] <= 0]:
+            found.append(("broken", f"control {role} ({what}) test {unproved[0].get('test')} passed with no proof of "
+                                    "execution: a control proves what it observed, as a refusal does (rule 2)"))
         elif control["status"] != "passed":
             found.append(("broken", f"control {role} is recorded {control['status']} though its tests passed: "
                                     "the verdict contradicts itself"))

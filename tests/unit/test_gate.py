@@ -142,6 +142,11 @@ def _no_proof_but_refusal_says_passed(v):
     _case(v, "RS-1")["refusals"][0]["proofs"] = 0
 
 
+def _control_with_no_proof_says_passed(v):
+    """Issue 27 item 13: a control that passed over nothing it proved it observed (an empty set, say)."""
+    _case(v, "FS-3")["controls"]["P"]["tests"][0]["proofs"] = 0
+
+
 def _controls_only_case_says_passed(v):
     _case(v, "FS-3")["refusals"] = []
 
@@ -173,6 +178,7 @@ def _a_case_from_another_catalogue(v):
 HOLLOW_VERDICTS = [
     (_control_failed_but_case_says_passed, "FS-3: broken: control X (", "failed: t.py::FS-3-X"),
     (_no_proof_but_refusal_says_passed, "RS-1: broken: refusal t.py::RS-1-refusal passed with no proof of execution", ""),
+    (_control_with_no_proof_says_passed, "FS-3: broken: control P (", "t.py::FS-3-P passed with no proof of execution"),
     (_controls_only_case_says_passed, "FS-3: not covered: no refusal ran (its controls alone prove nothing", ""),
     (_control_dropped_from_the_verdict, "FS-3: broken: control X (", "is not in the verdict"),
     (_refusal_broken_but_case_says_passed, "RS-1: broken: refusal t.py::RS-1-refusal broken: control P (x) did not run", ""),
