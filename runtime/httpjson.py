@@ -38,12 +38,50 @@ log = logging.getLogger("pairproof.requests")
 PROVIDER_TIMEOUT = 60.0  # the model proxy's call to the provider
 FORWARD_TIMEOUT = 120.0  # the broker forwarding an agent's call (model, tools, run control): a whole model turn
 EFFECT_TIMEOUT = 30.0  # an effect's dispatch to the product, and asking the product whether it happened
+# Connections one server holds at once (``QuietServer``): far above what a platform's own traffic to one
+# instance's broker, the proxy or the product opens, low enough that no peer can take the host's threads.
+MAX_CONNECTIONS = 128
 AGENT_TIMEOUT = 120.0  # the platform's own call to an agent's API (a turn's start and status, readiness)
 
 
 class QuietServer(ThreadingHTTPServer):
+    """A threading server that logs no request line and holds at most ``max_connections`` connections at once:
+    a peer that opens connections and sends nothing (an agent, at its broker) costs one thread each, and past
+    the bound a new connection is closed at once rather than given another thread on the host."""
+
     daemon_threads = True
     allow_reuse_address = True
+    max_connections = MAX_CONNECTIONS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._open = 0
+        self._open_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            full = self._open >= self.max_connections
+            if not full:
+                self._open += 1
+        if full:
+            log.warning("%s: %d connections open, a new one is closed", type(self).__name__, self.max_connections)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._closed()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._closed()
+
+    def _closed(self) -> None:
+        with self._open_lock:
+            self._open -= 1
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls socket.getfqdn(): a reverse DNS lookup of its own address, i.e.

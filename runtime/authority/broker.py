@@ -105,7 +105,9 @@ class Broker:
         self.filter = mcp_filter  # the platform's, shared: built (and its pins checked) once, not per wake
         self.pinned_extra: dict[str, Mapping] = {}
         self.journal, self.generation = journal, generation
-        self.refusals: list[tuple[str, str]] = []
+        # The latest refusals (route, reason), for the driver's ``broker_refusals``: bounded, as an agent decides
+        # how many requests it makes to be refused.
+        self.refusals: deque[tuple[str, str]] = deque(maxlen=FORWARDED_KEPT)
         # Everything forwarded for the agent, in order (``forwarded``): when, the route, and for /mcp the JSON-RPC
         # method and tool; what an idle instance sent out through its broker is judged from it (NT-5).
         self._forwarded: deque[dict[str, object]] = deque(maxlen=FORWARDED_KEPT)

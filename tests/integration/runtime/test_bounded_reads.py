@@ -88,3 +88,50 @@ def test_an_answer_past_the_limit_is_not_read_into_memory(reader):
             assert issubclass(httpjson.AnswerTooLarge, http.client.HTTPException)
     finally:
         server.close()
+
+
+def test_a_peer_holding_connections_open_gets_no_more_than_the_servers_bound():
+    """An agent that opens connections to its broker and sends nothing once cost the host a thread each, without
+    end. A server holds at most ``max_connections``: past it a new connection is closed at once (its first read
+    ends), and once the held ones close, requests are answered again."""
+    class Hello(httpjson.JsonHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            self.send_json(200, {"ok": True})
+
+    server = httpjson.QuietServer(("127.0.0.1", 0), Hello)
+    server.max_connections = 4
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    held = []
+    try:
+        assert httpjson.request("GET", url, timeout=5)[0] == 200
+        for _ in range(4):
+            held.append(socket.create_connection(server.server_address[:2], timeout=5))
+        deadline = time.monotonic() + 10
+        while True:  # the server takes the held connections in its own time: until the next one is turned away
+            extra = socket.create_connection(server.server_address[:2], timeout=5)
+            try:
+                extra.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                if extra.recv(1) == b"":
+                    break
+            except ConnectionResetError:
+                break
+            finally:
+                extra.close()
+            assert time.monotonic() < deadline, "a fifth connection was still served with four held open"
+        for sock in held:
+            sock.close()
+        held.clear()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert httpjson.request("GET", url, timeout=5)[0] == 200
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not answer again once the held ones closed"
+                time.sleep(0.05)
+    finally:
+        for sock in held:
+            sock.close()
+        server.shutdown()
+        server.server_close()
