@@ -99,8 +99,7 @@ def container_config(spec: SandboxSpec, limits: Limits, command: Sequence[str], 
     if spec.managed_config is not None:
         mounts.append({"Type": "bind", "Source": str(spec.managed_config), "Target": spec.managed_inside,
                        "ReadOnly": True})
-    env = {"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", "PAIRPROOF_INSTANCE": spec.instance_id,
-           **dict(spec.env)}
+    env = {"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", **dict(spec.env)}
     return {
         "image": image,
         # The platform's terms, not the image's: its own entrypoint (the image's ENTRYPOINT would wrap the

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -119,7 +120,7 @@ def bwrap_argv(spec: SandboxSpec, command: Sequence[str], *, info_fd: int, secco
         "--die-with-parent", "--new-session", "--info-fd", str(info_fd), "--seccomp", str(seccomp_fd),
         "--hostname", spec.hostname,
         "--clearenv", "--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/data",
-        "--setenv", "LANG", "C.UTF-8", "--setenv", "PAIRPROOF_INSTANCE", spec.instance_id,
+        "--setenv", "LANG", "C.UTF-8",
         "--tmpfs", "/",
         "--ro-bind", "/usr", "/usr",
         *_usr_merged_links(),
@@ -418,21 +419,82 @@ def run_inside(proc: SandboxProcess, argv: Sequence[str], *, stdin: bytes | None
 # After a command is killed: how long what it printed may take to drain. A process of the sandbox that left the
 # command's session (setsid) can hold its output open for ever; past this the pipes are closed on it.
 DRAIN_AFTER_KILL = 5.0
+# What one command may print, stdout and stderr together, before it is killed: its output is held in the
+# platform's memory (outside every cgroup), and ``yes`` inside a sandbox would otherwise fill it within its
+# timeout. The same bound as a container's exec (``containers.EXEC_OUTPUT_MAX``).
+OUTPUT_MAX = 1 << 30
+_CHUNK = 1 << 16
+
+
+class _Overflow(SandboxError):
+    """A command printed more than ``OUTPUT_MAX`` (caught in ``_finish``, which kills it and says so)."""
+
+
+def _collect(child: subprocess.Popen, stdin: bytes | None, deadline: float, limit: int | None
+             ) -> tuple[bytes, bytes]:
+    """Feed ``stdin`` and read stdout and stderr to their end, by ``deadline`` (``subprocess.TimeoutExpired``)
+    and within ``limit`` bytes together (``_Overflow``; ``None``: read and discard, for a drain)."""
+    outs = {child.stdout: bytearray(), child.stderr: bytearray()}
+    total = 0
+    pending = memoryview(stdin or b"")
+    with selectors.DefaultSelector() as selector:
+        for stream in outs:
+            if stream is not None:
+                selector.register(stream, selectors.EVENT_READ)
+        if child.stdin is not None:
+            if pending:
+                os.set_blocking(child.stdin.fileno(), False)
+                selector.register(child.stdin, selectors.EVENT_WRITE)
+            else:
+                child.stdin.close()
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(child.args, 0)
+            for key, _ in selector.select(left):
+                if key.fileobj is child.stdin:
+                    try:
+                        pending = pending[os.write(key.fd, pending[:_CHUNK]):]
+                    except BrokenPipeError:
+                        pending = pending[len(pending):]
+                    if not pending:
+                        selector.unregister(key.fileobj)
+                        child.stdin.close()
+                    continue
+                chunk = os.read(key.fd, _CHUNK)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                if limit is not None:
+                    total += len(chunk)
+                    if total > limit:
+                        raise _Overflow()
+                    outs[key.fileobj] += chunk
+    return bytes(outs[child.stdout]), bytes(outs[child.stderr])
 
 
 def _finish(child: subprocess.Popen, stdin: bytes | None, timeout: float, what: str) -> ExecOutcome:
-    """Feed ``stdin``, wait for the command; past ``timeout`` its whole session is killed, and whatever still
-    holds its output (a process that left the session) is given ``DRAIN_AFTER_KILL`` seconds, then cut off."""
+    """Feed ``stdin``, wait for the command; past ``timeout``, or past ``OUTPUT_MAX`` bytes of output, its whole
+    session is killed, and whatever still holds its output (a process that left the session) is given
+    ``DRAIN_AFTER_KILL`` seconds, then cut off."""
+    deadline = time.monotonic() + timeout
     try:
-        out, err = child.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
+        out, err = _collect(child, stdin, deadline, OUTPUT_MAX)
+        child.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except (subprocess.TimeoutExpired, _Overflow) as exc:
         os.killpg(child.pid, signal.SIGKILL)
         try:
-            child.communicate(timeout=DRAIN_AFTER_KILL)
+            _collect(child, None, time.monotonic() + DRAIN_AFTER_KILL, None)
         except subprocess.TimeoutExpired:
-            for stream in (child.stdout, child.stderr):
-                if stream is not None:
-                    stream.close()
-            child.wait()  # the command itself was the session's leader: killed above
-        raise SandboxError(f"{what} ran past {timeout}s and was killed") from exc
+            pass
+        for stream in (child.stdin, child.stdout, child.stderr):
+            if stream is not None:
+                stream.close()
+        child.wait()  # the command itself was the session's leader: killed above
+        why = f"ran past {timeout}s" if isinstance(exc, subprocess.TimeoutExpired) else \
+            f"printed more than {OUTPUT_MAX} bytes"
+        raise SandboxError(f"{what} {why} and was killed") from None
+    for stream in (child.stdout, child.stderr):
+        if stream is not None:
+            stream.close()
     return ExecOutcome(child.returncode, out, err)

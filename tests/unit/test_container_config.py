@@ -61,4 +61,4 @@ def test_environment_is_the_platforms_not_the_hosts(monkeypatch):
     monkeypatch.setenv("PAIRPROOF_PROVIDER_KEY", "host-secret")
     env = _config()["environment"]
     assert env == {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/data", "LANG": "C.UTF-8",
-                   "PAIRPROOF_INSTANCE": "org1-alice-0", "PAIRPROOF_BROKER": "http://127.0.0.1:8765"}
+                   "PAIRPROOF_BROKER": "http://127.0.0.1:8765"}

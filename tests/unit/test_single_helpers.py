@@ -56,6 +56,8 @@ DEADLINES_ALLOWED: dict[tuple[str, str], str] = {
     ("runtime/isolation/cgroups.py", "_rmdir"): "retries an rmdir while EBUSY; the error is the OSError's own",
     ("runtime/isolation/containers.py", "_pump"): "bounds a select() read of an exec's stream",
     ("runtime/isolation/sandbox.py", "_read_info"): "bounds a select() read of the sandbox's info pipe",
+    ("runtime/isolation/sandbox.py", "_finish"):
+        "bounds a select() read of a command's output (``_collect``) and its drain after the kill",
     ("tests/support/local_target.py", "_start"):
         "stands in for an outside driver, written against the contract alone (no harness import)",
 }

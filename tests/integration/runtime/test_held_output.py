@@ -59,3 +59,20 @@ def test_a_command_whose_output_outlives_it_still_returns(controller, monkeypatc
         controller.remove_extra(name)  # the sandbox's processes go with it, the held pipe too
         caller.join(timeout=60)
     assert not caller.is_alive()
+
+
+def test_a_command_that_prints_without_end_is_killed_at_the_output_bound(controller, monkeypatch):
+    """Issue 28 item 10: what a command prints was read whole into the platform's memory, outside every cgroup:
+    ``yes`` inside a sandbox grew it for the whole timeout. Past ``OUTPUT_MAX`` bytes (made small here) the
+    command is killed and the call says so; a command under the bound keeps its whole output, stdin included."""
+    monkeypatch.setattr(sandbox, "OUTPUT_MAX", 1 << 20)
+    name = "prints"
+    proc = controller.launch_extra(name, STAY, uid=controller.spare_uid(6))
+    try:
+        with pytest.raises(SandboxError, match="printed more than 1048576 bytes and was killed"):
+            controller.run_inside(proc, ["/usr/bin/yes"], timeout=60)
+        big = b"x" * (3 << 18)  # 768 KiB through stdin and back, beside stderr
+        outcome = controller.run_inside(proc, ["/bin/sh", "-c", "cat; echo done >&2"], stdin=big, timeout=60)
+        assert (outcome.rc, outcome.stdout, outcome.stderr) == (0, big, b"done\n")
+    finally:
+        controller.remove_extra(name)
