@@ -28,6 +28,7 @@ import lzma
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -48,6 +49,10 @@ from canaries.scan import AtRest, find_at_rest
 
 # Long enough for a whole-state snapshot through detect.py; a scan still running then is a harness failure.
 SCAN_TIMEOUT = 600.0
+# The most a scanner's report may write (its stdout and stderr files, each): what it scans is the instances'
+# (a file of canary-shaped text is a hit per token), and its report is read into this process's memory. Past
+# it the kernel stops the scanner (``prlimit --fsize``: SIGXFSZ) and the scan proves nothing.
+SCAN_OUTPUT_MAX = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -101,12 +106,22 @@ def scan_paths(paths: Sequence[str], *, skip: Iterable[str] = (), max_file_bytes
     command = [*used.command, *(a for s in skip for a in ("--skip", s)),
                *(["--max-file-bytes", str(max_file_bytes)] if max_file_bytes else []),
                *(f"./{p}" if p.startswith("-") else p for p in paths)]
-    try:
-        done = subprocess.run(command, capture_output=True, timeout=SCAN_TIMEOUT, start_new_session=True)
-    except subprocess.TimeoutExpired:
-        raise ProofError(f"the scanner ({used.name}) did not finish within {SCAN_TIMEOUT:.0f} s") from None
-    except OSError as exc:
-        raise ProofError(f"the scanner ({used.name}) could not be started: {exc.strerror}") from None
+    # The report goes to files, not pipes, under a file size limit: bounded on disk, read only once judged small.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            child = subprocess.run(["prlimit", f"--fsize={SCAN_OUTPUT_MAX}", "--", *command], stdout=out,
+                                   stderr=err, timeout=SCAN_TIMEOUT, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            raise ProofError(f"the scanner ({used.name}) did not finish within {SCAN_TIMEOUT:.0f} s") from None
+        except OSError as exc:
+            raise ProofError(f"the scanner ({used.name}) could not be started: {exc.strerror}") from None
+        sizes = [os.fstat(f.fileno()).st_size for f in (out, err)]
+        if child.returncode == -signal.SIGXFSZ or max(sizes) >= SCAN_OUTPUT_MAX:
+            raise ProofError(f"the scanner ({used.name}) wrote a report of {SCAN_OUTPUT_MAX} bytes or more and was "
+                             "stopped: what it scanned holds more canary-shaped text than a report can carry")
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(child.args, child.returncode, out.read(), err.read())
     try:
         lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     except ValueError:

@@ -19,3 +19,4 @@ def test_a_bad_probe_setting_is_a_proof_error_not_a_fallback(monkeypatch: pytest
     monkeypatch.setenv("PAIRPROOF_PROBE", str(tmp_path / "missing"))
     with pytest.raises(ProofError, match="PAIRPROOF_PROBE"):
         hostscan.tokens_in(TOKEN.encode())
+

@@ -130,3 +130,16 @@ def test_without_a_static_probe_detect_py_is_the_engine_and_says_so(monkeypatch:
     assert judged.tokens == {TOKEN}
     assert judged.report.engine.startswith("detect.py (no static probe")
     assert judged.evidence("x")["sentinels_found"] == "9 in 1 files"
+
+
+def test_a_report_past_its_bound_stops_the_scanner_and_proves_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    """Issue 28 item 10: the scanner's report was read whole into this process (a file of canary-shaped text is a
+    report line per token). Past ``SCAN_OUTPUT_MAX`` the kernel stops it and the scan is a ProofError; under it the
+    same file is reported as before."""
+    (tmp_path / "many.txt").write_text("\n".join(Mint("0123abcd").mint("a", f"n{i}").token for i in range(2000)))
+    report = hostscan.scan_paths([str(tmp_path)])
+    assert len(report.hits) >= 2000
+    monkeypatch.setattr(hostscan, "SCAN_OUTPUT_MAX", 64 << 10)
+    with pytest.raises(ProofError, match="report of 65536 bytes or more and was stopped"):
+        hostscan.scan_paths([str(tmp_path)])
