@@ -629,9 +629,20 @@ class Controller:
 
     @logs_decision
     def snapshot(self, instance_id: str):
+        """Seal the instance's volume into the snapshot store. A running instance's processes are frozen (the
+        cgroup freezer) while its volume is read and thawed after: what is packed is one moment of the volume,
+        and nothing of the instance moves a name under the packer while it reads (a frozen instance stays so)."""
         record = self.registry.get(instance_id)
-        return self.snapshots.take(self._instance_dir(record) / "volume", org=record.org, user=record.user,
-                                   instance=record.id, generation=record.generation, uid=record.uid)
+        proc = self._sandboxes.get(instance_id)
+        hold = proc is not None and instance_id not in self._frozen
+        if hold:
+            proc.cgroup.freeze()
+        try:
+            return self.snapshots.take(self._instance_dir(record) / "volume", org=record.org, user=record.user,
+                                       instance=record.id, generation=record.generation, uid=record.uid)
+        finally:
+            if hold:
+                proc.cgroup.thaw()
 
     @logs_decision
     def restore(self, snapshot_id: str, into: str) -> InstanceRecord:

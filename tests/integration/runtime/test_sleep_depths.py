@@ -249,3 +249,29 @@ def test_the_v2_freezer_freezes_and_thaws_a_real_process():
             child.kill()
             child.wait()
         directory.rmdir()
+
+
+def test_a_snapshot_of_a_running_instance_is_taken_with_its_processes_frozen(controller, monkeypatch):
+    """Issue 28: a live snapshot read the volume while the agent ran, free to swap names under the packer. Now a
+    running instance's processes are frozen (each by the freezer cgroup it is in) for exactly the pack, and run
+    again after; an instance frozen already stays frozen."""
+    rec = controller.provision("org1", "alice")
+    controller.wake(rec.id)
+    proc = controller.sandbox(rec.id)
+    pids = proc.cgroup.pids()
+    seen = []
+    take = controller.snapshots.take
+
+    def watched(*args, **kwargs):
+        seen.append({pid: observe.frozen(pid) for pid in pids})
+        return take(*args, **kwargs)
+
+    monkeypatch.setattr(controller.snapshots, "take", watched)
+    snap = controller.snapshot(rec.id)
+    assert seen == [dict.fromkeys(pids, True)], seen
+    assert {pid: observe.frozen(pid) for pid in pids} == dict.fromkeys(pids, False)
+    assert controller.exec(rec.id, ["/bin/true"]).rc == 0 and proc.cgroup.pids() == pids
+    assert snap.id in {s.id for s in controller.snapshots.list("org1", "alice")}
+    controller.sleep(rec.id, "frozen")
+    controller.snapshot(rec.id)
+    assert _kernel_says_frozen(proc.cgroup) and all(observe.frozen(pid) for pid in pids)
