@@ -182,6 +182,10 @@ class Target:
     image: str = ""
 
 
+# The host's shared folders a mutant's run gets fresh and private (see ``run_suite``).
+PRIVATE_ROOTS = ("/var/tmp", "/dev/shm")
+
+
 def run_suite(tree: Path, suite: Path | None, cases: list[str], state_dir: str, target: Target = Target()) -> SuiteRun:
     verdict = tree / f"verdict-{len(cases)}-{time.monotonic_ns()}.json"
     suite_dir = suite if suite is not None else tree / "acceptance" / "cases"
@@ -190,9 +194,13 @@ def run_suite(tree: Path, suite: Path | None, cases: list[str], state_dir: str, 
               "--pairproof-state-dir", state_dir, *(f"--case={c}" for c in cases), "-p", "no:cacheprovider", "-q"]
     # Each run lives in a network namespace of its own with loopback only: whatever a mutant does to the
     # network (a route out of a sandbox, say), there is nowhere out of this namespace to send it. The
-    # platform's services are on loopback and the lab nests inside, so the suite runs unchanged.
-    contained = ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--net", "--kill-child", "--",
-                 "sh", "-c", 'ip link set lo up && exec "$@"', "contained", *pytest]
+    # platform's services are on loopback and the lab nests inside, so the suite runs unchanged. And in a mount
+    # namespace of its own with fresh, private /var/tmp and /dev/shm (PRIVATE_ROOTS): what a mutant leaves in
+    # the host's shared temporary folders (a broker's dump of what it refused, once) goes with the namespace,
+    # and the run's host sweep still reads them. /tmp stays the host's: the mutant's tree lives there.
+    mounts = " && ".join(f"mount -t tmpfs -o mode=1777,nosuid,nodev pairproof-mutant {root}" for root in PRIVATE_ROOTS)
+    contained = ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--net", "--mount", "--propagation", "private",
+                 "--kill-child", "--", "sh", "-c", f'ip link set lo up && {mounts} && exec "$@"', "contained", *pytest]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("PAIRPROOF_IMAGE", None)  # the image is the target's, never one left in the environment
     if target.image:

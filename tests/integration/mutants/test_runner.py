@@ -270,3 +270,24 @@ def test_a_mutant_that_runs_alone_runs_after_the_others_with_none_beside_it(tmp_
     assert starts["bridge"] > max(ends["one"], ends["two"]), events
     report = json.loads((tmp_path / "mutants.json").read_text())
     assert (report["target"], report["catalogue"], report["partial"]) == ("docker", "mutants/docker.toml", True)
+
+
+def test_what_a_run_leaves_in_the_shared_temporary_folders_goes_with_it(tmp_path):
+    """A mutant once left its broker's dump in the host's /var/tmp. Each run of the suite (the control's and each
+    mutant's) has private /var/tmp and /dev/shm: a suite writing there (and reading it back, so the write is
+    shown to have happened) leaves nothing on the host."""
+    import secrets
+    from pathlib import Path
+
+    name = f"pairproof-leftover-{secrets.token_hex(6)}"
+    suite = tmp_path / "writes"
+    suite.mkdir()
+    writes = "".join(f'    Path("{root}/{name}").write_text("x")\n    assert Path("{root}/{name}").read_text() == "x"\n'
+                     for root in runner.PRIVATE_ROOTS)
+    text = useless_suite(["FS-1"]).replace('.run("true").rc', '.run("true").rc\n' + writes, 1)
+    (suite / "test_writes.py").write_text("from pathlib import Path\n" + text)
+    chosen = [m for m in CATALOGUE if m.name == "shared-volume"]
+    runner.run(reports=tmp_path / "reports", jobs=1, suite=suite, catalogue=chosen, progress=lambda _: None)
+    report = json.loads((tmp_path / "reports" / "mutants.json").read_text())
+    assert report["control"]["exit"] == 0, report["control"]["tail"]  # the writes were made, in the run
+    assert [str(Path(root) / name) for root in runner.PRIVATE_ROOTS if (Path(root) / name).exists()] == []
