@@ -900,11 +900,19 @@ class Controller:
         with self._turns_lock:
             self._turns[instance_id] = self._turns.get(instance_id, 0) + 1
         try:
-            return agents.deliver(self.launch.turn,
-                                  lambda method, path, body: self.agent_api(instance_id, method, path, body),
-                                  message, timeout=timeout)
+            reply = agents.deliver(self.launch.turn,
+                                   lambda method, path, body: self.agent_api(instance_id, method, path, body),
+                                   message, timeout=timeout)
         except SandboxError as exc:
+            if requestid.current():
+                log.info("turn of %s refused: %s", instance_id, type(exc).__name__)
             raise SandboxError(f"agent of {instance_id}: {exc}") from exc
+        else:
+            # The platform's record of the turn under its request id (never the message or the reply: they are
+            # the user's), whether or not the agent carries the id on to its own calls.
+            if requestid.current():
+                log.info("turn of %s answered", instance_id)
+            return reply
         finally:
             with self._turns_lock:
                 self._turns[instance_id] -= 1
