@@ -352,7 +352,12 @@ def _pairproof_case(request: pytest.FixtureRequest) -> Iterator[None]:
         request.node.user_properties.append((PLATFORM_RUN_KEY, request.getfixturevalue("pairproof_run").id))
     yield
     if log is not None:
-        log.settle_calls()
+        # Platform calls prove controls only: a refusal proves by its probes and the platform probes it confirms
+        # (rule 2), never by an instance it provisioned or a turn it sent on the way.
+        if role == "refusal":
+            log.calls.clear()
+        else:
+            log.settle_calls()
         request.node.user_properties.append((PROOF_KEY, log.proofs()))
         probes = [{"kind": "probe", "instance": r.instance, "command": r.command[:160], "rc": r.rc}
                   for r in log.records if r.proof]
@@ -368,6 +373,20 @@ def _no_whole_driver(request: pytest.FixtureRequest, case: str) -> None:
     if "pairproof_target" in inspect.signature(request.function).parameters:
         raise UndeclaredFacetError(f"{case}: the test asks for pairproof_target, the whole driver; a case uses "
                                    "``target`` (its view: the core and its declared facets)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Mark the test's own body on its probe log: a platform call made there may prove it, one a fixture made
+    for it may not (``probes.proving_calls``)."""
+    log = item.stash.get(PROBE_LOG, None)
+    if log is not None:
+        log.in_call = True
+    try:
+        yield
+    finally:
+        if log is not None:
+            log.in_call = False
 
 
 @pytest.hookimpl(tryfirst=True)

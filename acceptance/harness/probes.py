@@ -125,6 +125,8 @@ class ProbeLog:
     platform_record: Callable[[], str] | None = None
     # Request ids the harness gave the test's platform calls (``proving_calls``), not yet looked up.
     calls: dict[str, str] = field(default_factory=dict)
+    # Set while the test's own body runs (``fixtures.pytest_runtest_call``): only its calls may prove it.
+    in_call: bool = False
 
     def note(self, kind: str, **facts: Any) -> None:
         """Keep one observation as evidence of what the test looked at."""
@@ -186,7 +188,8 @@ class ProbeLog:
         it with the call); ``settle_calls`` later takes the call's proof from the platform's record of it.
         Unlike ``platform_probe``, a call the platform kept no record of is not a failure: it lends no proof."""
         nonce = "pp-" + secrets.token_hex(8)
-        self.calls[nonce] = what
+        if self.in_call:  # a fixture's call (an instance provisioned for the test) proves nothing the test read
+            self.calls[nonce] = what
         return nonce
 
     def settle_calls(self) -> None:
@@ -196,8 +199,14 @@ class ProbeLog:
         if not self.calls or self.platform_record is None:
             self.calls.clear()
             return
+        try:
+            record = self.platform_record()
+        except Exception as exc:  # noqa: BLE001 - a record that cannot be read proves nothing; it must not turn a finding into an error
+            self.note("platform calls unproved", reason=f"the platform's record could not be read: {exc}"[:300])
+            self.calls.clear()
+            return
         lines = {}
-        for line in self.platform_record().splitlines():
+        for line in record.splitlines():
             for nonce in self.calls:
                 if nonce in line and nonce not in lines and line.strip() != nonce:
                     lines[nonce] = line.strip()

@@ -50,7 +50,7 @@ class Platform:
 
 
 def _view(platform: Platform) -> tuple[TargetView, ProbeLog]:
-    log = ProbeLog(nonce="n")
+    log = ProbeLog(nonce="n", in_call=True)
     log.platform_record = lambda: "\n".join(platform.lines)
     return TargetView(platform, "SH-1", ["product"], wrap=proving_calls(log)), log
 
@@ -79,3 +79,22 @@ def test_an_id_the_test_gives_is_left_alone_and_the_wrapped_call_is_the_method()
     log.settle_calls()
     assert log.proofs() == []  # the test's own ids are the test's to confirm
     assert view.turn == platform.turn and view.turn == view.turn and hash(view.turn) == hash(platform.turn)
+
+
+def test_a_call_outside_the_test_body_or_with_an_unreadable_record_lends_no_proof():
+    """A fixture's call (an instance provisioned for the test) is made with an id but proves nothing the test read;
+    a record that cannot be read is noted, not raised (a finding stays a finding)."""
+    platform = Platform()
+    view, log = _view(platform)
+    log.in_call = False
+    view.turn(None, "from a fixture")
+    log.in_call = True
+    log.settle_calls()
+    assert log.proofs() == [] and "[pp-" in platform.lines[-1]
+
+    def unreadable():
+        raise OSError("the provider is gone")
+    view.turn(None, "hi")
+    log.platform_record = unreadable
+    log.settle_calls()
+    assert log.proofs() == [] and log.evidence[-1]["kind"] == "platform calls unproved"

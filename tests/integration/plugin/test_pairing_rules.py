@@ -519,3 +519,37 @@ def test_a_control_observing_through_the_platform_is_proved_by_its_record(run, f
     [control] = _case(verdict, "RS-1")["controls"]["P"]["tests"]
     assert (control["status"], control["proofs"]) == (status, proofs), control
     assert _case(verdict, "RS-1")["status"] == status
+
+
+FIXTURE_CALL = """
+import pytest
+
+@pytest.fixture
+def greeted(target, instances):
+    return target.turn(instances["A"], "hello")
+
+@pytest.mark.case("RS-1", "refusal", pair="A")
+def test_refusal({refusal_args}):
+    {refusal_body}
+
+@pytest.mark.case("RS-1", "P", pair="A")
+def test_control({control_args}):
+    {control_body}
+"""
+
+
+@pytest.mark.parametrize("parts,who", [
+    pytest.param(dict(refusal_args="sandbox_host, instances", refusal_body='sandbox_host(instances["A"]).run("true").rc',
+                      control_args="greeted", control_body="assert greeted == 'ok'"), "control", id="fixture-call"),
+    pytest.param(dict(refusal_args="target, instances", refusal_body='assert target.turn(instances["A"], "x") == "ok"',
+                      control_args="target, instances", control_body='assert target.turn(instances["A"], "y") == "ok"'),
+                 "refusal", id="refusal-turn"),
+])
+def test_a_platform_call_proves_only_a_control_s_own_body(run, parts, who):
+    """Review of item 13: a call a fixture made for the test (an instance provisioned, a turn) lends the test no
+    proof, and a refusal never takes proof from a platform call on its way (only its probes and confirmed
+    platform probes): either alone leaves the case broken."""
+    result, verdict = run(FIXTURE_CALL.format(**parts), "--target", "support.recording_target:create")
+    case = _case(verdict, "RS-1")
+    proofs = case["controls"]["P"]["tests"][0]["proofs"] if who == "control" else case["refusals"][0]["proofs"]
+    assert (case["status"], proofs) == ("broken", 0), case
