@@ -94,11 +94,11 @@ def _refusal_status(o: Outcome, by_role: Mapping[str, list[Outcome]], case: Case
         ran = by_role.get(role, [])
         if not ran:
             return "broken", f"control {role} ({case.controls[role]}) did not run"
-        bad = [(c, _control_status(c)) for c in ran if _control_status(c)[0] != "passed"]
-        if bad:
-            (c, (status, why)), *_ = bad
-            return "broken", f"control {role} ({case.controls[role]}) {status}: {c.declared.nodeid}" + \
-                (": no proof of execution" if c.outcome == "passed" else "")
+        for c in ran:
+            status, _ = _control_status(c)
+            if status != "passed":
+                return "broken", f"control {role} ({case.controls[role]}) {status}: {c.declared.nodeid}" + \
+                    (": no proof of execution" if c.outcome == "passed" else "")
     return "passed", ""
 
 

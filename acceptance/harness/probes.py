@@ -161,25 +161,27 @@ class ProbeLog:
             raise self.fail(f"{nonce!r} is not an unconfirmed platform probe of this test: take a fresh one from "
                              "probe_log.platform_probe() for each probe and confirm it once")
         key, name, what = self.pending[nonce]
-        line = next((line.strip() for line in record.splitlines() if nonce in line), None)
+        line = _line_naming(record, nonce)
         if line is not None and self.platform_record is not None and nonce not in self.platform_record():
             raise self.fail(f"the record handed in for the probe {what!r} of {name}@{key} names {nonce}, but the "
                              "platform's own records (read from the target) do not: that text is not the platform's")
-        if line is None or line == nonce:
+        if line is None:
             raise self.fail(f"the platform has no record of the probe {what!r} of {name}@{key} (request id {nonce}): "
                              f"it was not sent with the request, or the request never reached the platform "
                              f"({len(record)} characters of the platform's record searched)")
         del self.pending[nonce]
-        proved = ProbeRecord(key, name, what, 0, f"platform {key}: {line[:400]}", "", "", read=True)
-        self.records.append(proved)
-        _attach(proved)
+        self._proved(key, name, what, f"platform {key}: {line[:400]}")
         return line
 
     def looked(self, what: str, proof: str) -> None:
         """A host-side observation that proved it looked where it claims (a host sweep that found every sentinel
         it planted in each root it walked): its proof is the test's, as a probe's in a sandbox is. Only the
         harness's own observers call it, after their proof check passed."""
-        proved = ProbeRecord("host", "", what, 0, f"host observation {what}: {proof[:400]}", "", "", read=True)
+        self._proved("host", "", what, f"host observation {what}: {proof[:400]}")
+
+    def _proved(self, instance: str, principal: str, what: str, proof: str) -> None:
+        """Keep one proof made outside a sandbox (a platform record, a host observation) as a read probe."""
+        proved = ProbeRecord(instance, principal, what, 0, proof, "", "", read=True)
         self.records.append(proved)
         _attach(proved)
 
@@ -205,17 +207,10 @@ class ProbeLog:
             self.note("platform calls unproved", reason=f"the platform's record could not be read: {exc}"[:300])
             self.calls.clear()
             return
-        lines = {}
-        for line in record.splitlines():
-            for nonce in self.calls:
-                if nonce in line and nonce not in lines and line.strip() != nonce:
-                    lines[nonce] = line.strip()
         for nonce, what in self.calls.items():
-            if nonce in lines:
-                proved = ProbeRecord("platform", "", what, 0, f"platform call {what}: {lines[nonce][:400]}", "", "",
-                                     read=True)
-                self.records.append(proved)
-                _attach(proved)
+            line = _line_naming(record, nonce)
+            if line is not None:
+                self._proved("platform", "", what, f"platform call {what}: {line[:400]}")
         self.calls.clear()
 
     def proofs(self) -> list[str]:
@@ -767,6 +762,10 @@ def dump_files(lines: list[dict[str, Any]]) -> dict[str, bytes]:
     return {path: b"".join(chunks) for path, chunks in by_path.items()}
 
 
+def _line_naming(record: str, nonce: str) -> str | None:
+    """The first line of a platform's record that names ``nonce`` beside something else (a line that is the id
+    alone records nothing of the request), stripped; None if there is none."""
+    return next((line.strip() for line in record.splitlines() if nonce in line and line.strip() != nonce), None)
 
 
 # The contract's operations that carry a request id to the platform's record (``request_id=``), and the two that

@@ -494,17 +494,10 @@ def test_a_control_that_never_probed_does_not_support_a_refusal(run, mode):
     assert "no proof of execution" in control["reason"] and "control P" in case["refusals"][0]["reason"]
 
 
-PLATFORM_CONTROL = """
-import pytest
-
-@pytest.mark.case("RS-1", "refusal", pair="A")
-def test_refusal(sandbox_host, instances):
-    assert sandbox_host(instances["A"]).run("true").rc == 0
-
-@pytest.mark.case("RS-1", "P", pair="A")
-def test_control(target, instances):
-    assert target.turn(instances["A"], "hello") == "ok"
-"""
+# PROBING with a control that observes through the platform only: a turn answered.
+PLATFORM_CONTROL = PROBING.format(control_output="ok").replace(
+    'def test_control(sandbox_host, instances):\n    assert sandbox_host(instances["A"]).run("echo ok").stdout.strip() == "ok"',
+    'def test_control(target, instances):\n    assert target.turn(instances["A"], "hello") == "ok"')
 
 
 @pytest.mark.parametrize("factory,status,proofs", [
