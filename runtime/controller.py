@@ -94,14 +94,18 @@ class SleepPolicy:
         return "snapshotted"
 
 
-def logs_decision(method):
+def logs_decision(method=None, *, named: int | None = None):
     """Log a controller operation's decision under the request id its caller bound (``requestid.bound``):
-    done, or refused with the error's kind and reason. Without an id nothing is added to the log."""
+    done, or refused with the error's kind and reason. Without an id nothing is added to the log. ``named``: how
+    many leading arguments the line names (a turn names its instance, never the user's message)."""
+    if method is None:
+        return functools.partial(logs_decision, named=named)
+
     @functools.wraps(method)
     def logged(self, *args, **kwargs):
         if not requestid.current():
             return method(self, *args, **kwargs)
-        subject = " ".join(str(a) for a in args if isinstance(a, (str, int)))[:120]
+        subject = " ".join(str(a) for a in args[:named] if isinstance(a, (str, int)))[:120]
         try:
             result = method(self, *args, **kwargs)
         except Exception as exc:
@@ -893,26 +897,21 @@ class Controller:
         except OSError as exc:  # its namespace is gone (the sandbox died), or the agent did not answer
             raise SandboxError(f"agent of {instance_id} did not answer {method} {path}: {exc}") from exc
 
+    @logs_decision(named=1)
     def turn(self, instance_id: str, message: str, timeout: float = 30.0) -> str:
         """One turn through the agent's own turn API (with the bound request id, which the agent sends on
-        with every call it makes for it); its reply. The instance counts as active while it lasts."""
+        with every call it makes for it); its reply. The instance counts as active while it lasts. Its decision
+        is logged under that id naming the instance only (the message and reply are the user's), whether or
+        not the agent carries the id on to its own calls."""
         self.sandbox(instance_id)
         with self._turns_lock:
             self._turns[instance_id] = self._turns.get(instance_id, 0) + 1
         try:
-            reply = agents.deliver(self.launch.turn,
-                                   lambda method, path, body: self.agent_api(instance_id, method, path, body),
-                                   message, timeout=timeout)
+            return agents.deliver(self.launch.turn,
+                                  lambda method, path, body: self.agent_api(instance_id, method, path, body),
+                                  message, timeout=timeout)
         except SandboxError as exc:
-            if requestid.current():
-                log.info("turn of %s refused: %s", instance_id, type(exc).__name__)
             raise SandboxError(f"agent of {instance_id}: {exc}") from exc
-        else:
-            # The platform's record of the turn under its request id (never the message or the reply: they are
-            # the user's), whether or not the agent carries the id on to its own calls.
-            if requestid.current():
-                log.info("turn of %s answered", instance_id)
-            return reply
         finally:
             with self._turns_lock:
                 self._turns[instance_id] -= 1
