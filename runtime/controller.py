@@ -24,6 +24,7 @@ controller finds its instances asleep, with their volumes and generations intact
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -36,7 +37,7 @@ import shutil
 import threading
 import time
 import urllib.error
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,6 +187,8 @@ class Controller:
         self._retired: list[ThreadPoolExecutor] = []
         self._turns: dict[str, int] = {}
         self._turns_lock = threading.Lock()
+        self._holds: dict[str, int] = {}  # instances held frozen for a snapshot or a probe (``_held``), by count
+        self._holds_lock = threading.Lock()
         for d in (self.root, self.root / "runs", self.state):
             os.chmod(d, 0o711)  # instance uids must pass through to their own folders, list nothing
         self.hierarchy = hierarchy or cgroups.detect()
@@ -638,15 +641,37 @@ class Controller:
         and nothing of the instance moves a name under the packer while it reads (a frozen instance stays so)."""
         record = self.registry.get(instance_id)
         proc = self._sandboxes.get(instance_id)
-        hold = proc is not None and instance_id not in self._frozen
-        if hold:
-            proc.cgroup.freeze()
-        try:
+        with self._held(proc):
             return self.snapshots.take(self._instance_dir(record) / "volume", org=record.org, user=record.user,
                                        instance=record.id, generation=record.generation, uid=record.uid)
+
+    @contextlib.contextmanager
+    def _held(self, proc) -> Iterator[None]:
+        """The running sandbox ``proc`` stopped by its cgroup freezer for the ``with`` body and thawed after
+        (``None``: nothing running, nothing to hold). A sandbox frozen by a sleep stays frozen; holds may nest
+        and overlap (from several threads): the first freezes, the last one out thaws."""
+        if proc is None:
+            yield
+            return
+        key = proc.spec.instance_id
+        with self._holds_lock:
+            first = self._holds.get(key, 0) == 0
+            self._holds[key] = self._holds.get(key, 0) + 1
+            try:
+                if first and key not in self._frozen:
+                    proc.cgroup.freeze()
+            except BaseException:
+                self._holds[key] -= 1
+                raise
+        try:
+            yield
         finally:
-            if hold:
-                proc.cgroup.thaw()
+            with self._holds_lock:
+                self._holds[key] -= 1
+                if self._holds[key] == 0:
+                    del self._holds[key]
+                    if key not in self._frozen and proc.alive():
+                        proc.cgroup.thaw()
 
     @logs_decision
     def restore(self, snapshot_id: str, into: str) -> InstanceRecord:
@@ -877,9 +902,17 @@ class Controller:
 
     def run_binary_inside(self, proc, host_path: str, args: Sequence[str], *, env=None, stdin: bytes | None = None,
                           timeout: float = 60.0) -> sandbox.ExecOutcome:
-        """Run the host file ``host_path`` by descriptor in the running sandbox ``proc`` (its engine's way)."""
+        """Run the host file ``host_path`` by descriptor in the running sandbox ``proc`` (its engine's way), with
+        every process of the sandbox stopped (the cgroup freezer) from before it starts until it has ended.
+
+        It is the platform's probe, run where the agent lives (same uid, same pid namespace): left running beside
+        it, the agent could read its environment and command line from /proc, trace it, or write into its
+        output through ``/proc/PID/fd/1`` and hand the harness a report of its own. Frozen, nothing of the
+        instance runs while the probe exists. The probe itself runs in a cgroup beside the frozen one, under
+        the same limits (``cgroups.beside``)."""
         engine = self.engine if self.engine is not None else sandbox
-        return engine.run_binary_inside(proc, host_path, args, env=env, stdin=stdin, timeout=timeout)
+        with self._held(proc), cgroups.beside(proc.cgroup) as side:
+            return engine.run_binary_inside(proc, host_path, args, env=env, stdin=stdin, timeout=timeout, cgroup=side)
 
     def agent_api(self, instance_id: str, method: str, path: str, body: bytes | None = None, *,
                   timeout: float = 120.0) -> tuple[int, bytes]:

@@ -22,10 +22,12 @@ so ``cleanup`` can find what an interrupted run left without any other record.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -313,6 +315,38 @@ class V2Cgroup:
     def remove(self) -> None:
         self.kill_all()
         _rmdir(self.directory)
+
+
+@contextlib.contextmanager
+def beside(cg: Cgroup) -> Iterator[Cgroup]:
+    """A cgroup for a process of the platform's own that runs in an instance's sandbox while the instance is
+    frozen (the static probe): under the instance's limits, but not stopped by the instance's freezer.
+
+    v1: the instance's memory, pids and cpu folders, and no freezer folder (the process stays in the freezer
+    cgroup of whoever started it, which pairproof never freezes); it is charged to the instance as any command
+    is. v2 has one folder for everything, and a frozen folder stops every process in it: a sibling folder
+    ``<instance>.beside-<hex>`` with the instance's own memory, swap, pids and cpu limits (read from its files)
+    is made for the call and removed after, its processes killed first (the run's cgroup sweep removes one an
+    interrupted run left)."""
+    if isinstance(cg, V1Cgroup):
+        yield V1Cgroup(cg.memory_dir, cg.pids_dir, cg.path, None, cg.cpu_dir)
+        return
+    if not isinstance(cg, V2Cgroup):
+        raise CgroupError(f"cannot place a process beside cgroup {cg.path}: not a cgroup v1 or v2 folder")
+    name = f"{cg.directory.name}.beside-{os.urandom(4).hex()}"
+    side = V2Cgroup(cg.directory.parent / name, str(Path(cg.path).parent / name))
+    try:
+        side.directory.mkdir()
+    except OSError as exc:
+        raise CgroupError(f"cannot create cgroup {side.directory}: {exc.strerror}") from exc
+    try:
+        for limit in ("memory.max", "memory.swap.max", "pids.max", "cpu.max"):
+            value = _text_if_there(cg.directory / limit)
+            if value is not None:
+                _write(side.directory / limit, value.strip())
+        yield side
+    finally:
+        side.remove()
 
 
 class Hierarchy(Protocol):

@@ -463,7 +463,7 @@ class DockerEngine:
 
     def run_binary_inside(self, proc: ContainerSandbox, host_path: str, args: Sequence[str], *,
                           env: Mapping[str, str] | None = None, stdin: bytes | None = None,
-                          timeout: float = 60.0) -> ExecOutcome:
+                          timeout: float = 60.0, cgroup: cgroups.Cgroup | None = None) -> ExecOutcome:
         """Run the host file ``host_path`` in the container by descriptor, in its cgroup, as its uid.
 
         ``docker exec`` runs only paths of the container's filesystem; copying the probe in would write into
@@ -474,8 +474,8 @@ class DockerEngine:
         the host: ``nsenter -S/-G`` would clear them, and a probe without a group the agent holds misses what
         that group reaches; every capability goes with uid 0) under ``no_new_privs`` (``setpriv``), and
         executes ``/proc/self/fd/N``, resolved in the container's own /proc. The process is placed in the
-        container's cgroup before it runs anything (``sandbox.spawn_gated``). What it does not get is Docker's
-        seccomp filter: it is the platform's probe, not the agent."""
+        container's cgroup (or ``cgroup``, one beside it) before it runs anything (``sandbox.spawn_gated``).
+        What it does not get is Docker's seccomp filter: it is the platform's probe, not the agent."""
         from runtime.isolation.sandbox import _finish, namespace_flags, spawn_gated
 
         if not proc.alive():
@@ -490,7 +490,7 @@ class DockerEngine:
                 ",".join(spaces), *args]
         try:
             child = spawn_gated(
-                argv, proc.cgroup, pass_fds=(fd,),
+                argv, cgroup or proc.cgroup, pass_fds=(fd,),
                 env={"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", **(env or {})},
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
             )

@@ -372,8 +372,9 @@ def filtered(proc: SandboxProcess, argv: list[str]) -> list[str]:
 
 def run_binary_inside(proc: SandboxProcess, host_path: str, args: Sequence[str], *,
                       env: Mapping[str, str] | None = None, stdin: bytes | None = None,
-                      timeout: float = 60.0) -> ExecOutcome:
-    """Run the host file ``host_path`` in a running sandbox by descriptor, in its cgroup, and wait for it.
+                      timeout: float = 60.0, cgroup: Cgroup | None = None) -> ExecOutcome:
+    """Run the host file ``host_path`` in a running sandbox by descriptor, in its cgroup (or ``cgroup``: one
+    beside it, for a run while the sandbox is frozen), and wait for it.
 
     The file is opened here, on the host (the sandbox's uid needs only its execute bit, not a path to it);
     the descriptor is handed down through ``setpriv`` and ``nsenter`` and executed in the sandbox's
@@ -386,7 +387,7 @@ def run_binary_inside(proc: SandboxProcess, host_path: str, args: Sequence[str],
         raise SandboxError(f"cannot open {host_path} to run it in {proc.spec.instance_id}: {exc.strerror}") from exc
     try:
         child = spawn_gated(
-            filtered(proc, enter_fd_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, fd, args)), proc.cgroup,
+            filtered(proc, enter_fd_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, fd, args)), cgroup or proc.cgroup,
             pass_fds=(fd,),
             oom_score_adj=COMMAND_OOM_SCORE_ADJ,
             env={"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", **(env or {})},
