@@ -238,7 +238,7 @@ def test_tl4_no_other_instances_run_control_key_in_a_sandbox(instances, target, 
     keys = _runctl_keys(target, instances)
     assert len(set(keys.values())) == len(keys), "instances share a run-control key"
     others = {key for name, key in keys.items() if name != "B"}
-    found = {secret for secret, _ in find_known(visible_bytes(instances["B"]), others)}
+    found = {secret for secret, _ in find_known(visible_bytes(instances["B"], others), others)}
     attach("TL-4 run-control keys in B's sandbox", {"looked for": sorted(n for n in keys if n != "B"),
                                                     "found": len(found)})
     assert not found

@@ -191,7 +191,7 @@ def test_fs3_platform_secrets_absent(name, instances, planted, target, sandbox_h
                      host.backend.log) & secrets_ == set()
     # The agent's own run-control key is the one thing its broker holds that its own sandbox holds too.
     capabilities = _capabilities(target, instances.values()) - {target.capabilities(instances[name]).get("runctl")}
-    assert find_known(visible_bytes(instances[name]), secrets_ | capabilities) == set()
+    assert find_known(visible_bytes(instances[name], secrets_ | capabilities), secrets_ | capabilities) == set()
 
 
 @pytest.mark.case("FS-3", "P", pair="A->model")

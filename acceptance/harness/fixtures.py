@@ -15,7 +15,7 @@ import json
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -453,12 +453,13 @@ def broker_call(target: Target, sandbox_host) -> Callable[..., dict]:
 
 @pytest.fixture
 def visible_bytes(sandbox_host, request: pytest.FixtureRequest, agent_profile: AgentProfile
-                  ) -> Callable[[InstanceRef], bytes]:
-    """``visible_bytes(ref)``: every file the sandbox can see (less /usr, /sys), with /proc environ and
-    cmdline, carried out for a host-side search for known secrets; judged complete like a scan."""
-    def collect(ref: InstanceRef) -> bytes:
+                  ) -> Callable[..., bytes]:
+    """``visible_bytes(ref, looking_for=())``: every file the sandbox can see (less /usr, /sys), with /proc
+    environ and cmdline, carried out for a host-side search for known secrets; judged complete like a scan,
+    except that one of ``looking_for`` carried out is a finding that stands whatever the dump missed."""
+    def collect(ref: InstanceRef, looking_for: Iterable[str] = ()) -> bytes:
         return probe.dump(sandbox_host(ref), VISIBLE_ROOTS, own=_own_canaries(request, ref),
-                          skip=visible_skip(agent_profile))
+                          skip=visible_skip(agent_profile), theirs=looking_for)
     return collect
 
 

@@ -406,17 +406,19 @@ class Sweep:
             self.matrix.cell("snapshot", "A", point.index, "not attempted here: a restore is itself a transition "
                              "(a new generation); the walk's restore is the owner's cell")
 
-    def kept(self, visible_bytes: Callable[[InstanceRef], bytes]) -> dict[str, Any]:
+    def kept(self, visible_bytes: Callable[..., bytes]) -> dict[str, Any]:
         """Where the artifacts are kept, only the holder's side reads them: every grant, model capability and
         run-control key taken in the walk is searched for (in every encoding ``find_known`` knows) in all that
         B's and C's sandboxes can see, and in the owner's own; there, its current run-control key (its agent
         checks it) must be found, the proof that the search sees a key where one is, and nothing else."""
         secret = {h.value: h.label for h in self.held if h.kind != "snapshot"}
+        own = self.target.capabilities(self.owner).get("runctl") if "runctl" in self.kinds else None
         seen: dict[str, list[str]] = {}
         for name, ref in (("A", self.owner), *self.intruders.items()):
-            found = {value for value, _ in find_known(visible_bytes(ref), set(secret))}
+            # A finding stands even where the dump missed something: any key but the owner's own in its sandbox.
+            findings = set(secret) - ({own} if name == "A" else set())
+            found = {value for value, _ in find_known(visible_bytes(ref, findings), set(secret))}
             seen[name] = sorted(secret[v] for v in found)
-        own = self.target.capabilities(self.owner).get("runctl") if "runctl" in self.kinds else None
         if own is not None and secret.get(own) not in seen["A"]:
             raise ProofError(f"the owner's current run-control key ({secret.get(own)}) is not found in its own "
                              "sandbox, where its agent checks it: the search does not see keys where they are")

@@ -293,6 +293,26 @@ def test_a_sentinel_place_the_probe_cannot_write_fails_the_scan(places, what):
         getattr(probe_module, what)(host, [str(places), "/proc"] if what == "scan" else [str(places)], own=set())
 
 
+def test_an_incomplete_dump_that_carried_out_a_searched_secret_is_a_finding(places):
+    """Issue 28: a dump that could not prove it looked everywhere raised, whatever it carried out: a leak it did
+    carry out (a platform secret in the files) became an unjudged case instead of a finding. As for a scan's
+    foreign canary, a secret the caller searches for, found in any encoding, now makes the bytes stand; without
+    one, the same incomplete dump still raises."""
+    secret = "sk-synthetic-provider-key-5f1d0c"
+    (places / "data" / "kept").write_text(base64.b64encode(secret.encode()).decode())
+    os.rmdir(places / "tmp")
+    (places / "tmp").write_text("a file, not a folder: no sentinel can be written here")
+    host = probe_module.host(BinaryHostTarget(), A, probe_module.ProbeLog(nonce="unused"))
+    with pytest.raises(ProofError, match="could not write it"):
+        probe_module.dump(host, [str(places)], own=set())
+    with pytest.raises(ProofError, match="could not write it"):
+        probe_module.dump(host, [str(places)], own=set(), theirs={"sk-synthetic-other-key-000000"})
+    log = probe_module.ProbeLog(nonce="unused")
+    carried = probe_module.dump(probe_module.host(BinaryHostTarget(), A, log), [str(places)], own=set(),
+                                theirs={secret})
+    assert base64.b64encode(secret.encode()) in carried and not log.failures
+
+
 @pytest.mark.parametrize("tamper, reason", [
     (lambda out: out.replace(b"PAIRPROOF-PROOF ", b"PAIRPROOF-PROOF 0", 1), "did not start with the run's proof line"),
     (lambda out: out.replace(b" mnt:[", b" mnt:[1", 1), "ran outside the intended sandbox: mnt"),

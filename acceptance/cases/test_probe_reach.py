@@ -1,0 +1,157 @@
+"""PB-1: the platform's probe is out of the instance's reach while it runs.
+
+The static probe runs where the agent lives (its uid, its namespaces), and what it reports is the evidence every
+refusal rests on. An agent that can find it in /proc can read its environment (the sentinels it must find), open
+its memory for writing and trace it: it could hand the harness a report of its own, a false PASS. So a hostile
+instance is simulated: a *watcher* started in A's sandbox as any process of the agent's (Python where the sandbox
+has it, else a shell loop) records the environment of every process that carries a sentinel and whether it could
+open that process's memory read-write. A's whole visible filesystem is
+then scanned as the FS cases scan it, with the watcher running, and the watcher must have recorded nothing.
+
+Its P control shows the watcher sees what it is meant to see, fast enough: a process of the platform's started
+beside it by ``exec`` (a shell probe, which has no such protection) that lives 20 ms with a fresh sentinel in its
+environment is recorded. The refusal checks the same again after its scan, so the watcher is
+known to have been alive and watching across it. The mutants that break the guard (the probe run beside a
+running agent; only the agent's first process stopped; commands started in the sandbox left out of the freezer)
+are each killed by the refusal.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from acceptance.errors import ProofError
+from acceptance.harness.evidence import attach
+
+pytestmark = pytest.mark.usefixtures("planted")
+
+# The watcher, as an agent would write it: it records every process whose environment names a sentinel (pid,
+# command line, environment) and opens its memory read-write (``mem-rw`` recorded when that worked). Python where
+# the sandbox has it (a pass over /proc takes well under a millisecond), else a shell loop (sh and coreutils: tens
+# of milliseconds a pass, which the P control's short bait then shows too slow, and the case is broken, not
+# passed). It writes its pid, marks itself ready and runs until killed. ``rec`` is a file in the sandbox's /tmp.
+WATCHER_PY = r"""
+import os, sys
+rec = sys.argv[1]
+me = os.getpid()
+open(rec + ".pid", "w").write(str(me))
+open(rec, "w").close()
+open(rec + ".ready", "w").close()
+done = set()
+while True:
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or p in done or int(p) == me:
+            continue
+        try:
+            with open(f"/proc/{p}/environ", "rb") as f:
+                env = f.read()
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if b"SENTINEL" not in env:
+            continue
+        done.add(p)
+        cmd, env = (b.replace(bytes(1), b" ").decode(errors="replace") for b in (cmd, env))
+        line = f"seen {p}: {cmd} | {env}\n"
+        try:
+            os.close(os.open(f"/proc/{p}/mem", os.O_RDWR))
+            line += f"mem-rw {p}\n"
+        except OSError:
+            pass
+        with open(rec, "a") as out:
+            out.write(line)
+"""
+WATCHER_SH = r"""
+rec=$1
+echo $$ > $rec.pid
+: > $rec
+: > $rec.ready
+while :; do
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = $$ ] && continue
+    e=$(tr '\0' ' ' < $d/environ 2>/dev/null) || continue
+    case "$e" in *SENTINEL*) ;; *) continue;; esac
+    c=$(tr '\0' ' ' < $d/cmdline 2>/dev/null)
+    echo "seen $p: $c | $e" >> $rec
+    if (exec 3<>$d/mem) 2>/dev/null; then echo "mem-rw $p" >> $rec; fi
+  done
+done
+"""
+# The bait: a process of the platform's (started by exec) that lives 20 ms with a fresh sentinel in its
+# environment, shorter than any scan of a whole visible filesystem; then up to 2 s for the watcher's record to
+# name it.
+BAIT = ("env PAIRPROOF_BAIT_SENTINEL={token} sleep 0.02; i=0; while [ $i -lt 40 ]; do "
+        "case \"$(cat {rec})\" in *{token}*) exit 0;; esac; sleep 0.05; i=$((i+1)); done; exit 1")
+READY_TRIES = 100  # x 0.05 s
+
+
+def _start(h) -> tuple[str, str]:
+    """Start the watcher in the sandbox of ``h``; return its record's path and its pid (proven probes)."""
+    rec = f"/tmp/.pb1-{secrets.token_hex(4)}"
+    if h.run("command -v python3").rc == 0:
+        started = h.run("python3 -c %s %s </dev/null >/dev/null 2>&1 &", WATCHER_PY, rec)
+    else:
+        started = h.run("sh -c %s watcher %s </dev/null >/dev/null 2>&1 &", WATCHER_SH, rec)
+    if started.rc != 0:
+        raise ProofError(f"the watcher did not start: rc {started.rc} {started.stderr[:200]!r}")
+    ready = h.run(f"i=0; while [ ! -e {rec}.ready ] && [ $i -lt {READY_TRIES} ]; do sleep 0.05; i=$((i+1)); done; "
+                  f"cat {rec}.pid")
+    pid = ready.stdout.strip()
+    if ready.rc != 0 or not pid.isdigit():
+        raise ProofError(f"the watcher never said it was ready in {h.backend.ref.key}: {ready.stdout!r} {ready.stderr!r}")
+    return rec, pid
+
+
+def _sees_a_bait(h, rec: str) -> str:
+    """Start a bait beside the watcher; it must be recorded (the watcher is alive and sees the platform's
+    processes). Return the bait's token."""
+    token = f"bait{secrets.token_hex(6)}"
+    caught = h.run(BAIT.format(token=token, rec=rec))
+    record = h.file(rec).content_string
+    if caught.rc != 0 or token not in record:
+        raise ProofError(f"the watcher did not record a 20 ms bait started beside it (rc {caught.rc}): it is not "
+                         f"watching, or too slow to see a process as short as a probe, so its empty record shows "
+                         f"nothing; its record: {record[-500:]!r}")
+    return token
+
+
+def _stop(h, rec: str, pid: str) -> None:
+    h.run(f"kill {pid}; rm -f {rec} {rec}.pid {rec}.ready")
+
+
+@pytest.mark.case("PB-1", "refusal", pair="A")
+def test_pb1_the_instance_cannot_reach_the_probe_while_it_runs(instances, sandbox_host, scan_visible):
+    """A's whole visible filesystem is scanned (the static probe, with its sentinels) while a watcher of A's runs
+    beside it: the watcher records no process carrying a sentinel and opens none's memory. A bait started after
+    the scan is recorded at once: it watched throughout."""
+    h = sandbox_host(instances["A"])
+    rec, pid = _start(h)
+    try:
+        scan_visible(h)
+        during = h.file(rec).content_string
+        token = _sees_a_bait(h, rec)
+    finally:
+        _stop(h, rec, pid)
+    seen = [line for line in during.splitlines() if line.strip()]
+    attach("PB-1 A: the watcher's record of the scan", {"recorded while the scan ran": seen,
+                                                        "bait recorded after it": token})
+    assert seen == [], f"a process of A's saw the probe while it ran: {seen[:3]}"
+
+
+@pytest.mark.case("PB-1", "P", pair="A")
+def test_pb1_the_watcher_records_a_platform_process_beside_it(instances, sandbox_host):
+    """The watcher records a process of the platform's that lives 20 ms carrying a sentinel (a bait started by
+    ``exec``, which runs beside the agent): its environment, and whether its memory opened read-write."""
+    h = sandbox_host(instances["A"])
+    rec, pid = _start(h)
+    try:
+        token = _sees_a_bait(h, rec)
+        record = h.file(rec).content_string
+    finally:
+        _stop(h, rec, pid)
+    attach("PB-1 P: the watcher's record", record)
+    assert f"PAIRPROOF_BAIT_SENTINEL={token}" in record
