@@ -52,11 +52,14 @@ def _rss_bytes(status: Path = Path("/proc/self/status")) -> int:
 
 
 def _blocks_bytes(folder: Path) -> int:
+    """The disk an instance's volume takes, walked as root by descriptor: the volume is the instance's, and a
+    folder it swaps for a link while it is walked must lead nowhere (``os.fwalk`` enters a folder only if the
+    one opened is the one listed; every entry is measured relative to its folder's descriptor, unfollowed)."""
     total = 0
-    for root, dirs, files in os.walk(folder):
+    for _root, dirs, files, root_fd in os.fwalk(folder):
         for name in dirs + files:
             try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+                total += os.stat(name, dir_fd=root_fd, follow_symlinks=False).st_blocks * 512
             except FileNotFoundError:
                 continue
     return total

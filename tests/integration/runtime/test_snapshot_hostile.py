@@ -218,3 +218,50 @@ def test_a_link_swapped_in_as_it_is_read_is_a_changed_volume_not_a_crash(tmp_pat
     with pytest.raises(SnapshotError) as refused:
         pack(volume, uid=None)
     assert refused.value.reason == "changed"
+
+
+def _measured_before(folder: Path) -> int:
+    """``footprint._blocks_bytes`` before issue 28: ``os.walk`` by path, as root."""
+    total = 0
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+@pytest.mark.parametrize("walker", ["before", "now"])
+def test_a_folder_swapped_for_a_link_while_the_volume_is_measured_leads_nowhere(volume_and_outside, monkeypatch,
+                                                                                 walker):
+    """The same class as the packer's (root walking what an instance controls): ``pairproof measure`` adds up the
+    volume's blocks. Before, a folder swapped for a link after root listed it was entered by path, and the
+    host folder behind it was measured; now the walk goes by descriptor and never enters it."""
+    from runtime import footprint
+
+    volume, outside = volume_and_outside
+    (outside / "big").write_bytes(os.urandom(4 << 20))
+    if walker == "before":
+        original_islink = os.path.islink
+
+        def islink(name):  # os.walk checks the name is no link just before it lists it by path...
+            answer = original_islink(name)
+            if str(name).endswith("/notes") and not answer:
+                _swap(volume, outside)  # ...and the agent swaps it in between
+            return answer
+
+        monkeypatch.setattr(os.path, "islink", islink)
+        measured = _measured_before(volume)
+    else:
+        original_fwalk = os.fwalk
+
+        def fwalk(*args, **kwargs):
+            walk = original_fwalk(*args, **kwargs)
+            yield next(walk)  # root lists the volume and sees notes/ a folder...
+            _swap(volume, outside)  # ...and the agent swaps it before root goes in
+            yield from walk
+
+        monkeypatch.setattr(os, "fwalk", fwalk)
+        measured = footprint._blocks_bytes(volume)
+    if walker == "before":
+        assert measured > 4 << 20  # the host's 4 MiB file, counted as the instance's
+    else:
+        assert measured < 1 << 20
