@@ -19,6 +19,8 @@ are each killed by the refusal.
 from __future__ import annotations
 
 import secrets
+import threading
+from dataclasses import dataclass
 
 import pytest
 
@@ -87,23 +89,41 @@ done
 BAIT = ("env PAIRPROOF_BAIT_SENTINEL={token} sleep 0.02; i=0; while [ $i -lt 40 ]; do "
         "case \"$(cat {rec})\" in *{token}*) exit 0;; esac; sleep 0.05; i=$((i+1)); done; exit 1")
 READY_TRIES = 100  # x 0.05 s
+WATCH_MAX = 600.0  # the watcher's command's own timeout (it is killed long before)
+WATCH_END = 30.0  # how long its command may take to end once it is killed
 
 
-def _start(h) -> tuple[str, str]:
-    """Start the watcher in the sandbox of ``h``; return its record's path and its pid (proven probes)."""
+@dataclass
+class Watcher:
+    """A watcher running in the foreground of its own ``exec`` (a thread here waits on it): its parent is the
+    command the platform started, which reaps it when it is killed. Started in the background instead, it would
+    be left to the sandbox's first process, which under Docker is the agent itself: a watcher killed there stays
+    a zombie of A's, outside every cgroup, and the cases that count A's processes would see it."""
+
+    rec: str
+    pid: str
+    thread: threading.Thread
+    ended: list
+
+
+def _start(h) -> Watcher:
+    """Start the watcher in the sandbox of ``h`` and wait until it says it is ready (proven probes)."""
     rec = f"/tmp/.pb1-{secrets.token_hex(4)}"
     if h.run("command -v python3").rc == 0:
-        started = h.run("python3 -c %s %s </dev/null >/dev/null 2>&1 &", WATCHER_PY, rec)
+        command = h.backend.get_command("python3 -c %s %s </dev/null >/dev/null 2>&1", WATCHER_PY, rec)
     else:
-        started = h.run("sh -c %s watcher %s </dev/null >/dev/null 2>&1 &", WATCHER_SH, rec)
-    if started.rc != 0:
-        raise ProofError(f"the watcher did not start: rc {started.rc} {started.stderr[:200]!r}")
+        command = h.backend.get_command("sh -c %s watcher %s </dev/null >/dev/null 2>&1", WATCHER_SH, rec)
+    ended: list = []
+    thread = threading.Thread(target=lambda: ended.append(h.backend.run_with_stdin(command, timeout=WATCH_MAX)),
+                              name="pb1-watcher", daemon=True)
+    thread.start()
     ready = h.run(f"i=0; while [ ! -e {rec}.ready ] && [ $i -lt {READY_TRIES} ]; do sleep 0.05; i=$((i+1)); done; "
                   f"cat {rec}.pid")
     pid = ready.stdout.strip()
     if ready.rc != 0 or not pid.isdigit():
-        raise ProofError(f"the watcher never said it was ready in {h.backend.ref.key}: {ready.stdout!r} {ready.stderr!r}")
-    return rec, pid
+        raise ProofError(f"the watcher never said it was ready in {h.backend.ref.key}: {ready.stdout!r} {ready.stderr!r}"
+                         f" (its command ended: {bool(ended)})")
+    return Watcher(rec, pid, thread, ended)
 
 
 def _sees_a_bait(h, rec: str) -> str:
@@ -119,8 +139,12 @@ def _sees_a_bait(h, rec: str) -> str:
     return token
 
 
-def _stop(h, rec: str, pid: str) -> None:
-    h.run(f"kill {pid}; rm -f {rec} {rec}.pid {rec}.ready")
+def _stop(h, watcher: Watcher) -> None:
+    """Kill the watcher; its command (its parent) ends with it, and its files go."""
+    h.run(f"kill {watcher.pid}; rm -f {watcher.rec} {watcher.rec}.pid {watcher.rec}.ready")
+    watcher.thread.join(WATCH_END)
+    if watcher.thread.is_alive():
+        raise ProofError(f"the watcher's command did not end {WATCH_END} s after it was killed")
 
 
 @pytest.mark.case("PB-1", "refusal", pair="A")
@@ -129,13 +153,13 @@ def test_pb1_the_instance_cannot_reach_the_probe_while_it_runs(instances, sandbo
     beside it: the watcher records no process carrying a sentinel and opens none's memory. A bait started after
     the scan is recorded at once: it watched throughout."""
     h = sandbox_host(instances["A"])
-    rec, pid = _start(h)
+    watcher = _start(h)
     try:
         scan_visible(h)
-        during = h.file(rec).content_string
-        token = _sees_a_bait(h, rec)
+        during = h.file(watcher.rec).content_string
+        token = _sees_a_bait(h, watcher.rec)
     finally:
-        _stop(h, rec, pid)
+        _stop(h, watcher)
     seen = [line for line in during.splitlines() if line.strip()]
     attach("PB-1 A: the watcher's record of the scan", {"recorded while the scan ran": seen,
                                                         "bait recorded after it": token})
@@ -147,11 +171,11 @@ def test_pb1_the_watcher_records_a_platform_process_beside_it(instances, sandbox
     """The watcher records a process of the platform's that lives 20 ms carrying a sentinel (a bait started by
     ``exec``, which runs beside the agent): its environment, and whether its memory opened read-write."""
     h = sandbox_host(instances["A"])
-    rec, pid = _start(h)
+    watcher = _start(h)
     try:
-        token = _sees_a_bait(h, rec)
-        record = h.file(rec).content_string
+        token = _sees_a_bait(h, watcher.rec)
+        record = h.file(watcher.rec).content_string
     finally:
-        _stop(h, rec, pid)
+        _stop(h, watcher)
     attach("PB-1 P: the watcher's record", record)
     assert f"PAIRPROOF_BAIT_SENTINEL={token}" in record
