@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runtime.capacity import Budget
+from runtime.walk import walk
 
 MB = 1 << 20
 
@@ -53,10 +54,11 @@ def _rss_bytes(status: Path = Path("/proc/self/status")) -> int:
 
 def _blocks_bytes(folder: Path) -> int:
     """The disk an instance's volume takes, walked as root by descriptor: the volume is the instance's, and a
-    folder it swaps for a link while it is walked must lead nowhere (``os.fwalk`` enters a folder only if the
-    one opened is the one listed; every entry is measured relative to its folder's descriptor, unfollowed)."""
+    folder it swaps for a link while it is walked must lead nowhere (``runtime.walk`` opens no name through a
+    link; every entry is measured relative to its folder's descriptor, unfollowed; a folder swapped away is
+    not counted)."""
     total = 0
-    for _root, dirs, files, root_fd in os.fwalk(folder):
+    for _root, dirs, files, root_fd in walk(folder):
         for name in dirs + files:
             try:
                 total += os.stat(name, dir_fd=root_fd, follow_symlinks=False).st_blocks * 512

@@ -8,7 +8,7 @@ is good, so a corrupt or truncated snapshot changes nothing. The controller then
 so the restored one runs under a new generation.
 
 The volume is the instance's and so hostile input to the root process that packs it (``pack``): it is walked by
-descriptor (``os.fwalk``, every name opened relative to its folder's descriptor with ``O_NOFOLLOW``, a file
+descriptor (``runtime.walk``, every name opened relative to its folder's descriptor with ``O_NOFOLLOW``, a file
 packed only if what was opened is the regular file the listing named), so a folder swapped for a symlink
 mid-walk leads nowhere outside the volume; symbolic links are kept as links, never followed; fifos, sockets
 and devices are left out, and so is anything the instance's uid does not own (a hard link to a file of
@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Protocol
 
 from runtime.errors import RuntimeFault
+from runtime.walk import walk
 
 log = logging.getLogger("pairproof.snapshots")
 
@@ -117,7 +118,7 @@ def pack(volume: Path, *, uid: int | None, budget: int = BUDGET) -> tuple[bytes,
         finally:
             os.close(top)
         try:
-            for folder, dirs, files, dfd in os.fwalk(volume, follow_symlinks=False, onerror=_walk_error):
+            for folder, dirs, files, dfd in walk(volume, onerror=_walk_error):
                 rel = os.path.relpath(folder, volume)
                 base = "." if rel == "." else "./" + rel
                 for name in sorted(dirs + files):
@@ -159,8 +160,8 @@ def pack(volume: Path, *, uid: int | None, budget: int = BUDGET) -> tuple[bytes,
 
 
 def _walk_error(error: OSError) -> None:
-    """A folder ``os.fwalk`` listed but could not open or list (swapped for a link, gone meanwhile): never left
-    out in silence."""
+    """A folder the walk listed but could not open or list (swapped for a link or another folder, gone meanwhile):
+    never left out in silence."""
     if isinstance(error, FileNotFoundError):
         return  # gone meanwhile: nothing of it to keep
     raise SnapshotError("changed", f"{error.filename or 'a folder'} could not be walked while the snapshot was taken "

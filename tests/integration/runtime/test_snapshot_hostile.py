@@ -15,6 +15,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from support.inotify import Watch
 
 from runtime import snapshots
 from runtime.snapshots import SnapshotError, SnapshotStore, pack
@@ -75,22 +76,57 @@ def test_a_folder_swapped_for_a_link_while_it_is_packed_leads_nowhere(volume_and
         monkeypatch.setattr(tarfile.TarFile, "gettarinfo", gettarinfo)
         packed = _packed_before(volume)
     else:
-        original_fwalk = os.fwalk
-
-        def fwalk(*args, **kwargs):
-            walk = original_fwalk(*args, **kwargs)
-            first = next(walk)
-            yield first  # root lists the volume and sees notes/ a folder...
-            _swap(volume, outside)  # ...and the agent swaps it before root goes in
-            yield from walk
-
-        monkeypatch.setattr(snapshots.os, "fwalk", fwalk)
-        packed = _packed_now(volume)
+        monkeypatch.setattr(snapshots, "walk", _swapping_after_the_top(snapshots.walk, volume, outside))
+        watch = Watch(outside)
+        try:
+            with pytest.raises(SnapshotError, match="changed while the snapshot was taken|could not be walked"):
+                _packed_now(volume)
+            assert watch.events() == []  # the outside folder was not even opened
+        finally:
+            watch.close()
+        return
     leaked = [name for name, data in _members(packed).items() if isinstance(data, bytes) and MARKER in data]
-    if packer == "before":
-        assert leaked == ["./notes/shadow"]
-    else:
-        assert leaked == []
+    assert leaked == ["./notes/shadow"]
+
+
+def _swapping_after_the_top(walker, volume: Path, outside: Path):
+    """``walker`` with the agent's swap landing right after root listed the volume (and saw notes/ a folder)."""
+    def swapping(*args, **kwargs):
+        walk = walker(*args, **kwargs)
+        yield next(walk)
+        _swap(volume, outside)
+        yield from walk
+    return swapping
+
+
+def test_os_fwalk_opens_a_folder_swapped_for_a_link_and_runtime_walk_does_not(volume_and_outside):
+    """Why the walk is the project's own: ``os.fwalk(follow_symlinks=False)`` opens a listed folder by name and
+    only then compares it with the listing, so root opens the folder the link names (the kernel's inotify
+    record shows it) and skips it in silence; ``runtime.walk`` opens with O_NOFOLLOW, touches nothing outside
+    and says which folder it could not enter."""
+    from runtime.walk import walk
+
+    volume, outside = volume_and_outside
+    for walker in ("os.fwalk", "runtime.walk"):
+        if (volume / "notes").is_symlink():
+            (volume / "notes").unlink()
+            (volume / "notes.moved").rename(volume / "notes")
+        errors: list[OSError] = []
+        if walker == "os.fwalk":
+            walks = _swapping_after_the_top(os.fwalk, volume, outside)(volume, follow_symlinks=False,
+                                                                         onerror=errors.append)
+        else:
+            walks = _swapping_after_the_top(walk, volume, outside)(volume, onerror=errors.append)
+        watch = Watch(outside)
+        try:
+            seen = [path for path, *_ in walks]
+            events = watch.events()
+        finally:
+            watch.close()
+        if walker == "os.fwalk":
+            assert events and errors == [] and seen == [str(volume)]  # opened, then dropped without a word
+        else:
+            assert events == [] and [e.filename for e in errors] == [str(volume / "notes")]
 
 
 def test_links_are_packed_as_links_and_never_followed(volume_and_outside):
@@ -251,15 +287,7 @@ def test_a_folder_swapped_for_a_link_while_the_volume_is_measured_leads_nowhere(
         monkeypatch.setattr(os.path, "islink", islink)
         measured = _measured_before(volume)
     else:
-        original_fwalk = os.fwalk
-
-        def fwalk(*args, **kwargs):
-            walk = original_fwalk(*args, **kwargs)
-            yield next(walk)  # root lists the volume and sees notes/ a folder...
-            _swap(volume, outside)  # ...and the agent swaps it before root goes in
-            yield from walk
-
-        monkeypatch.setattr(os, "fwalk", fwalk)
+        monkeypatch.setattr(footprint, "walk", _swapping_after_the_top(footprint.walk, volume, outside))
         measured = footprint._blocks_bytes(volume)
     if walker == "before":
         assert measured > 4 << 20  # the host's 4 MiB file, counted as the instance's
