@@ -86,7 +86,7 @@ def test_fs1_a_volume_not_reachable_by_path(agent_profile, intruder, instances, 
 
 def _ns_pids(host_pid: int) -> list[str]:
     """The numbers the process ``host_pid`` has in every pid namespace it is in (its NSpid line)."""
-    for line in Path(f"/proc/{host_pid}/status").read_text().splitlines():
+    for line in Path(f"/proc/{host_pid}/status").read_text(errors="replace").splitlines():
         if line.startswith("NSpid:"):
             return line.split()[1:]
     return []

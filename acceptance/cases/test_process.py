@@ -59,7 +59,8 @@ def instance_processes(target, ref) -> list[HostProcess]:
 
 
 def _read(path: str) -> str:
-    with open(path) as f:
+    """A /proc file as text, its bytes kept readable whatever they are (a process names itself: any bytes)."""
+    with open(path, errors="replace") as f:
         return f.read()
 
 

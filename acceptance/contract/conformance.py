@@ -74,7 +74,7 @@ def _identity_agrees(target, ref: InstanceRef) -> Identity:
     namespaces the suite's proofs rest on)."""
     ident = target.identity(ref)
     check(isinstance(ident, Identity), f"identity returned {type(ident).__name__}, not contract.Identity")
-    status = Path(f"/proc/{ident.host_pid}/status").read_text()
+    status = Path(f"/proc/{ident.host_pid}/status").read_text(errors="replace")
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     host_uid = int(fields["Uid"].split()[0])
     check(host_uid == ident.uid, f"identity says uid {ident.uid}, /proc/{ident.host_pid}/status says {host_uid}")

@@ -153,7 +153,7 @@ def user_namespace(c: Checker) -> str:
               f"the sandbox's user namespace maps more than the instance's uid {ident.uid}: {on_host.strip()!r}")
         # No user namespace of its own (a container engine without remapping): PR-2 accepts it only while the
         # process holds no capability, the bounding set included, and can gain none.
-        status = Path(f"/proc/{ident.host_pid}/status").read_text()
+        status = Path(f"/proc/{ident.host_pid}/status").read_text(errors="replace")
         fields = {k: v.strip() for k, v in (line.split(":", 1) for line in status.splitlines() if ":" in line)}
         held = [k for k in CAPABILITY_SETS if int(fields.get(k, "0"), 16)]
         check(not held and fields.get("NoNewPrivs") == "1",

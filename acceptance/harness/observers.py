@@ -43,8 +43,9 @@ def process(pid: int, proc: Path = PROC) -> HostProcess | None:
     """``pid`` as the host sees it, or None if it is gone (or unreadable) by the time we look."""
     base = proc / str(pid)
     try:
-        stat = (base / "stat").read_text()
-        status = (base / "status").read_text()
+        # Text with its bytes kept readable: the name in both is whatever the process set (any 15 bytes).
+        stat = (base / "stat").read_text(errors="replace")
+        status = (base / "status").read_text(errors="replace")
         namespaces = {}
         for ns in NAMESPACES:
             try:

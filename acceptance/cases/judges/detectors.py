@@ -39,7 +39,7 @@ def supplementary_groups(host_pid: int) -> set[int]:
     gids whatever its user namespace, as file access on the host goes by them); empty when unreadable (the
     privilege check names that)."""
     try:
-        status = Path(f"/proc/{host_pid}/status").read_text()
+        status = Path(f"/proc/{host_pid}/status").read_text(errors="replace")  # its Name: is the process's own
     except OSError:
         return set()
     for line in status.splitlines():
@@ -107,7 +107,7 @@ def privilege_problems(name: str, host_pid: int) -> list[str]:
     host's /proc: any capability in any of its sets (the bounding set included: what is there can be gained
     by an exec), or no ``no_new_privs`` (a setuid or file-capability binary would raise it)."""
     try:
-        status = Path(f"/proc/{host_pid}/status").read_text()
+        status = Path(f"/proc/{host_pid}/status").read_text(errors="replace")  # its Name: is the process's own
     except OSError as exc:
         return [f"{name}'s process {host_pid} could not be read on the host ({exc.strerror}): its privileges are unknown"]
     fields = {k: v.strip() for k, v in (line.split(":", 1) for line in status.splitlines() if ":" in line)}

@@ -42,7 +42,7 @@ NSENTER_DEADLINE = 20.0
 def _inet_table(pid: int, proto: str, family: int) -> list[tuple[str, int, int]]:
     """(address, port, inode) of every TCP listener in ``pid``'s network namespace."""
     found = []
-    for line in Path(f"/proc/{pid}/net/{proto}").read_text().splitlines()[1:]:
+    for line in Path(f"/proc/{pid}/net/{proto}").read_text(errors="replace").splitlines()[1:]:
         fields = line.split()
         if len(fields) > 9 and fields[3] == "0A":
             address, port = fields[1].split(":")
@@ -53,7 +53,7 @@ def _inet_table(pid: int, proto: str, family: int) -> list[tuple[str, int, int]]
 def _unix_table(pid: int) -> dict[str, list[int]]:
     """name (``/path`` or ``@abstract``) -> inodes of the bound unix sockets of ``pid``'s network namespace."""
     found: dict[str, list[int]] = {}
-    for line in Path(f"/proc/{pid}/net/unix").read_text().splitlines()[1:]:
+    for line in Path(f"/proc/{pid}/net/unix").read_text(errors="replace").splitlines()[1:]:
         fields = line.split()
         if len(fields) >= 8:
             found.setdefault(fields[7], []).append(int(fields[6]))
@@ -148,7 +148,7 @@ def holders(host_pid: int, wanted: Iterable[int]) -> dict[int, list[dict]]:
         if not held:
             continue
         try:
-            comm = Path(f"/proc/{entry}/comm").read_text().strip()
+            comm = Path(f"/proc/{entry}/comm").read_text(errors="replace").strip()
             own = _namespaces(entry) == sandbox
         except OSError:
             continue  # gone since

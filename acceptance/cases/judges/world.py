@@ -125,7 +125,7 @@ def netns_sockets(host_pid: int) -> dict[int, str]:
     found: dict[int, str] = {}
     for table, column in NET_TABLES.items():
         try:
-            lines = Path(f"/proc/{host_pid}/net/{table}").read_text().splitlines()[1:]
+            lines = Path(f"/proc/{host_pid}/net/{table}").read_text(errors="replace").splitlines()[1:]
         except FileNotFoundError:
             continue  # a kernel without IPv6
         for line in lines:
@@ -208,7 +208,7 @@ def process_channel(ref_pid: int, namespaces: Mapping[str, str], owner: OwnerFac
 def _mounts(pid: int) -> list[tuple[str, str, str]]:
     """(major:minor, mount point, filesystem type) of each mount of ``pid``'s mount namespace."""
     found = []
-    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/mountinfo").read_text(errors="replace").splitlines():
         left, _, right = line.partition(" - ")
         fields = left.split()
         found.append((fields[2], fields[4].replace("\\040", " "), right.split()[0] if right else ""))

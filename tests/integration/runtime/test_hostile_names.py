@@ -40,3 +40,29 @@ def test_a_process_named_with_any_bytes_keeps_its_start_time_readable(name):
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("name", [b"evil\xff", b"a) 1 2 3 \xfe"], ids=["invalid-utf8", "paren-and-fields"])
+def test_the_harness_reads_a_process_of_any_name(name):
+    """The same class on the harness's side: a qualification of the hostile agent (tests/support/hostile_agent.py)
+    broke PR-1 with UnicodeDecodeError, its host-side listing reading /proc/PID/status as text. Every reader of a
+    process's stat, status or comm in the harness and its judges now keeps whatever bytes are there."""
+    from acceptance.cases import test_process
+    from acceptance.cases.judges import detectors
+    from acceptance.contract import checking
+    from acceptance.harness import observers
+
+    proc = subprocess.Popen([sys.executable, "-c", NAMED, name.hex()], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"named\n"
+        with pytest.raises(UnicodeDecodeError):
+            Path(f"/proc/{proc.pid}/status").read_text()  # how they read it before
+        seen = observers.process(proc.pid)
+        assert seen is not None and seen.pid == proc.pid
+        assert checking.alive(proc.pid)
+        assert detectors.supplementary_groups(proc.pid) is not None
+        assert isinstance(detectors.privilege_problems("named", proc.pid), list)
+        assert "Name:" in test_process._read(f"/proc/{proc.pid}/status")
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
