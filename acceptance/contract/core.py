@@ -139,6 +139,7 @@ class ExecBinary(Protocol):
         """Open ``host_path`` on the host and execute that open file inside the instance's sandbox (its
         namespaces, its uid, its root and mounts) with ``args`` after the program name and ``env`` added
         to the sandbox's environment, never copying it into the sandbox's filesystem: the image run is the
-        host's file, and what it sees is the sandbox's."""
+        host's file, and what it sees is the sandbox's. Every process of the instance is stopped from before it
+        starts until it has ended (PB-1: nothing of the agent's may read or alter it while it runs)."""
 
 

@@ -1,7 +1,8 @@
 """Drivers that wrap the reference target to be less than it.
 
-``without_snapshots``: every method of the core and of every facet but ``snapshots`` (``snapshot``,
-``snapshots``, ``restore``, ``snapshot_bytes``).
+``without_snapshots``: every method of the core (the optional ``exec_binary`` too: without it the scans would
+run under the sandbox's own Python, within the agent's reach, and PB-1 would rightly fail) and of every facet
+but ``snapshots`` (``snapshot``, ``snapshots``, ``restore``, ``snapshot_bytes``).
 
 The class really lacks those methods (it is built from the contract's registry, not by raising from them),
 so ``isinstance(t, contract.Snapshots)`` is false, as it would be for a platform that keeps no snapshots.
@@ -18,7 +19,7 @@ claims that does not work, which ``pairproof check-driver`` must report as faili
 
 from __future__ import annotations
 
-from acceptance.contract import CORE, FACETS
+from acceptance.contract import CORE, FACETS, OPTIONAL_CORE
 from acceptance.targets.reference import create as create_reference
 from acceptance.targets.reference import preflight  # noqa: F401 (the CLI asks the driver's module for it)
 
@@ -40,7 +41,7 @@ def _delegate(method: str):
     return call
 
 
-for _method in (*CORE, *(m for facet in FACETS.values() if facet.name != LEFT_OUT for m in facet.methods)):
+for _method in (*CORE, *OPTIONAL_CORE, *(m for facet in FACETS.values() if facet.name != LEFT_OUT for m in facet.methods)):
     if _method != "name":
         setattr(WithoutSnapshots, _method, _delegate(_method))
 
