@@ -10,16 +10,13 @@ in nothing the instance gets back.
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from support import hostile
 from support.inotify import Watch
 
 from acceptance.contract import Principal
@@ -30,8 +27,6 @@ from runtime.isolation import cleanup
 from runtime.wait import until
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[3]
-HOSTILE = ROOT / "tests" / "support" / "hostile_agent.toml"
 ROUNDS = 15
 @pytest.fixture
 def state_dir():
@@ -42,29 +37,10 @@ def state_dir():
 
 
 @pytest.fixture
-def outside(tmp_path):
-    """A host folder only root may read, with a synthetic secret in it: what the agent's links point at."""
-    folder = Path(tempfile.mkdtemp(prefix="pairproof-hostile-outside-", dir="/var/tmp"))
-    os.chmod(folder, 0o700)
-    secret = folder / "secret"
-    token = f"hostile-host-secret-{secrets.token_hex(8)}"
-    secret.write_text(token + "\n")
-    os.chmod(secret, 0o600)
+def outside():
+    secret, token = hostile.outside_folder()
     yield secret, token
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def _profile(tmp_path: Path, marker: Path, kill: bool) -> Path:
-    """The hostile profile with the marker's path and the killer switched on or off (its files by full path)."""
-    text = HOSTILE.read_text().replace('env = { TINY_MODEL_URL = "{broker}" }',
-                                       f'env = {{ TINY_MODEL_URL = "{{broker}}", HOSTILE_MARKER = "{marker}", '
-                                       f'HOSTILE_KILL = "{int(kill)}" }}')
-    support = HOSTILE.parent
-    text = text.replace('files = ["hostile_agent.py", "tiny_agent.py"]',
-                        f'files = ["{support / "hostile_agent.py"}", "{support / "tiny_agent.py"}"]')
-    path = tmp_path / "hostile.toml"
-    path.write_text(text)
-    return path
+    shutil.rmtree(secret.parent, ignore_errors=True)
 
 
 def _host_files(folder: Path) -> dict[str, bytes]:
@@ -91,7 +67,7 @@ def test_root_side_work_on_a_hostile_volume_reads_nothing_outside_it(state_dir, 
     outside folder or the secret, no snapshot restored brings the secret in, the agent's ``evil\\xff`` name breaks
     nothing, and the instance still answers a turn after it all."""
     secret, token = outside
-    profile = profiles.load(str(_profile(tmp_path, secret, kill=False)))
+    profile = profiles.load(str(hostile.profile(tmp_path, secret, kill=False)))
     target = create(TargetOptions(run=f"hostile-{os.getpid()}", state_dir=state_dir, secrets={}, profile=profile))
     watch = None
     try:
@@ -127,49 +103,10 @@ def _safe_comm(proc: Path) -> bytes:
         return b""
 
 
-def _tiny_cases() -> list[str]:
-    """The cases the tiny agent passes (tests/integration/profiles/test_second_profile.py), and PB-1."""
-    from acceptance import catalogue
-
-    arrangements = {"broken_shared_volume", "broken_shared_tmp", "broken_shared_pid_ns", "broken_nested_userns",
-                    "broken_same_uid", "broken_host_account_uid", "broken_open_egress", "broken_secret_in_env"}
-    core = sorted(c.id for c in catalogue.load().values() if set(c.facets) <= {"broker"} | arrangements
-                  and c.id != "NT-5")
-    return [*core, "FS-3", "MD-1", "PB-1"]
-
-
 def test_a_qualification_of_an_agent_that_kills_the_probes_ends_with_a_verdict_and_no_false_pass(state_dir, outside,
                                                                                                 tmp_path):
     """With the killer on, every process of the platform's that the agent can see dies within milliseconds: the
     shell probes, the harness's commands. The qualification still ends, within its budget, with a verdict; no
     case whose refusal rests on a killed probe passes (each such test is broken, with the proof it lacked); the
-    static probe, held out of the agent's reach, is the one probe it could not kill."""
-    secret, _token = outside
-    reports = tmp_path / "reports"
-    cases = [arg for case in _tiny_cases() for arg in ("--case", case)]
-    done = subprocess.run(
-        [sys.executable, "-m", "acceptance.cli", "qualify", "--profile", str(_profile(tmp_path, secret, kill=True)),
-         "--state-dir", str(state_dir), "--reports-dir", str(reports), "--budget", "900", *cases],
-        cwd=ROOT, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 1, done.stdout[-3000:]
-    verdict = json.loads((reports / "verdict.json").read_text())  # a verdict, within the budget
-    run = {case["id"]: case for case in verdict["cases"] if case["status"] != "not covered"}
-    assert set(run) == set(_tiny_cases()), sorted(run)
-    assert verdict["status"] != "passed"
-    assert {case["status"] for case in run.values()} <= {"passed", "failed", "broken"}
-    # The attack landed (probes killed: rc -9, no proof line) and each case it reached says so; nothing else broke
-    # them (a name that is not UTF-8 once broke PR-1's host-side listing with UnicodeDecodeError).
-    broken = {cid: case["reason"] for cid, case in run.items() if case["status"] == "broken"}
-    assert broken, "no probe was killed: the hostile agent's killer did not run"
-    assert all("rc -9" in why or "-9" in why or "ProofError" in why for why in broken.values()), broken
-    assert not any("UnicodeDecodeError" in why for why in broken.values()), broken
-    # A case that passed did so on probes that ran unharmed: every test of it has proof of execution (the plugin
-    # refuses a refusal without; a killed probe is no proof), never on the absence of an answer.
-    for cid, case in run.items():
-        if case["status"] == "passed":
-            assert all(t.get("proofs", 1) > 0 for t in case.get("refusals", [])), (cid, case)
-    # The static probe is the one the killer could not reach: held out of its way (the instance frozen), its scans
-    # completed in the hostile instances, sentinels and all.
-    scans = [e for case in run.values() for r in case.get("refusals", []) for e in r.get("evidence", [])
-             if e.get("kind") == "scan" and str(e.get("engine", "")).startswith("static probe")]
-    assert scans, "no static-probe scan completed in a hostile instance: the hold did not keep it from the killer"
+    static probe, held out of the agent's reach, is the one probe it could not kill (``support/hostile.py``)."""
+    hostile.qualify_with_killer(tmp_path, state_dir, outside[0])
