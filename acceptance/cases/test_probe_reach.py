@@ -121,6 +121,9 @@ def _start(h) -> Watcher:
                   f"cat {rec}.pid")
     pid = ready.stdout.strip()
     if ready.rc != 0 or not pid.isdigit():
+        # Not left behind in A (its instance serves the whole session): whatever runs with the record's name goes.
+        h.run(f"for d in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $d/cmdline 2>/dev/null)\" in *{rec}*) "
+              f"[ \"${{d#/proc/}}\" = $$ ] || kill ${{d#/proc/}};; esac; done; rm -f {rec} {rec}.pid {rec}.ready")
         raise ProofError(f"the watcher never said it was ready in {h.backend.ref.key}: {ready.stdout!r} {ready.stderr!r}"
                          f" (its command ended: {bool(ended)})")
     return Watcher(rec, pid, thread, ended)
