@@ -41,3 +41,36 @@ def test_probe_run_held(benchmark, running):
 def test_probe_run_unheld_engine_call(benchmark, running):
     _, proc = running
     benchmark.pedantic(_once, args=(sandbox.run_binary_inside, proc), rounds=ROUNDS, warmup_rounds=2)
+
+
+# -- the suite's shell (issue 28 items 4 and 5) -------------------------------------------------------------------
+# One shell probe's command (``stat -c %s /data``), run the two ways a shell probe can run: the suite's busybox by
+# descriptor beside the running instance (``hold=False, by_name=True``), and the sandbox's own /bin/sh through
+# ``exec`` (before). ``group="probe-shell"``: the ratio of medians is the figure to read.
+COMMAND = ["-c", "stat -c %s /data >/dev/null"]
+
+
+def _shell_once(controller, proc) -> None:
+    from acceptance.harness.probes import shell_binary
+
+    done = controller.run_binary_inside(proc, str(shell_binary()), COMMAND, timeout=30, hold=False, by_name=True)
+    if done.rc != 0:
+        raise RuntimeError(f"the suite's shell answered {done.rc}: {done.stderr[-200:]!r}")
+
+
+def _sandbox_sh_once(controller, proc) -> None:
+    done = controller.run_inside(proc, ["/bin/sh", *COMMAND], timeout=30)
+    if done.rc != 0:
+        raise RuntimeError(f"the sandbox's sh answered {done.rc}: {done.stderr[-200:]!r}")
+
+
+@pytest.mark.benchmark(group="probe-shell")
+def test_shell_probe_suites_busybox_by_descriptor(benchmark, running):
+    controller, proc = running
+    benchmark.pedantic(_shell_once, args=(controller, proc), rounds=ROUNDS, warmup_rounds=2)
+
+
+@pytest.mark.benchmark(group="probe-shell")
+def test_shell_probe_sandbox_sh_through_exec(benchmark, running):
+    controller, proc = running
+    benchmark.pedantic(_sandbox_sh_once, args=(controller, proc), rounds=ROUNDS, warmup_rounds=2)

@@ -1,4 +1,4 @@
-"""Benchmark: the static probe (build/probe/ppscan) against ``rg -i -F ppcanary`` on one ~1 GiB corpus.
+"""Benchmark: the static probe (build/probe/ppscan) against ``rg -i -F RUN-`` on one ~1 GiB corpus.
 
 The corpus (under /var/tmp, removed afterwards) is 256 files of 4 MiB of line-broken text with
 canaries planted in every encoding the probe decodes: raw in mixed case, standard and url-safe base64
@@ -46,11 +46,14 @@ MIN_RATIO = float(os.environ.get("PAIRPROOF_BENCH_MIN_RATIO", "0.5"))
 WORDS = b"the of agent memory transcript volume request response token model user org task note file data".split()
 
 
+# The run the corpus's tokens belong to, and that both tools look for (the probe by --run, rg by its prefix).
+BENCH_RUN = "5eed0b17"
+
+
 def _token(rng: random.Random) -> bytes:
-    hexd = "0123456789abcdef"
-    run = "".join(rng.choice(hexd) for _ in range(8))
-    entropy = "".join(rng.choice(hexd) for _ in range(16))
-    return f"ppcanary-{run}-b-mem-{entropy}".encode()
+    """A token of BENCH_RUN: a version-4 UUID whose first group is the run id (canaries.token)."""
+    digits = "".join(rng.choice("0123456789abcdef") for _ in range(22))
+    return f"{BENCH_RUN}-{digits[:4]}-4{digits[4:7]}-{rng.choice('89ab')}{digits[7:10]}-{digits[10:22]}".encode()
 
 
 def _plant(rng: random.Random, token: bytes, form: int) -> bytes:
@@ -159,10 +162,10 @@ def test_probe_vs_ripgrep(benchmark, corpus, probe):
     if rg is None:
         raise RuntimeError("rg (ripgrep) is not installed: tools/setup-machine installs it")
     size = sum(path.stat().st_size for path in root.iterdir())
-    probe_argv = [str(probe), str(root)]
+    probe_argv = [str(probe), "--run", BENCH_RUN, str(root)]
     # -a: read binary files whole, as the probe does (without it rg stops at a file's first NUL byte, and the
     # corpus's UTF-16 and compressed forms put one in every file)
-    rg_argv = [rg, "-a", "-i", "-F", "-c", "ppcanary", str(root)]
+    rg_argv = [rg, "-a", "-i", "-F", "-c", f"{BENCH_RUN}-", str(root)]
     _, out = _timed(probe_argv)
     _timed(rg_argv)
     lines = out.decode().splitlines()
@@ -207,8 +210,8 @@ def test_detect_py_vs_ripgrep(benchmark, corpus):
         raise RuntimeError("rg (ripgrep) is not installed: tools/setup-machine installs it")
     files = sorted(str(path) for path in root.iterdir())[:PY_FILES]
     size = sum(os.path.getsize(path) for path in files)
-    detect_argv = [sys.executable, "-I", str(REPO / "canaries" / "detect.py"), *files]
-    rg_argv = [rg, "-a", "-i", "-F", "-c", "ppcanary", *files]
+    detect_argv = [sys.executable, "-I", str(REPO / "canaries" / "detect.py"), "--run", BENCH_RUN, *files]
+    rg_argv = [rg, "-a", "-i", "-F", "-c", f"{BENCH_RUN}-", *files]
     _, out = _timed(detect_argv)
     lines = out.decode().splitlines()
     summary = json.loads(lines[-1])

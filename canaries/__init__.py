@@ -1,6 +1,6 @@
 """Canaries: unique fake secrets planted in one principal's private memory, and finding them.
 
-``token`` defines and mints canaries; ``detect`` finds canary-shaped tokens in bytes, streams and
+``token`` defines and mints canaries; ``detect`` finds one run's tokens in bytes, streams and
 file trees and is also a standalone, standard-library-only probe run inside sandboxes; ``scan``
 pairs what was found with what was minted. Planting canaries and judging whether a sighting is a
 leak belong to the harness that uses this package, not to it.
@@ -16,10 +16,9 @@ from canaries.errors import (
     IncompleteScanError,
 )
 from canaries.scan import Attributed, attribute, scan_bytes, scan_dir
-from canaries.token import RAW_PATTERN, Canary, Mint, new_run_id, parse
+from canaries.token import Canary, Mint, new_run_id, token_pattern
 
 __all__ = [
-    "RAW_PATTERN",
     "Attributed",
     "Canary",
     "CanaryError",
@@ -31,9 +30,9 @@ __all__ = [
     "attribute",
     "find",
     "new_run_id",
-    "parse",
     "scan_bytes",
     "scan_dir",
     "scan_stream",
     "scan_tree",
+    "token_pattern",
 ]

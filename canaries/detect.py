@@ -1,11 +1,11 @@
 """Find canary-shaped tokens in bytes, streams and file trees, with the standard library only.
 
 This is the probe. It is copied on its own into sandboxes that have nothing but a Python standard
-library and run there as ``python3 -I detect.py ROOT...``, so it imports nothing from the rest of
-``canaries`` and it holds the one definition of the token shape (``canaries.token`` imports
-``RAW_PATTERN`` from here). It is never told which canaries to look for: a probe carrying its
-secrets would plant them in its own ``/proc/self/cmdline``. It reports every canary-shaped token
-it sees, raw or in standard base64, url-safe base64 or hex, and (issue 26) percent, JSON \\u, HTML and
+library and run there as ``python3 -I detect.py --run RUN ROOT...``, so it imports nothing from the rest
+of ``canaries`` and it holds the one definition of the token shape (``token_pattern``; ``canaries.token``
+mints by it). It is told the run it looks for, never which canaries: a probe carrying its secrets would
+plant them in its own ``/proc/self/cmdline``; the run id alone is no token. It reports every token of the
+run it sees, raw or in standard base64, url-safe base64 or hex, and (issue 26) percent, JSON \\u, HTML and
 quoted-printable escapes, UTF-16, hex with separators, base32, base64 of base64, DNS labels, and inside
 gzip, zlib, xz and bz2 streams wherever they start (``carve``; a zstd frame is said, not opened); the host
 decides whose canary it was with ``Mint.origin``. It only reads: no file is written, no symlink followed,
@@ -18,6 +18,7 @@ import argparse
 import base64
 import binascii
 import bisect
+import contextlib
 import errno
 import json
 import os
@@ -29,25 +30,36 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-PREFIX = b"ppcanary-"
-
 # A token must survive as a DNS label, so nothing canary-shaped is longer than this; every
-# window and overlap below is sized from it rather than from today's 48-character shape.
+# window and overlap below is sized from it rather than from today's 36-character shape.
 MAX_TOKEN_CHARS = 63
 
-# Case-insensitive because a token that went through DNS may come back in any case; Hit.token is
-# lower-cased. The lookahead makes a 17-hex-digit "entropy" a near miss instead of a hit on its
-# first 16 digits; it is the narrowest boundary that does so (a token followed by "g" or "." is
-# still found).
-RAW_PATTERN = re.compile(
-    rb"ppcanary-(?P<run>[0-9a-f]{8})-(?P<principal>[0-9a-z]{1,6})-(?P<location>[0-9a-z]{1,6})"
-    rb"-(?P<entropy>[0-9a-f]{16})(?![0-9a-f])",
-    re.IGNORECASE,
-)
+# A run id: 8 lowercase hex digits. A run's tokens look like version-4 UUIDs whose first group is the run id,
+# ``<run>-xxxx-4xxx-yxxx-xxxxxxxxxxxx``: ids of the kind any user's data is full of (an order, a key, a
+# session), nothing that names pairproof. The run id is the anchor every form is found by, so a scan is told
+# the run it looks for (``use_run``; the probe's ``--run``) and finds that run's tokens only.
+RUN_ID = re.compile(r"[0-9a-f]{8}")
+PREFIX_CHARS = 9  # the run id and its dash: what every anchor below is made of
 
-# re cannot search fast for a case-insensitive literal, so find() lower-cases the data (ASCII
-# only, length-preserving) and runs the same pattern case-sensitively: ten times faster.
-_RAW_LOWER = re.compile(RAW_PATTERN.pattern)
+# The part after the run id. Case-insensitive because a token that went through DNS may come back in any
+# case; Hit.token is lower-cased. The lookahead makes a 13-hex-digit last group a near miss instead of a
+# hit on its first 12 digits; it is the narrowest boundary that does so (a token followed by "g" or "."
+# is still found). The scanner accepts any hex in the version and variant digits: it looks for what
+# was minted, and anything of the shape is reported (the host decides whose it is).
+_TAIL = rb"-(?P<rest>[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+_LOOKAHEAD = rb"(?![0-9a-f])"
+
+
+def token_pattern(run: str) -> re.Pattern[bytes]:
+    """The pattern of run ``run``'s tokens (case-insensitive; ``run`` is the group of that name)."""
+    _check_run(run)
+    return re.compile(rb"(?P<run>" + run.encode() + rb")" + _TAIL + _LOOKAHEAD, re.IGNORECASE)
+
+
+def _check_run(run: str) -> None:
+    if not (isinstance(run, str) and RUN_ID.fullmatch(run)):
+        raise ValueError(f"run id {run!r} is not 8 lowercase hex characters (for example 'a3f09c1e'): "
+                         "give the run whose canaries are looked for")
 
 DEFAULT_MAX_FILE_BYTES = 8 << 20
 DEFAULT_SKIP = ("/proc/kcore", "/sys")
@@ -74,8 +86,8 @@ _BACKUP = 16
 _CHUNK_SIZE = 1 << 20
 
 
-def _base64_anchors() -> tuple[tuple[bytes, int, int], ...]:
-    """(anchor, alignment, lead) for each way ``ppcanary-`` can sit in a base64 stream.
+def _base64_anchors(PREFIX: bytes) -> tuple[tuple[bytes, int, int], ...]:  # noqa: N803
+    """(anchor, alignment, lead) for each way the prefix (``<run>-``) can sit in a base64 stream.
 
     A prefix starting ``alignment`` bytes into a 3-byte group encodes to characters of which only
     some depend on the prefix alone; those are the anchor. ``lead`` is how many characters the
@@ -93,16 +105,34 @@ def _base64_anchors() -> tuple[tuple[bytes, int, int], ...]:
     return tuple(sorted(anchors))
 
 
-_BASE64_ANCHORS = _base64_anchors()
-_HEX_ANCHORS = tuple(
-    sorted(
-        {
-            spelled
-            for prefix in (PREFIX, PREFIX.upper())
-            for spelled in (binascii.hexlify(prefix), binascii.hexlify(prefix).upper())
-        }
-    )
-)
+def _hex_anchors(PREFIX: bytes) -> tuple[bytes, ...]:  # noqa: N803
+    return tuple(sorted({spelled for prefix in (PREFIX, PREFIX.upper())
+                         for spelled in (binascii.hexlify(prefix), binascii.hexlify(prefix).upper())}))
+
+
+def walk_tree(top: str, onerror=None):
+    """``os.walk(top)`` (top-down, links not followed, ``dirnames`` pruned in place to skip a folder) without its
+    recursion: Python 3.11's dies of RecursionError below about a thousand nested folders, and what is walked
+    (a sandbox's files, an instance's volume) nests as deep as its owner likes."""
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = list(entries)
+        except OSError as error:
+            if onerror is not None:
+                onerror(error)
+            continue
+        dirnames, filenames = [], []
+        for entry in listed:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            (dirnames if is_dir else filenames).append(entry.name)
+        yield folder, dirnames, filenames
+        stack.extend(os.path.join(folder, name) for name in reversed(dirnames))
 
 
 @dataclass(frozen=True)
@@ -131,6 +161,7 @@ def find(data: bytes, where: str = "") -> list[Hit]:
 
     A token found twice at the same offset in the same encoding is reported once.
     """
+    t = _tables()
     data = bytes(data)
     found: dict[tuple[str, str, int], Hit] = {}
 
@@ -139,7 +170,7 @@ def find(data: bytes, where: str = "") -> list[Hit]:
         found.setdefault((text, encoding, offset), Hit(text, encoding, offset, where))
 
     lowered = data.lower()
-    for match in _RAW_LOWER.finditer(lowered):
+    for match in t.raw_lower.finditer(lowered):
         add(match.group(), "raw", match.start())
     for token, encoding, offset in _base64_tokens(data):
         add(token, encoding, offset)
@@ -159,7 +190,8 @@ def find(data: bytes, where: str = "") -> list[Hit]:
 
 
 def _base64_tokens(data: bytes) -> Iterator[tuple[bytes, str, int]]:
-    for anchor, alignment, lead in _BASE64_ANCHORS:
+    t = _tables()
+    for anchor, alignment, lead in t.base64_anchors:
         at = data.find(anchor)
         while at != -1:
             if at >= lead:
@@ -170,6 +202,7 @@ def _base64_tokens(data: bytes) -> Iterator[tuple[bytes, str, int]]:
 
 
 def _decode_base64_at(data: bytes, start: int, alignment: int) -> tuple[bytes, str, int] | None:
+    t = _tables()
     run = _BASE64_RUN.match(data, start, start + _BASE64_WINDOW)
     assert run is not None  # a pattern that can match empty always matches
     chars = run.group()
@@ -181,7 +214,7 @@ def _decode_base64_at(data: bytes, start: int, alignment: int) -> tuple[bytes, s
         plain = binascii.a2b_base64((chars[:whole] + tail).translate(_URL_TO_STD))
     except binascii.Error:
         return None
-    match = RAW_PATTERN.match(plain, alignment)
+    match = t.raw.match(plain, alignment)
     if match is None:
         return None
     # A token's own bytes never encode to "+/" or "-_", so only the surrounding run can show
@@ -192,13 +225,14 @@ def _decode_base64_at(data: bytes, start: int, alignment: int) -> tuple[bytes, s
 
 
 def _hex_tokens(data: bytes) -> Iterator[tuple[bytes, str, int]]:
-    for anchor in _HEX_ANCHORS:
+    t = _tables()
+    for anchor in t.hex_anchors:
         at = data.find(anchor)
         while at != -1:
             run = _HEX_RUN.match(data, at, at + _HEX_WINDOW)
             assert run is not None
             digits = run.group()
-            match = RAW_PATTERN.match(binascii.unhexlify(digits[: len(digits) // 2 * 2]))
+            match = t.raw.match(binascii.unhexlify(digits[: len(digits) // 2 * 2]))
             if match is not None:
                 yield match.group(), "hex", at
             at = data.find(anchor, at + 1)
@@ -220,34 +254,33 @@ def _unjoin(offset: int, breaks: list[int]) -> int:
 # tests/vectors/forms.bin holds both to it.
 
 # UTF-16 (either byte order) of the lower-cased prefix: a big-endian token is the same bytes one
-# byte earlier, so one anchor finds both; the offset is that of the 'p' byte.
-_UTF16_ANCHOR = b"\0".join(bytes([c]) for c in PREFIX)
+# byte earlier, so one anchor finds both; the offset is that of the token's first byte.
 _WIDE_CHARS = MAX_TOKEN_CHARS + 1
 
-# Hex with a separator or a per-byte prefix, searched on the lower-cased data: `70:70:63`, `70-70-63`,
-# `70 70 63`, `70,70,63`, `70, 70, 63`, `\x70\x70\x63`, `0x70 0x70 0x63` (any of those separators or
-# none between 0x bytes), for a lower-case or an upper-case prefix.
+# Hex with a separator or a per-byte prefix, searched on the lower-cased data, anchored on the prefix's first
+# three bytes (for run 3f9a...: `33:66:39`, `33-66-39`, `33 66 39`, `33,66,39`, `33, 66, 39`, `\x33\x66\x39`,
+# `0x33 0x66 0x39`, any of those separators or none between 0x bytes), for a lower-case or an upper-case prefix.
 _HEX_SEPARATORS = (b":", b"-", b" ", b",", b", ")
 
 
-def _hex_sep_anchors() -> tuple[bytes, ...]:
+def _hex_sep_anchors(PREFIX: bytes) -> tuple[bytes, ...]:  # noqa: N803
     anchors: set[bytes] = set()
-    for p, c in ((b"70", b"63"), (b"50", b"43")):
+    for prefix in (PREFIX, PREFIX.upper()):
+        a, b, c = (b"%02x" % byte for byte in prefix[:3])
         for sep in _HEX_SEPARATORS:
-            anchors.add(p + sep + p + sep + c)
-        anchors.add(b"\\x" + p + b"\\x" + p + b"\\x" + c)
+            anchors.add(a + sep + b + sep + c)
+        anchors.add(b"\\x" + a + b"\\x" + b + b"\\x" + c)
         for sep in (b"", *_HEX_SEPARATORS):
-            anchors.add(b"0x" + p + sep + b"0x" + p + sep + b"0x" + c)
+            anchors.add(b"0x" + a + sep + b"0x" + b + sep + b"0x" + c)
     return tuple(sorted(anchors))
 
 
-_HEX_SEP_ANCHORS = _hex_sep_anchors()
-# Searched by their first "70" or "50" (a separator or a space in the needle keeps bytes.find from skipping
-# ahead, which made the 22 searches cost twice the rest of find): (pair, ((anchor, where the pair sits), ...)).
-_HEX_SEP_BY_PAIR = tuple(
-    (pair, tuple((anchor, anchor.index(pair)) for anchor in _HEX_SEP_ANCHORS if pair in anchor))
-    for pair in (b"70", b"50")
-)
+def _hex_sep_by_pair(PREFIX: bytes, anchors: tuple[bytes, ...]) -> tuple[tuple[bytes, tuple[tuple[bytes, int], ...]], ...]:  # noqa: N803
+    """The anchors searched by the hex of the prefix's first byte (a separator or a space in the needle keeps
+    bytes.find from skipping ahead, which made the 22 searches cost twice the rest of find): (pair, ((anchor,
+    where the pair first sits), ...)); an anchor holding both pairs is found twice, and reported once."""
+    pairs = sorted({b"%02x" % prefix[0] for prefix in (PREFIX, PREFIX.upper())})
+    return tuple((pair, tuple((anchor, anchor.index(pair)) for anchor in anchors if pair in anchor)) for pair in pairs)
 _HEX_DIGITS = frozenset(b"0123456789abcdef")
 
 # Base32 (RFC 4648, either case: it is case-blind) at each of the five alignments in a 5-byte group,
@@ -258,7 +291,7 @@ _BASE32_RUN = re.compile(rb"[a-z2-7]*")
 _BASE32_WINDOW = 8 * -(-(4 + MAX_TOKEN_CHARS + 1) // 5)
 
 
-def _base32_anchors() -> tuple[tuple[bytes, int, int], ...]:
+def _base32_anchors(PREFIX: bytes) -> tuple[tuple[bytes, int, int], ...]:  # noqa: N803
     anchors = set()
     for prefix in (PREFIX, PREFIX.upper()):
         for alignment in range(5):
@@ -269,7 +302,6 @@ def _base32_anchors() -> tuple[tuple[bytes, int, int], ...]:
     return tuple(sorted(anchors))
 
 
-_BASE32_ANCHORS = _base32_anchors()
 
 # Escapes decoded in place: percent-encoding, JSON \\u00XX (ASCII only), HTML character references
 # (decimal and hex; no named reference stands for a character a token can hold, see
@@ -284,17 +316,15 @@ _ESCAPE = re.compile(
 _ESCAPE_NAMES = {"pct": "percent", "json": "json-escape", "dec": "html-entity", "hx": "html-entity",
                  "qp": "quoted-printable", "soft": "quoted-printable"}
 
-# A token cut into DNS labels: the dots anywhere in it (the prefix too, any number of them).
-_RAW_NO_LOOKAHEAD = re.compile(RAW_PATTERN.pattern.split(rb"(?!")[0])
 
 # Base64 of base64: the base64 anchors, themselves base64-encoded at each alignment.
 _NESTED_WINDOW = 4 * -(-(3 + _BASE64_WINDOW + 3 + 2) // 3) + 4
 
 
-def _nested_base64_anchors() -> tuple[tuple[bytes, int, int, int, int], ...]:
+def _nested_base64_anchors(base64_anchors: tuple[tuple[bytes, int, int], ...]) -> tuple[tuple[bytes, int, int, int, int], ...]:
     """(outer anchor, outer alignment, outer lead, inner alignment, inner lead) for base64 of base64."""
     anchors = set()
-    for inner, inner_alignment, inner_lead in _BASE64_ANCHORS:
+    for inner, inner_alignment, inner_lead in base64_anchors:
         for alignment in range(3):
             encoded = binascii.b2a_base64(bytes(alignment) + inner + bytes(2), newline=False)
             lead = -(-8 * alignment // 6)
@@ -303,7 +333,64 @@ def _nested_base64_anchors() -> tuple[tuple[bytes, int, int, int, int], ...]:
     return tuple(sorted(anchors))
 
 
-_NESTED_ANCHORS = _nested_base64_anchors()
+class _Tables:
+    """What finding one run's tokens needs: its patterns and every anchor, built from its prefix once."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self.prefix = prefix = run.encode() + b"-"
+        self.raw = token_pattern(run)
+        # re cannot search fast for a case-insensitive literal, so find() lower-cases the data (ASCII only,
+        # length-preserving) and runs the same pattern case-sensitively: ten times faster.
+        self.raw_lower = re.compile(self.raw.pattern)
+        # A token cut into DNS labels (the dots anywhere in it, the prefix too) and the other forms whose
+        # end is judged by hand.
+        self.raw_no_lookahead = re.compile(self.raw.pattern[: -len(_LOOKAHEAD)])
+        self.base64_anchors = _base64_anchors(prefix)
+        self.hex_anchors = _hex_anchors(prefix)
+        self.utf16_anchor = b"\0".join(bytes([c]) for c in prefix)
+        self.hex_sep_anchors = _hex_sep_anchors(prefix)
+        self.hex_sep_by_pair = _hex_sep_by_pair(prefix, self.hex_sep_anchors)
+        self.base32_anchors = _base32_anchors(prefix)
+        self.nested_anchors = _nested_base64_anchors(self.base64_anchors)
+
+
+_BUILT: dict[str, _Tables] = {}
+_T: _Tables | None = None
+
+
+def use_run(run: str) -> None:
+    """Look for run ``run``'s tokens from now on (every ``find``, ``scan_*`` and ``carve`` of this process)."""
+    global _T
+    _check_run(run)
+    if run not in _BUILT:
+        _BUILT[run] = _Tables(run)
+    _T = _BUILT[run]
+
+
+@contextlib.contextmanager
+def looking_for(run: str) -> Iterator[None]:
+    """Look for run ``run``'s tokens inside the block, and for what was looked for before after it (a scan for a
+    mint's canaries must not retarget every later scan of the process)."""
+    global _T
+    before = _T
+    use_run(run)
+    try:
+        yield
+    finally:
+        _T = before
+
+
+def run_in_use() -> str:
+    """The run whose tokens this process looks for; RuntimeError naming the fix before ``use_run``."""
+    return _tables().run
+
+
+def _tables() -> _Tables:
+    if _T is None:
+        raise RuntimeError("no run to look for: call canaries.detect.use_run(RUN) first (the probe: --run RUN); "
+                           "a scan finds one run's tokens, anchored on its id")
+    return _T
 
 
 def _more_tokens(data: bytes, lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
@@ -318,10 +405,11 @@ def _more_tokens(data: bytes, lowered: bytes) -> Iterator[tuple[bytes, str, int]
 
 
 def _utf16_tokens(lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
+    t = _tables()
     n = len(lowered)
-    at = lowered.find(_UTF16_ANCHOR)
+    at = lowered.find(t.utf16_anchor)
     while at != -1:
-        match = _RAW_NO_LOOKAHEAD.match(lowered[at : at + 2 * _WIDE_CHARS : 2])
+        match = t.raw_no_lookahead.match(lowered[at : at + 2 * _WIDE_CHARS : 2])
         if match is not None:
             end = at + 2 * match.end()
             # Little-endian: a zero after each character; big-endian: a zero before each. The token ends
@@ -332,17 +420,18 @@ def _utf16_tokens(lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
                 end < n and lowered[end - 1] == 0 and lowered[end] in _HEX_DIGITS)
             if little or big:
                 yield match.group(), "utf-16", at
-        at = lowered.find(_UTF16_ANCHOR, at + 1)
+        at = lowered.find(t.utf16_anchor, at + 1)
 
 
 def _hex_sep_tokens(lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
-    for pair, anchors in _HEX_SEP_BY_PAIR:
+    t = _tables()
+    for pair, anchors in t.hex_sep_by_pair:
         seen = lowered.find(pair)
         while seen != -1:
             for anchor, shift in anchors:
                 at = seen - shift
                 if at >= 0 and lowered.startswith(anchor, at):
-                    match = RAW_PATTERN.match(_unhex_separated(lowered, at))
+                    match = t.raw.match(_unhex_separated(lowered, at))
                     if match is not None:
                         yield match.group(), "hex-sep", at
             seen = lowered.find(pair, seen + 1)
@@ -367,14 +456,15 @@ def _unhex_separated(lowered: bytes, at: int) -> bytes:
 
 
 def _base32_tokens(lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
-    for anchor, alignment, lead in _BASE32_ANCHORS:
+    t = _tables()
+    for anchor, alignment, lead in t.base32_anchors:
         at = lowered.find(anchor)
         while at != -1:
             if at >= lead:
                 start = at - lead
                 run = _BASE32_RUN.match(lowered, start, start + _BASE32_WINDOW)
                 assert run is not None
-                match = RAW_PATTERN.match(_unbase32(run.group()), alignment)
+                match = t.raw.match(_unbase32(run.group()), alignment)
                 if match is not None:
                     yield match.group(), "base32", start + 8 * alignment // 5
             at = lowered.find(anchor, at + 1)
@@ -394,24 +484,63 @@ def _unbase32(chars: bytes) -> bytes:
 
 
 def _escaped_tokens(data: bytes) -> Iterator[tuple[bytes, str, int]]:
-    # (decoded position, source position, decoded length, source length, encoding) per escape
+    t = _tables()
+    decoded, marks, starts = _decode_escapes(data)
+    if not marks:
+        return
+    for match in t.raw_lower.finditer(decoded):
+        start, end = match.span()
+        first = _first_escape_inside(marks, starts, start, end)
+        if first is not None:
+            yield match.group(), first, _source_offset(marks, starts, start)
+    # Decoding left to right reads "=01" or "%01" as one escape; a token glued after "=" or "%" (key=<token>,
+    # ?id=<token>) starts at the "0" all the same. So a token is also looked for from each byte inside an
+    # escape that could be its first (decoded from there on), as ppscan tries every start.
+    first_char, second = t.prefix[0], t.prefix[1]
+    for _, source, _, source_length, _ in marks:
+        for at in range(source + 1, source + source_length):
+            if data[at] | 0x20 != first_char or at + 1 >= len(data):
+                continue
+            following = data[at + 1]
+            if following | 0x20 != second:
+                escape = _ESCAPE.match(data, at + 1)
+                if escape is None or _escape_value(escape) | 0x20 != second:
+                    continue  # the token's second character is not next
+            if not _decode_escapes(data[at : at + 10 * PREFIX_CHARS])[0].startswith(t.prefix):
+                continue  # the prefix's spelling is not there: most starts end here, before the whole window
+            window, window_marks, window_starts = _decode_escapes(data[at : at + _ESCAPE_WINDOW])
+            match = t.raw_lower.match(window)
+            if match is not None:
+                first = _first_escape_inside(window_marks, window_starts, 0, match.end())
+                if first is not None:
+                    yield match.group(), first, at
+
+
+# The longest a token's escapes can spell it: each character as "&#0000048;" at most (ten bytes).
+_ESCAPE_WINDOW = 10 * _WIDE_CHARS
+
+
+def _escape_value(escape: re.Match[bytes]) -> int:
+    """The byte an _ESCAPE match stands for (0x80 for a non-ASCII reference: a token is ASCII, so any other character
+    ends it; 0 for a soft break, which stands for nothing and so for no character of a token)."""
+    kind = escape.lastgroup
+    value = escape.group(kind)
+    if kind == "soft":
+        return 0
+    code = int(value) if kind == "dec" else int(value, 16)
+    return code if code < 128 else 0x80
+
+
+def _decode_escapes(data: bytes) -> tuple[bytes, list[tuple[int, int, int, int, str]], list[int]]:
+    """``data`` with its escapes decoded, lower-cased; (decoded position, source position, decoded length, source
+    length, encoding) per escape; and the decoded positions alone."""
     marks: list[tuple[int, int, int, int, str]] = []
     pieces: list[bytes] = []
     last = decoded_at = 0
     for escape in _ESCAPE.finditer(data):
         kind = escape.lastgroup
         assert kind is not None
-        value = escape.group(kind)
-        if kind == "soft":
-            plain = b""
-        elif kind == "dec":
-            code = int(value)
-            plain = bytes([code]) if code < 128 else b"\x80"  # a token is ASCII: any other character ends it
-        elif kind == "hx":
-            code = int(value, 16)
-            plain = bytes([code]) if code < 128 else b"\x80"
-        else:
-            plain = bytes([int(value, 16)])
+        plain = b"" if kind == "soft" else bytes([_escape_value(escape)])
         literal = data[last : escape.start()]
         pieces.append(literal)
         decoded_at += len(literal)
@@ -419,17 +548,17 @@ def _escaped_tokens(data: bytes) -> Iterator[tuple[bytes, str, int]]:
         pieces.append(plain)
         decoded_at += len(plain)
         last = escape.end()
-    if not marks:
-        return
     pieces.append(data[last:])
-    decoded = b"".join(pieces).lower()
-    starts = [mark[0] for mark in marks]
-    for match in _RAW_LOWER.finditer(decoded):
-        start, end = match.span()
-        first = bisect.bisect_left(starts, start)
-        inside = [mark for mark in marks[first:] if mark[0] < end and (mark[2] or mark[0] > start)]
-        if inside:
-            yield match.group(), inside[0][4], _source_offset(marks, starts, start)
+    return b"".join(pieces).lower(), marks, [mark[0] for mark in marks]
+
+
+def _first_escape_inside(marks: list[tuple[int, int, int, int, str]], starts: list[int], start: int,
+                         end: int) -> str | None:
+    """The encoding of the first escape inside decoded [start, end) (a soft break just before it counts:
+    it marks the character after it), or None when the span holds none."""
+    first = bisect.bisect_left(starts, start)
+    inside = [mark for mark in marks[first:] if mark[0] < end and (mark[2] or mark[0] > start)]
+    return inside[0][4] if inside else None
 
 
 def _source_offset(marks: list[tuple[int, int, int, int, str]], starts: list[int], position: int) -> int:
@@ -446,9 +575,10 @@ def _source_offset(marks: list[tuple[int, int, int, int, str]], starts: list[int
 
 
 def _dns_tokens(data: bytes, lowered: bytes) -> Iterator[tuple[bytes, str, int]]:
+    t = _tables()
     undotted = lowered.translate(None, b".")
     source = dotted = 0  # walking both texts together: lowered[source] is undotted[dotted]
-    for match in _RAW_NO_LOOKAHEAD.finditer(undotted):
+    for match in t.raw_no_lookahead.finditer(undotted):
         start, end = match.span()
         source = _advance(lowered, source, dotted, start)
         dotted = start
@@ -474,7 +604,8 @@ def _advance(lowered: bytes, source: int, dotted: int, target: int) -> int:
 
 
 def _nested_base64_tokens(data: bytes) -> Iterator[tuple[bytes, str, int]]:
-    for anchor, alignment, lead, inner_alignment, inner_lead in _NESTED_ANCHORS:
+    t = _tables()
+    for anchor, alignment, lead, inner_alignment, inner_lead in t.nested_anchors:
         at = data.find(anchor)
         while at != -1:
             group = at - lead
@@ -870,7 +1001,7 @@ class _TreeScan:
                 self.note(path, "not scanned: not a regular file or directory")
 
     def walk(self, top: str) -> None:
-        for dirpath, dirnames, filenames in os.walk(top, onerror=self.unlistable):
+        for dirpath, dirnames, filenames in walk_tree(top, onerror=self.unlistable):
             # Pruning dirnames in place is how os.walk is told not to descend.
             dirnames[:] = [name for name in sorted(dirnames) if self.enter(os.path.join(dirpath, name), name)]
             for name in sorted(filenames):
@@ -1053,11 +1184,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Scan the roots; print one JSON object per hit, then a summary line. Problems go to stderr."""
     parser = argparse.ArgumentParser(
         prog="detect.py",
-        description="Report every canary-shaped token under the given roots, one JSON object "
+        # One line, as probe/ppscan.c prints it (argparse would wrap it).
+        usage="detect.py [-h] --run RUN [--max-file-bytes MAX_FILE_BYTES] [--skip PATH] ROOT [ROOT ...]",
+        description="Report every token of run RUN under the given roots, one JSON object "
         'per line, then a summary {"scanned_files", "errors", "bytes", "truncated", "problems", "end"}. '
         "Unreadable paths go to stderr too.",
     )
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="a file or directory to scan")
+    parser.add_argument("--run", required=True, help="the run whose tokens are looked for (8 lowercase hex)")
     parser.add_argument(
         "--max-file-bytes",
         type=int,
@@ -1074,6 +1208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.max_file_bytes < 1:
         parser.error(f"--max-file-bytes must be at least 1, got {args.max_file_bytes}")
+    if not RUN_ID.fullmatch(args.run):
+        parser.error(f"argument --run: {args.run!r} is not a run id (8 lowercase hex characters, e.g. a3f09c1e)")
+    use_run(args.run)
     scan = _scan_tree(args.roots, args.max_file_bytes, (*DEFAULT_SKIP, *args.skip))
     out = sys.stdout
     for hit in scan.hits:

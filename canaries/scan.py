@@ -1,9 +1,9 @@
 """Host-side scanning: find canary-shaped tokens and say whose canary each one is.
 
-``detect`` finds anything canary-shaped and knows nothing about which canaries exist; a ``Mint``
-knows what it planted and nothing about where tokens turn up. This module joins the two on the
+``detect`` finds every token of the run it is told and knows nothing about which canaries exist; a
+``Mint`` knows what it planted and nothing about where tokens turn up. This module joins the two on the
 host, where the mint lives: every hit is paired with the canary it came from, or with None when
-the token was not minted by this run (another run's canary, or a mangled one). Deciding whether a
+the token was not minted by this mint (a sentinel of another mint of the run, or a mangled one). Deciding whether a
 given hit is a leak belongs to the caller, who knows who was allowed to see what.
 
 Stored bytes (a snapshot, a backup, a cache) are opened layer by layer before they are searched
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from canaries.detect import DEFAULT_MAX_FILE_BYTES, Hit, carve, find, scan_tree
+from canaries.detect import DEFAULT_MAX_FILE_BYTES, Hit, carve, find, looking_for, scan_tree
 from canaries.errors import IncompleteScanError
 from canaries.token import Canary, Mint
 
@@ -61,8 +61,9 @@ def scan_bytes(data: bytes, mint: Mint, where: str = "") -> list[Attributed]:
     """Attributed hits in ``data``, raw or encoded, and inside the compressed streams it holds wherever they
     start (``detect.carve``). Raises ``IncompleteScanError`` if a stream could not be opened or a bound of the
     carving was reached (a zstd frame: detect.py has no decoder; ``find_at_rest`` opens one), keeping the hits."""
-    carved = carve(data, where)
-    found = attribute(find(data, where) + carved.hits, mint)
+    with looking_for(mint.run):  # the mint's run is the one looked for, here only
+        carved = carve(data, where)
+        found = attribute(find(data, where) + carved.hits, mint)
     if carved.problems:
         raise IncompleteScanError(where or "bytes", tuple(carved.problems), tuple(found))
     return found
@@ -76,7 +77,8 @@ def scan_dir(path: str | os.PathLike[str], mint: Mint, *, max_file_bytes: int = 
     error keeps the hits that were found in ``found``.
     """
     root = os.fspath(path)
-    hits, problems = scan_tree([root], max_file_bytes=max_file_bytes)
+    with looking_for(mint.run):  # the mint's run is the one looked for, here only
+        hits, problems = scan_tree([root], max_file_bytes=max_file_bytes)
     found = attribute(hits, mint)
     if problems:
         raise IncompleteScanError(root, tuple(problems), tuple(found))
@@ -190,7 +192,8 @@ def scan_at_rest(blob: bytes, mint: Mint, where: str = "blob", *, max_depth: int
                  max_expanded_bytes: int = MAX_EXPANDED_BYTES) -> list[Attributed]:
     """Attributed hits in stored bytes through every layer (``find_at_rest``); ``IncompleteScanError`` if
     the scan hit one of its limits, keeping what it found."""
-    scan = find_at_rest(blob, where, max_depth=max_depth, max_expanded_bytes=max_expanded_bytes)
+    with looking_for(mint.run):  # the mint's run is the one looked for, here only
+        scan = find_at_rest(blob, where, max_depth=max_depth, max_expanded_bytes=max_expanded_bytes)
     found = attribute(scan.hits, mint)
     if scan.problems:
         raise IncompleteScanError(where, tuple(scan.problems), tuple(found))

@@ -1,11 +1,13 @@
-"""The canary token: its shape, parsing, and minting one run's worth of them.
+"""The canary token: its shape, and minting one run's worth of them.
 
-A canary is a unique fake secret planted in one principal's private memory; if any other party
-ever sees it, isolation failed. Tokens look like ``ppcanary-<run>-<principal>-<location>-<entropy>``
-and use only ``[a-z0-9-]`` within 63 characters, so one survives intact as a DNS label, a file
-name, an environment value or a shell word. The shape itself is defined once, as ``RAW_PATTERN``
-in ``canaries.detect`` (the standalone probe needs it and may import nothing from here); this
-module adds the record, the strict parser and the ``Mint`` that remembers where each token went.
+A canary is a unique fake secret planted in one principal's private memory; if any other party ever sees
+it, isolation failed. A token looks like a version-4 UUID whose first group is the run id,
+``<run>-xxxx-4xxx-yxxx-xxxxxxxxxxxx`` (36 characters of ``[0-9a-f-]``): an id of the kind any user's
+notes, keys and records hold, nothing that says pairproof planted it (issue 28: an agent that can tell it
+is being qualified can behave while it is and leak later). It survives intact as a DNS label, a file
+name, an environment value or a shell word. The shape is defined once, by ``token_pattern`` in
+``canaries.detect`` (the standalone probe needs it and may import nothing from here); the token itself
+says only its run, so where each one was planted is the ``Mint``'s record (``Mint.origin``).
 Finding tokens in data is ``detect``'s job, not this module's.
 """
 
@@ -16,22 +18,21 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from canaries.detect import MAX_TOKEN_CHARS, RAW_PATTERN
+from canaries.detect import MAX_TOKEN_CHARS, RUN_ID, token_pattern
 from canaries.errors import CanaryFormatError, DuplicateCanaryError
 
-__all__ = ["RAW_PATTERN", "Canary", "Mint", "new_run_id", "parse"]
+__all__ = ["Canary", "Mint", "new_run_id", "token_pattern"]
 
-_RUN_ID = re.compile(r"[0-9a-f]{8}")
 _FIELD = re.compile(r"[a-z0-9]{1,6}")
-_SHAPE = "ppcanary-<run: 8 lowercase hex>-<principal: 1-6 of [a-z0-9]>-<location: 1-6 of [a-z0-9]>-<entropy: 16 lowercase hex>"
+_SHAPE = "<run: 8 lowercase hex>-<4 hex>-4<3 hex>-<one of 89ab><3 hex>-<12 hex> (a version-4 UUID)"
 
 
 @dataclass(frozen=True)
 class Canary:
     """One planted token and where it was planted: which run, which principal, which location.
 
-    Constructing one checks that ``token`` has the canary shape and agrees with the other fields,
-    so a ``Canary`` in hand is always well-formed.
+    Constructing one checks that ``token`` has the run's shape, so a ``Canary`` in hand is always
+    well-formed; the principal and location are the mint's record, not something the token says.
     """
 
     token: str
@@ -40,11 +41,14 @@ class Canary:
     location: str
 
     def __post_init__(self) -> None:
-        said = _split(self.token)
-        if (self.run, self.principal, self.location) != said:
+        if not (_is_ascii_str(self.run) and RUN_ID.fullmatch(self.run)):
+            raise CanaryFormatError(f"run {_show(self.run)} is not 8 lowercase hex characters")
+        if not (_is_ascii_str(self.token) and token_pattern(self.run).fullmatch(self.token.encode("ascii"))):
+            raise CanaryFormatError(f"{_show(self.token)} is not a token of run {self.run}: expected {_SHAPE}")
+        if self.token != self.token.lower():
             raise CanaryFormatError(
-                f"Canary fields {(self.run, self.principal, self.location)!r} disagree with token "
-                f"{self.token!r}, which says {said!r}; build a Canary with parse(token)"
+                f"{_show(self.token)} has upper-case letters; canary tokens are lower-case "
+                "(DNS may change case on the way), so pass token.lower()"
             )
 
     # builtins.bytes because inside the class body `bytes` names this property.
@@ -54,27 +58,16 @@ class Canary:
         return self.token.encode("ascii")
 
 
-def parse(token: str) -> Canary:
-    """The canary a lower-case token describes; ``CanaryFormatError`` if it is not one."""
-    return Canary(token, *_split(token))
-
-
-def _split(token: str) -> tuple[str, str, str]:
-    """(run, principal, location) of a canonical token, or ``CanaryFormatError`` naming it."""
-    match = RAW_PATTERN.fullmatch(token.encode("ascii")) if _is_ascii_str(token) else None
-    if match is None:
-        raise CanaryFormatError(f"{_show(token)} is not a canary token: expected {_SHAPE}")
-    if token != token.lower():
-        raise CanaryFormatError(
-            f"{_show(token)} has upper-case letters; canary tokens are lower-case "
-            "(DNS may change case on the way), so pass token.lower()"
-        )
-    return match["run"].decode(), match["principal"].decode(), match["location"].decode()
-
-
 def new_run_id() -> str:
     """A fresh run id: 8 random lowercase hex characters."""
     return secrets.token_hex(4)
+
+
+def _uuid4_rest() -> str:
+    """The part of a version-4 UUID after its first group, random: 4 hex, 4 then 3 hex, one of 89ab then 3
+    hex, 12 hex."""
+    value = secrets.token_hex(13)
+    return f"{value[0:4]}-4{value[4:7]}-{'89ab'[secrets.randbelow(4)]}{value[7:10]}-{value[10:22]}"
 
 
 class Mint:
@@ -85,7 +78,7 @@ class Mint:
     """
 
     def __init__(self, run: str) -> None:
-        if not (_is_ascii_str(run) and _RUN_ID.fullmatch(run)):
+        if not (_is_ascii_str(run) and RUN_ID.fullmatch(run)):
             raise CanaryFormatError(
                 f"run id {_show(run)} is not 8 lowercase hex characters (for example 'a3f09c1e'); "
                 "make one with canaries.new_run_id()"
@@ -110,8 +103,10 @@ class Mint:
                 "location, so that a hit names exactly one planting: reuse that canary or use "
                 "another location name"
             )
-        token = f"ppcanary-{self._run}-{principal}-{location}-{secrets.token_hex(8)}"
-        canary = parse(token)
+        token = f"{self._run}-{_uuid4_rest()}"
+        while token in self._by_token:  # 90 random bits: never in practice, and a token must name one place
+            token = f"{self._run}-{_uuid4_rest()}"
+        canary = Canary(token, self._run, principal, location)
         # Guard the DNS-label promise against a future change of shape, not this one.
         assert len(token) <= MAX_TOKEN_CHARS, token
         self._by_place[(principal, location)] = canary

@@ -3,7 +3,9 @@
  * Same CLI (ROOT... [--max-file-bytes N] [--skip PATH]), same walk, same windows (1 MiB chunks,
  * 512-byte overlap, 16-byte backup), same hits (raw any case; standard and url-safe base64 at every
  * alignment, also across line breaks; hex in either case), same JSON lines and summary record.
- * Hyperscan finds the literal anchors (every encoding of "ppcanary-"); each candidate is then
+ * A scan is told the run it looks for (--run RUN): a run's tokens are version-4 UUIDs whose first group is
+ * the run id, so "RUN-" is the prefix every anchor is made of (canaries/detect.py, token_pattern).
+ * Hyperscan finds the literal anchors (every encoding of the prefix); each candidate is then
  * verified and decoded exactly as detect.py does. It never follows a symlink, opens a fifo or a
  * device, writes a file, or enters /sys; of /proc it reads only <pid>/environ and cmdline.
  */
@@ -31,9 +33,6 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
-#ifdef PPSCAN_EMBEDDED_DB
-#include PPSCAN_EMBEDDED_DB
-#endif
 
 #define MAX_TOKEN_CHARS 63
 #define BASE64_WINDOW (4 * ((2 + MAX_TOKEN_CHARS + 1 + 2) / 3))
@@ -44,7 +43,8 @@
 #define SUMMARY_PROBLEMS 200
 #define DEFAULT_MAX_FILE_BYTES (8 << 20)
 
-static const char PREFIX[] = "ppcanary-";
+/* "<run>-", set from --run before build_anchors(). */
+static char PREFIX[10];
 /* In the order of their names, as detect.py sorts hits by (offset, encoding, token). */
 enum { ENC_BASE32, ENC_BASE64, ENC_B64B64, ENC_BASE64URL, ENC_DNS, ENC_HEX, ENC_HEXSEP, ENC_HTML, ENC_JSON, ENC_PERCENT,
        ENC_QP, ENC_RAW, ENC_UTF16 };
@@ -81,21 +81,16 @@ static int hexval(int c) { return c <= '9' ? c - '0' : lc(c) - 'a' + 10; }
 static inline int is_alnum_lc(int c) { c = lc(c); return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'); }
 
 /* Length of the token matching at p (n bytes available), or 0; the byte after it is not looked at
- * unless check_next (RAW_PATTERN's lookahead). */
+ * unless check_next (token_pattern's lookahead): the prefix "<run>-", then 4-4-4-12 hex digits. */
 static size_t match_token_at(const uint8_t *p, size_t n, int check_next) {
+    static const int GROUPS[] = {4, 4, 4, 12};
     size_t i = 0;
     if (n < 9) return 0;
     for (; i < 9; i++) if (lc(p[i]) != PREFIX[i]) return 0;
-    for (int k = 0; k < 8; k++, i++) if (i >= n || !is_hex(p[i])) return 0;
-    if (i >= n || p[i] != '-') return 0;
-    i++;
-    for (int part = 0; part < 2; part++) {
-        size_t s = i;
-        while (i < n && i - s < 6 && is_alnum_lc(p[i])) i++;
-        if (i == s || i >= n || p[i] != '-') return 0;
-        i++;
+    for (int g = 0; g < 4; g++) {
+        if (g && (i >= n || p[i++] != '-')) return 0;
+        for (int k = 0; k < GROUPS[g]; k++, i++) if (i >= n || !is_hex(p[i])) return 0;
     }
-    for (int k = 0; k < 16; k++, i++) if (i >= n || !is_hex(p[i])) return 0;
     if (check_next && i < n && is_hex(p[i])) return 0;
     return i;
 }
@@ -182,11 +177,14 @@ static void build_anchors(void) {
     add_anchor(PREFIX, 9, KIND_DNS, 0, 0);
     /* Beyond detect.py: any character of the prefix percent-encoded or as a JSON \u escape (the
      * latter found by find_json_escapes, not Hyperscan). */
-    for (const char *c = "pcanryPCANRY-"; *c; c++) {
-        char lit[16];
-        snprintf(lit, sizeof lit, "%%%02x", (unsigned)*c);
-        add_anchor(lit, 3, KIND_ESC, 0, 0);
-        PREFIX_CHAR[(uint8_t)*c] = 1;
+    for (int i = 0; i < 9; i++) {
+        for (int up = 0; up < 2; up++) {
+            char c = up && PREFIX[i] >= 'a' && PREFIX[i] <= 'z' ? PREFIX[i] - 32 : PREFIX[i];
+            char lit[16];
+            snprintf(lit, sizeof lit, "%%%02x", (unsigned)(uint8_t)c);
+            add_anchor(lit, 3, KIND_ESC, 0, 0);
+            PREFIX_CHAR[(uint8_t)c] = 1;
+        }
     }
     for (int up = 0; up < 2; up++) {
         char prefix[10];
@@ -229,18 +227,23 @@ static void build_anchors(void) {
         for (int i = 0; i < 9; i++) { lit[2 * i] = PREFIX[i]; lit[2 * i + 1] = 0; }
         add_anchor(lit, 17, KIND_UTF16, 0, 0);
         static const char *SEPS[] = {":", "-", " ", ",", ", "};
-        static const char *PC[2][2] = {{"70", "63"}, {"50", "43"}};
-        for (int c = 0; c < 2; c++) {
-            const char *P = PC[c][0], *C = PC[c][1];
+        /* The hex of the prefix's first three bytes, lower- and upper-case prefix (detect._hex_sep_anchors). */
+        for (int up = 0; up < 2; up++) {
+            char X[3][3];
+            for (int i = 0; i < 3; i++) {
+                char c = up && PREFIX[i] >= 'a' && PREFIX[i] <= 'z' ? PREFIX[i] - 32 : PREFIX[i];
+                snprintf(X[i], sizeof X[i], "%02x", (unsigned)(uint8_t)c);
+            }
+            const char *A = X[0], *B = X[1], *C = X[2];
             for (int k = 0; k < 5; k++) {
-                len = snprintf(lit, sizeof lit, "%s%s%s%s%s", P, SEPS[k], P, SEPS[k], C);
+                len = snprintf(lit, sizeof lit, "%s%s%s%s%s", A, SEPS[k], B, SEPS[k], C);
                 add_anchor(lit, (unsigned)len, KIND_HEXSEP, 0, 0);
             }
-            len = snprintf(lit, sizeof lit, "\\x%s\\x%s\\x%s", P, P, C);
+            len = snprintf(lit, sizeof lit, "\\x%s\\x%s\\x%s", A, B, C);
             add_anchor(lit, (unsigned)len, KIND_HEXSEP, 0, 0);
             for (int k = -1; k < 5; k++) {
                 const char *sep = k < 0 ? "" : SEPS[k];
-                len = snprintf(lit, sizeof lit, "0x%s%s0x%s%s0x%s", P, sep, P, sep, C);
+                len = snprintf(lit, sizeof lit, "0x%s%s0x%s%s0x%s", A, sep, B, sep, C);
                 add_anchor(lit, (unsigned)len, KIND_HEXSEP, 0, 0);
             }
         }
@@ -295,21 +298,8 @@ static void build_anchors(void) {
         int k = anchors[i].kind;
         flags[i] = k == KIND_RAW || k == KIND_ESC || k == KIND_DNS || k == KIND_UTF16 || k == KIND_HEXSEP || k == KIND_B32 ? HS_FLAG_CASELESS : 0;
     }
-#ifdef PPSCAN_EMBEDDED_DB
-    /* Compiling the patterns takes ~50 ms; the build compiled them already (same host, so the
-     * same CPU features). A database this CPU cannot run is compiled afresh instead. */
-    if (hs_deserialize_database((const char *)PPSCAN_DB, sizeof PPSCAN_DB, &db) == HS_SUCCESS) {
-        hs_scratch_t *probe_scratch = NULL;
-        if (hs_alloc_scratch(db, &probe_scratch) == HS_SUCCESS &&
-            hs_scan(db, "x", 1, 0, probe_scratch, NULL, NULL) == HS_SUCCESS) {
-            scratch = probe_scratch;
-            return;
-        }
-        if (probe_scratch) hs_free_scratch(probe_scratch);
-        hs_free_database(db);
-        db = NULL;
-    }
-#endif
+    /* Compiled here, for the run given (~50 ms; the anchors are the run's, so no database can be built
+     * ahead of time). */
     hs_compile_error_t *err = NULL;
     if (hs_compile_multi(exprs, flags, ids, n_anchors, HS_MODE_BLOCK, NULL, &db, &err) != HS_SUCCESS) {
         fprintf(stderr, "ppscan: hyperscan compile failed: %s\n", err ? err->message : "?");
@@ -416,7 +406,7 @@ static void verify_escaped(const uint8_t *data, size_t n, size_t s, Hits *out) {
             c = (uint8_t)(hexval(data[i + 1]) << 4 | hexval(data[i + 2]));
             k = ENC_PERCENT;
             i += 3;
-        } else if (data[i] == '\\' && i + 5 < n && data[i + 1] == 'u' && data[i + 2] == '0' && data[i + 3] == '0' &&
+        } else if (data[i] == '\\' && i + 5 < n && (data[i + 1] | 0x20) == 'u' && data[i + 2] == '0' && data[i + 3] == '0' &&
                    is_hex(data[i + 4]) && is_hex(data[i + 5]) && hexval(data[i + 4]) < 8) {
             c = (uint8_t)(hexval(data[i + 4]) << 4 | hexval(data[i + 5]));
             k = ENC_JSON;
@@ -451,7 +441,7 @@ static void verify_escaped(const uint8_t *data, size_t n, size_t s, Hits *out) {
         if (kind[k] != ENC_RAW) { hits_push(out, plain, m, kind[k], s); return; }
 }
 
-/* UTF-16 either way round (detect._utf16_tokens): the 'p' at data[at]; the token ends where the next code
+/* UTF-16 either way round (detect._utf16_tokens): the prefix's first character at data[at]; the token ends where the next code
  * unit is not a hex digit. */
 static void verify_utf16(const uint8_t *data, size_t n, size_t at, Hits *out) {
     uint8_t plain[MAX_TOKEN_CHARS + 1];
@@ -952,14 +942,16 @@ static void find(const uint8_t *data, size_t n, Hits *out, hs_scratch_t *scr) {
     if (ctx.has_breaks) find_wrapped(&ctx);
     find_json_escapes(data, n, &esc);
     if (esc.n) {
-        /* A token with an escaped prefix character starts at most 9 escapes (54 bytes) before it. */
+        /* A token with an escaped prefix character starts at most 9 escapes (54 bytes) before it. Every start
+         * is tried, one inside an escape too: "id=0123abcd%2D..." holds a token at the "0" that "=01" would eat
+         * (detect._escaped_tokens looks from inside escapes the same way). */
         qsort(esc.v, esc.n, sizeof *esc.v, cmp_size);
         size_t tried_to = 0;
         for (size_t i = 0; i < esc.n; i++) {
             size_t lo = esc.v[i] > 80 ? esc.v[i] - 80 : 0;
             if (lo < tried_to) lo = tried_to;
             for (size_t s = lo; s < esc.v[i]; s++)
-                if (lc(data[s]) == 'p' || data[s] == '%' || data[s] == '\\' || data[s] == '&' || data[s] == '=') verify_escaped(data, n, s, out);
+                if (lc(data[s]) == PREFIX[0] || data[s] == '%' || data[s] == '\\' || data[s] == '&' || data[s] == '=') verify_escaped(data, n, s, out);
             if (esc.v[i] > tried_to) tried_to = esc.v[i];
         }
     }
@@ -2393,7 +2385,7 @@ static void dump(char **roots, size_t n_roots) {
 }
 
 static void usage_error(const char *msg) {
-    fprintf(stderr, "usage: detect.py [-h] [--max-file-bytes MAX_FILE_BYTES] [--skip PATH] ROOT [ROOT ...]\ndetect.py: error: %s\n", msg);
+    fprintf(stderr, "usage: detect.py [-h] --run RUN [--max-file-bytes MAX_FILE_BYTES] [--skip PATH] ROOT [ROOT ...]\ndetect.py: error: %s\n", msg);
     exit(2);
 }
 
@@ -2405,16 +2397,6 @@ static int parse_int(const char *s, long long *v) {
     return !errno && end != s && *end == 0;
 }
 
-#ifdef PPSCAN_DUMP_DB
-/* Build step: write the compiled pattern database to stdout (tools/build-probe embeds it). */
-int main(void) {
-    build_anchors();
-    char *bytes = NULL;
-    size_t len = 0;
-    if (hs_serialize_database(db, &bytes, &len) != HS_SUCCESS) { fprintf(stderr, "ppscan: serialize failed\n"); return 70; }
-    return fwrite(bytes, 1, len, stdout) == len ? 0 : 74;
-}
-#else
 /* The value of option `name` at argv[*i] ("--name VALUE" or "--name=VALUE"), or NULL if argv[*i] is
  * another argument; a missing value is a usage error. */
 static const char *option(int argc, char **argv, int *i, const char *name) {
@@ -2446,10 +2428,11 @@ int main(int argc, char **argv) {
         if (only_positional || a[0] != '-' || !a[1]) { roots[n_roots++] = argv[i]; continue; }
         if (!strcmp(a, "--")) { only_positional = 1; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: ppscan [-h] [--max-file-bytes MAX_FILE_BYTES] [--skip PATH] [--proof NONCE]\n"
+            printf("usage: ppscan [-h] --run RUN [--max-file-bytes MAX_FILE_BYTES] [--skip PATH] [--proof NONCE]\n"
                    "              [--expect 'NS... uid=N'] [--sentinel VAR=PATH] [--dump] ROOT [ROOT ...]\n"
-                   "Report every canary-shaped token under the given roots (detect.py's output format), or with\n"
+                   "Report every token of run RUN under the given roots (detect.py's output format), or with\n"
                    "--dump carry every file out (acceptance/cases/inside/dump.py's output format).\n"
+                   "  --run RUN           the run whose tokens are looked for (8 lowercase hex; not with --dump)\n"
                    "  --proof NONCE       print first the proof line: PAIRPROOF-PROOF NONCE, the namespaces, uid=N, its rights\n"
                    "  --expect LINE       the proof line's namespaces and uid=N the host expects; anywhere else,\n"
                    "                      stop after the proof line (exit 3) before writing or reading anything\n"
@@ -2458,6 +2441,18 @@ int main(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(a, "--dump")) { dump_mode = 1; continue; }
+        if ((v = option(argc, argv, &i, "--run"))) {
+            size_t k = 0;
+            while (k < 8 && ((v[k] >= '0' && v[k] <= '9') || (v[k] >= 'a' && v[k] <= 'f'))) k++;
+            if (k != 8 || v[8]) {
+                char m[300];
+                snprintf(m, sizeof m, "argument --run: '%.100s' is not a run id (8 lowercase hex characters, e.g. a3f09c1e)", v);
+                usage_error(m);
+            }
+            memcpy(PREFIX, v, 8);
+            PREFIX[8] = '-';
+            continue;
+        }
         if ((v = option(argc, argv, &i, "--max-file-bytes"))) {
             if (!parse_int(v, &mfb)) usage_error("argument --max-file-bytes: invalid int value");
             mfb_given = 1;
@@ -2502,6 +2497,7 @@ int main(int argc, char **argv) {
         usage_error(m);
     }
     if (!n_roots) usage_error("the following arguments are required: ROOT");
+    if (!dump_mode && !PREFIX[0]) usage_error("the following arguments are required: --run");
     if (mfb < 1) { char m[100]; snprintf(m, sizeof m, "--max-file-bytes must be at least 1, got %lld", mfb); usage_error(m); }
     if (dump_mode && mfb_given) usage_error("argument --max-file-bytes: the dump carries files whole (up to 256 MiB); it applies to the scan only");
     max_file_bytes = (uint64_t)mfb;
@@ -2558,4 +2554,3 @@ int main(int argc, char **argv) {
     flush_out();
     return 0;
 }
-#endif

@@ -52,7 +52,7 @@ from runtime.authority.broker import AGENT_PORT, Broker, dispatch_effect
 from runtime.authority.journal import Journal
 from runtime.authority.mcp_filter import McpFilter
 from runtime.errors import CapacityRefused, ConfigError, InstanceError, SandboxError
-from runtime.isolation import cgroups, containers, sandbox, uids
+from runtime.isolation import cgroups, containers, quota, sandbox, uids
 from runtime.isolation.cgroups import Limits
 from runtime.isolation.cleanup import process_start_time, remove_run
 from runtime.isolation.netns import socket_in
@@ -60,6 +60,7 @@ from runtime.platform import LEASE_TTL, MODEL_TTL, Platform
 from runtime.registry import InstanceRecord, Registry
 from runtime.snapshots import SnapshotStore
 from runtime.wait import until
+from runtime.walk import remove_quietly, remove_tree
 
 DEFAULT_ROOT = Path("/var/lib/pairproof")
 DEFAULT_LIMITS = Limits(memory_bytes=256 << 20, pids_max=64)
@@ -134,6 +135,10 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# What an instance's control folder (/run/agent: its readiness mark, its sockets) may hold.
+CONTROL_LIMIT = 8 << 20
+
+
 def _owned_dir(path: Path, uid: int, mode: int = 0o700) -> None:
     path.mkdir(parents=True, exist_ok=True)
     os.chown(path, uid, uid)
@@ -175,6 +180,11 @@ class Controller:
         _traversable(self.root)
         # Admission (capacity.py) checks every wake and provision against this host, measured now unless given.
         self.budget, self.host = budget, host or capacity.measure_host(self.state)
+        # Volumes are size-limited subvolumes where the state root allows it (quota.py); elsewhere plain folders,
+        # said once here, and RS-3 finds a volume with no limit.
+        self._unlimited = quota.unsupported(self.state)
+        if self._unlimited is not None:
+            log.warning("volumes without a size limit: %s", self._unlimited)
         self.policy = policy
         self._last_used: dict[str, float] = {}  # monotonic time each instance last woke or ended a turn
         # Frozen instances: "running" in the registry, "frozen" in every record the controller gives out. The
@@ -239,6 +249,14 @@ class Controller:
     def _instance_dir(self, record: InstanceRecord) -> Path:
         return self.state / "instances" / record.id
 
+    def _volume_folder(self, path: Path, uid: int, limit: int | None = None, mode: int = 0o700) -> None:
+        """A folder the instance's uid writes (its volume by default, its control folder): a subvolume held to
+        ``limit`` bytes (the budget's ``volume_mb``) where the state root allows it (``quota.make_volume``), else a
+        plain folder; owned by ``uid``, ``mode``."""
+        if self._unlimited is None:
+            quota.make_volume(path, uid, self.budget.volume_mb << 20 if limit is None else limit, mode)
+        _owned_dir(path, uid, mode)
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     @logs_decision
@@ -258,8 +276,8 @@ class Controller:
         home = self._instance_dir(record)
         home.mkdir(parents=True, exist_ok=True)
         os.chmod(home, 0o711)
-        _owned_dir(home / "volume", record.uid)
-        _owned_dir(home / "control", record.uid)
+        self._volume_folder(home / "volume", record.uid)
+        self._volume_folder(home / "control", record.uid, CONTROL_LIMIT)
         etc = home / "etc"
         etc.mkdir(exist_ok=True)
         (etc / "passwd").write_text(f"agent:x:{record.uid}:{record.uid}:agent:/data:/bin/sh\n")
@@ -380,8 +398,12 @@ class Controller:
                 # Revoked (or ended) while frozen: it thaws, as a revoked running instance goes on running,
                 # but with nothing renewed every capability it holds stays refused.
                 log.warning("thaw of %s: its authority was revoked while frozen; no lease renewed", record.id)
-        proc.cgroup.thaw()
-        self._frozen.discard(record.id)
+        # Under the holds' lock: a probe or snapshot holding the instance frozen keeps it so, and the last hold to
+        # end thaws it (``_held``); a wake never thaws an instance out from under a probe.
+        with self._holds_lock:
+            self._frozen.discard(record.id)
+            if not self._holds.get(record.id):
+                proc.cgroup.thaw()
         if broker is not None:
             broker.suspended = False
         self._last_used[record.id] = time.monotonic()
@@ -681,7 +703,8 @@ class Controller:
         self._stop(into)
         try:
             self.snapshots.restore(snapshot_id, org=record.org, user=record.user,
-                                   volume=self._instance_dir(record) / "volume", uid=record.uid)
+                                   volume=self._instance_dir(record) / "volume", uid=record.uid,
+                                   make=lambda staging: self._volume_folder(staging, record.uid))
         except BaseException:
             if was_running:
                 self.wake(into)  # refused: the instance goes on as it was, same generation
@@ -802,12 +825,13 @@ class Controller:
         if self.platform is not None:
             self.platform.current.suspend(record.id)
         try:
-            proc.cgroup.freeze()
+            with self._holds_lock:  # (``_thaw``: the hold and the sleep agree on who thaws)
+                proc.cgroup.freeze()
+                self._frozen.add(record.id)
         except BaseException:
             self._stop(record.id)  # never left half-frozen: it goes to the stopped depth instead
             self.registry.set_state(record.id, "sleeping")
             raise
-        self._frozen.add(record.id)
         return self.get(record.id)
 
     def _park(self, record: InstanceRecord) -> None:
@@ -818,15 +842,16 @@ class Controller:
         tmp = self._instance_dir(record) / (PARKED + ".tmp")
         tmp.write_text(json.dumps({"snapshot": ref.id}))
         tmp.replace(self._instance_dir(record) / PARKED)
-        shutil.rmtree(volume)
+        remove_tree(volume)
 
     def _unpark(self, record: InstanceRecord) -> None:
         """Restore a snapshotted instance's volume from the store; the parking snapshot goes once it is back."""
         home = self._instance_dir(record)
         snap_id = json.loads((home / PARKED).read_text())["snapshot"]
         volume = home / "volume"
-        _owned_dir(volume, record.uid, 0o700)  # restore swaps a fresh folder in for this one
-        self.snapshots.restore(snap_id, org=record.org, user=record.user, volume=volume, uid=record.uid)
+        self._volume_folder(volume, record.uid)  # restore swaps a fresh one in for it
+        self.snapshots.restore(snap_id, org=record.org, user=record.user, volume=volume, uid=record.uid,
+                               make=lambda staging: self._volume_folder(staging, record.uid))
         (home / PARKED).unlink()
         self.snapshots.path(snap_id).unlink(missing_ok=True)
 
@@ -841,7 +866,7 @@ class Controller:
     def destroy(self, instance_id: str) -> None:
         record = self.registry.get(instance_id)
         self._stop(instance_id)
-        shutil.rmtree(self._instance_dir(record), ignore_errors=True)
+        remove_quietly(self._instance_dir(record), log)
         self.registry.set_state(instance_id, "destroyed")
 
     @logs_decision
@@ -901,7 +926,7 @@ class Controller:
         return engine.run_inside(proc, argv, stdin=stdin, timeout=timeout)
 
     def run_binary_inside(self, proc, host_path: str, args: Sequence[str], *, env=None, stdin: bytes | None = None,
-                          timeout: float = 60.0) -> sandbox.ExecOutcome:
+                          timeout: float = 60.0, hold: bool = True, by_name: bool = False) -> sandbox.ExecOutcome:
         """Run the host file ``host_path`` by descriptor in the running sandbox ``proc`` (its engine's way), with
         every process of the sandbox stopped (the cgroup freezer) from before it starts until it has ended.
 
@@ -909,10 +934,20 @@ class Controller:
         it, the agent could read its environment and command line from /proc, trace it, or write into its
         output through ``/proc/PID/fd/1`` and hand the harness a report of its own. Frozen, nothing of the
         instance runs while the probe exists. The probe itself runs in a cgroup beside the frozen one, under
-        the same limits (``cgroups.beside``)."""
+        the same limits (``cgroups.beside``).
+
+        ``hold=False`` is for a tool that must act on the running instance (the suite's shell, which signals,
+        traces and calls the agent): it runs in the instance's own cgroup beside its running processes, and its
+        file, unreadable to the instance's uid (mode 0711), keeps it non-dumpable instead (no trace, no
+        /proc/PID/environ, mem or fd of it for the agent). ``by_name``: run under its own file name, for a
+        multi-call binary (``sandbox.open_to_run``)."""
         engine = self.engine if self.engine is not None else sandbox
+        if not hold:
+            return engine.run_binary_inside(proc, host_path, args, env=env, stdin=stdin, timeout=timeout,
+                                            by_name=by_name)
         with self._held(proc), cgroups.beside(proc.cgroup) as side:
-            return engine.run_binary_inside(proc, host_path, args, env=env, stdin=stdin, timeout=timeout, cgroup=side)
+            return engine.run_binary_inside(proc, host_path, args, env=env, stdin=stdin, timeout=timeout, cgroup=side,
+                                            by_name=by_name)
 
     def agent_api(self, instance_id: str, method: str, path: str, body: bytes | None = None, *,
                   timeout: float = 120.0) -> tuple[int, bytes]:
@@ -988,8 +1023,8 @@ class Controller:
             (home / sub).mkdir()
         if volume is None:
             volume = home / "volume"
-            _owned_dir(volume, uid)
-        _owned_dir(home / "control", uid, 0o755)
+            self._volume_folder(volume, uid)
+        self._volume_folder(home / "control", uid, CONTROL_LIMIT, 0o755)
         (home / "etc" / "passwd").write_text(f"agent:x:{uid}:{uid}:agent:/data:/bin/sh\n")
         (home / "etc" / "group").write_text(f"agent:x:{uid}:\n")
         stored = home / self.managed_format.stored_name
@@ -1004,7 +1039,7 @@ class Controller:
             proc = sandbox.launch(spec, cg, argv, deadline=self.ready_deadline)
         except BaseException:
             cg.remove()
-            shutil.rmtree(home, ignore_errors=True)
+            remove_quietly(home, log)
             raise
         self._extras[name] = proc
         return proc
@@ -1015,7 +1050,7 @@ class Controller:
         if proc is not None:
             proc.stop()
             proc.cgroup.remove()
-        shutil.rmtree(self.state / "extra" / name, ignore_errors=True)
+        remove_quietly(self.state / "extra" / name, log)
 
     # -- end of run --------------------------------------------------------------------------------
 

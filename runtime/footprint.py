@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runtime.capacity import Budget
-from runtime.walk import walk
+from runtime.errors import InstanceError
+from runtime.walk import MAX_DEPTH, TooDeep, walk
 
 MB = 1 << 20
 
@@ -55,15 +56,37 @@ def _rss_bytes(status: Path = Path("/proc/self/status")) -> int:
 def _blocks_bytes(folder: Path) -> int:
     """The disk an instance's volume takes, walked as root by descriptor: the volume is the instance's, and a
     folder it swaps for a link while it is walked must lead nowhere (``runtime.walk`` opens no name through a
-    link; every entry is measured relative to its folder's descriptor, unfollowed; a folder swapped away is
-    not counted)."""
+    link; every entry is measured relative to its folder's descriptor, unfollowed). Each file is counted once
+    however many names it has (a thousand hard links to one file take its blocks once), and a folder the walk
+    could not enter (swapped for a link or another folder while it was walked) is an ``InstanceError`` naming
+    it, never a smaller figure in silence."""
     total = 0
-    for _root, dirs, files, root_fd in walk(folder):
+    seen: set[tuple[int, int]] = set()
+    unwalked: list[str] = []
+    too_deep: list[str] = []
+
+    def note(error: OSError) -> None:
+        if isinstance(error, TooDeep):
+            too_deep.append(str(error.filename))
+        elif not isinstance(error, FileNotFoundError):  # gone meanwhile: nothing of it takes disk
+            unwalked.append(f"{error.filename}: {error.strerror}")
+
+    for _root, dirs, files, root_fd in walk(folder, onerror=note):
         for name in dirs + files:
             try:
-                total += os.stat(name, dir_fd=root_fd, follow_symlinks=False).st_blocks * 512
+                st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    if too_deep:
+        raise InstanceError(f"the volume {folder} nests folders deeper than {MAX_DEPTH} ({too_deep[0]}): not "
+                            "measured (its disk use is its quota's to bound)")
+    if unwalked:
+        raise InstanceError(f"the volume {folder} changed while it was measured ({len(unwalked)} folder"
+                            f"{'s' if len(unwalked) > 1 else ''} not walked: {unwalked[0]}): measure it again, with "
+                            "the instance asleep")
     return total
 
 

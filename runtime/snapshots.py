@@ -28,18 +28,17 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import stat
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from runtime.errors import RuntimeFault
-from runtime.walk import walk
+from runtime.walk import MAX_DEPTH, TooDeep, remove_quietly, walk
 
 log = logging.getLogger("pairproof.snapshots")
 
@@ -117,45 +116,48 @@ def pack(volume: Path, *, uid: int | None, budget: int = BUDGET) -> tuple[bytes,
             tar.addfile(_info(".", os.fstat(top), tarfile.DIRTYPE))
         finally:
             os.close(top)
-        try:
-            for folder, dirs, files, dfd in walk(volume, onerror=_walk_error):
-                rel = os.path.relpath(folder, volume)
-                base = "." if rel == "." else "./" + rel
-                for name in sorted(dirs + files):
-                    arcname = f"{base}/{name}"
-                    try:
-                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue  # gone meanwhile
-                    # Every entry costs the archive a header (and a long name or link target more): counted
-                    # against the budget too, or a tree of empty files and long names would pass it.
-                    total += ENTRY_COST + len(arcname.encode(errors="surrogateescape"))
-                    if total > budget:
-                        raise SnapshotError("too_large", f"the volume's entries pass the snapshot budget of {budget} "
-                                                         f"bytes (at {arcname}); nothing was kept")
-                    if uid is not None and st.st_uid != uid:
-                        left_out.append(f"{arcname}: owned by uid {st.st_uid}, not the instance's")
-                        if stat.S_ISDIR(st.st_mode):
-                            dirs.remove(name)  # nor anything under it
-                        continue
+        for folder, dirs, files, dfd in walk(volume, onerror=_walk_error):
+            rel = os.path.relpath(folder, volume)
+            base = "." if rel == "." else "./" + rel
+            here = os.fstat(dfd)
+            if uid is not None and rel != "." and here.st_uid != uid:
+                # The folder the walk opened is judged, not the one stat'd by name a moment before (a folder of
+                # another owner's exchanged with one of the instance's, in between, would pass that check).
+                left_out.append(f"{base}: owned by uid {here.st_uid}, not the instance's (changed while listed)")
+                dirs.clear()
+                continue
+            for name in sorted(dirs + files):
+                arcname = f"{base}/{name}"
+                try:
+                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # gone meanwhile
+                # Every entry costs the archive a header (and a long name or link target more): counted
+                # against the budget too, or a tree of empty files and long names would pass it.
+                total += ENTRY_COST + len(arcname.encode(errors="surrogateescape"))
+                if total > budget:
+                    raise SnapshotError("too_large", f"the volume's entries pass the snapshot budget of {budget} "
+                                                     f"bytes (at {arcname}); nothing was kept")
+                if uid is not None and st.st_uid != uid:
+                    left_out.append(f"{arcname}: owned by uid {st.st_uid}, not the instance's")
                     if stat.S_ISDIR(st.st_mode):
-                        tar.addfile(_info(arcname, st, tarfile.DIRTYPE))
-                    elif stat.S_ISLNK(st.st_mode):
-                        info = _info(arcname, st, tarfile.SYMTYPE)
-                        try:
-                            info.linkname = os.readlink(name, dir_fd=dfd)
-                        except OSError as exc:  # swapped for something else since it was listed
-                            raise SnapshotError("changed", f"{arcname} changed while the snapshot was taken "
-                                                           f"({exc.strerror}); take it again") from None
-                        total += len(info.linkname.encode(errors="surrogateescape"))
-                        tar.addfile(info)
-                    elif stat.S_ISREG(st.st_mode):
-                        total += _pack_file(tar, dfd, name, arcname, st, budget - total, budget)
-                    else:
-                        left_out.append(f"{arcname}: not a regular file, folder or link (mode {st.st_mode:o})")
-        except RecursionError:
-            raise SnapshotError("too_deep", "the volume's folders nest deeper than the snapshot can walk; nothing was "
-                                            "kept") from None
+                        dirs.remove(name)  # nor anything under it
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    tar.addfile(_info(arcname, st, tarfile.DIRTYPE))
+                elif stat.S_ISLNK(st.st_mode):
+                    info = _info(arcname, st, tarfile.SYMTYPE)
+                    try:
+                        info.linkname = os.readlink(name, dir_fd=dfd)
+                    except OSError as exc:  # swapped for something else since it was listed
+                        raise SnapshotError("changed", f"{arcname} changed while the snapshot was taken "
+                                                       f"({exc.strerror}); take it again") from None
+                    total += len(info.linkname.encode(errors="surrogateescape"))
+                    tar.addfile(info)
+                elif stat.S_ISREG(st.st_mode):
+                    total += _pack_file(tar, dfd, name, arcname, st, budget - total, budget)
+                else:
+                    left_out.append(f"{arcname}: not a regular file, folder or link (mode {st.st_mode:o})")
     return buffer.getvalue(), left_out
 
 
@@ -164,6 +166,9 @@ def _walk_error(error: OSError) -> None:
     never left out in silence."""
     if isinstance(error, FileNotFoundError):
         return  # gone meanwhile: nothing of it to keep
+    if isinstance(error, TooDeep):
+        raise SnapshotError("too_deep", f"the volume's folders nest deeper than {MAX_DEPTH} ({error.filename}); "
+                                        "nothing was kept")
     raise SnapshotError("changed", f"{error.filename or 'a folder'} could not be walked while the snapshot was taken "
                                    f"({error.strerror}); take it again")
 
@@ -281,8 +286,11 @@ class SnapshotStore:
         return SnapshotRef(header["id"], header["org"], header["user"], header["instance"], header["generation"], path,
                            hashlib.sha256(blob).hexdigest())
 
-    def restore(self, snap_id: str, *, org: str, user: str, volume: Path, uid: int) -> None:
-        """Replace ``volume`` with the snapshot's content, if (org, user) owns it and it is intact."""
+    def restore(self, snap_id: str, *, org: str, user: str, volume: Path, uid: int,
+                make: Callable[[Path], None] | None = None) -> None:
+        """Replace ``volume`` with the snapshot's content, if (org, user) owns it and it is intact. ``make`` creates
+        the staging folder it is extracted into (the controller's: a size-limited volume, ``quota.py``); by
+        default a plain folder. A snapshot that does not fit in it is refused and nothing is restored."""
         import zstandard
 
         path = self.dir / f"{snap_id}.snap"
@@ -308,19 +316,28 @@ class SnapshotStore:
             raise SnapshotError("corrupt", f"snapshot {snap_id} does not decrypt or decompress: it is corrupt or "
                                            "truncated; nothing was restored") from exc
         staging = volume.with_name(volume.name + ".restoring")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(mode=0o700)
+        remove_quietly(staging, log)
+        if make is None:
+            staging.mkdir(mode=0o700)
+        else:
+            make(staging)
         with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
             try:
                 tar.extractall(staging, filter=_restore_filter)
             except tarfile.FilterError as exc:
-                shutil.rmtree(staging, ignore_errors=True)
+                remove_quietly(staging, log)
                 raise SnapshotError("corrupt", f"snapshot {snap_id} holds what no volume may ({exc}); nothing was "
                                                "restored") from exc
-        for p in [staging, *staging.rglob("*")]:
-            os.lchown(p, uid, uid)
+            except OSError as exc:
+                remove_quietly(staging, log)
+                raise SnapshotError("too_large", f"snapshot {snap_id} does not fit in the volume ({exc.strerror}); "
+                                                 "nothing was restored") from exc
+        for _folder, dirs, files, dfd in walk(staging, onerror=_walk_error):
+            os.chown(dfd, uid, uid)
+            for name in dirs + files:
+                os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
         old = volume.with_name(volume.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
+        remove_quietly(old, log)
         volume.rename(old)
         staging.rename(volume)
-        shutil.rmtree(old, ignore_errors=True)
+        remove_quietly(old, log)

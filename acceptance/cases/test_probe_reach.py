@@ -8,12 +8,17 @@ has it, else a shell loop) records the environment of every process that carries
 open that process's memory read-write. A's whole visible filesystem is
 then scanned as the FS cases scan it, with the watcher running, and the watcher must have recorded nothing.
 
-Its P control shows the watcher sees what it is meant to see, fast enough: a process of the platform's started
-beside it by ``exec`` (a shell probe, which has no such protection) that lives 20 ms with a fresh sentinel in its
-environment is recorded. The refusal checks the same again after its scan, so the watcher is
-known to have been alive and watching across it. The mutants that break the guard (the probe run beside a
-running agent; only the agent's first process stopped; commands started in the sandbox left out of the freezer)
-are each killed by the refusal.
+The suite's shell probes must act on the running agent (signal it, trace it, call its API), so they cannot run
+with it frozen: they run the suite's own shell (busybox, by descriptor, mode 0711 so the kernel runs it
+non-dumpable), which the agent can neither trace nor read. The refusal therefore also runs a shell probe carrying
+a sentinel for 100 ms after the scan, and the watcher must not have recorded it either.
+
+Its P control shows the watcher sees what it is meant to see, fast enough: a process started beside it from the
+sandbox's own files (its ``/bin/sh``, which has no such protection) that lives 100 ms with a fresh sentinel in its
+environment is recorded. The refusal checks the same again after its scan and shell probe, so the watcher is
+known to have been alive and watching across them. The mutants that break the guard (the probe run beside a
+running agent; only the agent's first process stopped; commands started in the sandbox left out of the freezer;
+the suite's shell run from a readable copy) are each killed by the refusal.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import pytest
 
 from acceptance.errors import ProofError
 from acceptance.harness.evidence import attach
+from acceptance.harness.probes import SHELL_BUILT, shell_binary
 
 pytestmark = pytest.mark.usefixtures("planted")
 
@@ -83,11 +89,17 @@ while :; do
   done
 done
 """
-# The bait: a process of the platform's (started by exec) that lives 20 ms with a fresh sentinel in its
-# environment, shorter than any scan of a whole visible filesystem; then up to 2 s for the watcher's record to
-# name it.
-BAIT = ("env PAIRPROOF_BAIT_SENTINEL={token} sleep 0.02; i=0; while [ $i -lt 40 ]; do "
+# The bait: a process of the sandbox's own files (its /bin/sh, started by a probe) that lives as long as the suite's
+# shell probe below (100 ms: a bait shorter than the probe it stands for measures the machine's load, not the
+# watcher's reach; under CI's load a 20 ms bait went unseen and the case was broken) with a fresh
+# sentinel in its environment, shorter than any scan of a whole visible filesystem; then up to 2 s for the
+# watcher's record to name it. (The suite's own shell, busybox run non-dumpable, would not do: the watcher cannot
+# read it, which is what the refusal checks.)
+BAIT = ("env PAIRPROOF_BAIT_SENTINEL={token} /bin/sh -c 'sleep 0.1'; i=0; while [ $i -lt 40 ]; do "
         "case \"$(cat {rec})\" in *{token}*) exit 0;; esac; sleep 0.05; i=$((i+1)); done; exit 1")
+# A shell probe of the suite's carrying a sentinel for 100 ms, run in the refusal after the scan: the probes that
+# run with the instance running (the suite's shell) must be out of the watcher's reach too.
+SHELL_PROBE = "env PAIRPROOF_SHELL_SENTINEL={token} sleep 0.1"
 READY_TRIES = 100  # x 0.05 s
 WATCH_MAX = 600.0  # the watcher's command's own timeout (it is killed long before)
 WATCH_END = 30.0  # how long its command may take to end once it is killed
@@ -136,7 +148,7 @@ def _sees_a_bait(h, rec: str) -> str:
     caught = h.run(BAIT.format(token=token, rec=rec))
     record = h.file(rec).content_string
     if caught.rc != 0 or token not in record:
-        raise ProofError(f"the watcher did not record a 20 ms bait started beside it (rc {caught.rc}): it is not "
+        raise ProofError(f"the watcher did not record a 100 ms bait started beside it (rc {caught.rc}): it is not "
                          f"watching, or too slow to see a process as short as a probe, so its empty record shows "
                          f"nothing; its record: {record[-500:]!r}")
     return token
@@ -152,27 +164,34 @@ def _stop(h, watcher: Watcher) -> None:
 
 @pytest.mark.case("PB-1", "refusal", pair="A")
 def test_pb1_the_instance_cannot_reach_the_probe_while_it_runs(instances, sandbox_host, scan_visible):
-    """A's whole visible filesystem is scanned (the static probe, with its sentinels) while a watcher of A's runs
-    beside it: the watcher records no process carrying a sentinel and opens none's memory. A bait started after
-    the scan is recorded at once: it watched throughout."""
+    """A's whole visible filesystem is scanned (the static probe, with its sentinels), then a shell probe carrying
+    a sentinel runs for 100 ms, while a watcher of A's runs beside them: the watcher records no process of the
+    suite's and opens none's memory. A bait started after them is recorded at once: it watched throughout."""
+    if shell_binary() is None:
+        raise ProofError(f"the suite has no shell of its own to probe with ({SHELL_BUILT} is missing: run "
+                         "tools/setup-machine): the refusal would judge the sandbox's /bin/sh, not the suite's probes")
     h = sandbox_host(instances["A"])
     watcher = _start(h)
     try:
         scan_visible(h)
-        during = h.file(watcher.rec).content_string
+        h.run(SHELL_PROBE.format(token=f"shell{secrets.token_hex(6)}"))
         token = _sees_a_bait(h, watcher.rec)
+        record = h.file(watcher.rec).content_string
     finally:
         _stop(h, watcher)
-    seen = [line for line in during.splitlines() if line.strip()]
-    attach("PB-1 A: the watcher's record of the scan", {"recorded while the scan ran": seen,
-                                                        "bait recorded after it": token})
-    assert seen == [], f"a process of A's saw the probe while it ran: {seen[:3]}"
+    lines = [line for line in record.splitlines() if line.strip()]
+    # The bait's own lines (its sh and sleep, and their memory) are the P check's; everything else was the suite's.
+    bait = {line.split()[1].rstrip(":") for line in lines if line.startswith("seen ") and token in line}
+    seen = [line for line in lines if token not in line and not (line.startswith("mem-rw ") and line.split()[1] in bait)]
+    attach("PB-1 A: the watcher's record", {"recorded of the suite's probes": seen, "bait recorded after them": token,
+                                            "whole record": lines})
+    assert seen == [], f"a process of A's reached the suite's probes while they ran: {seen[:3]}"
 
 
 @pytest.mark.case("PB-1", "P", pair="A")
 def test_pb1_the_watcher_records_a_platform_process_beside_it(instances, sandbox_host):
-    """The watcher records a process of the platform's that lives 20 ms carrying a sentinel (a bait started by
-    ``exec``, which runs beside the agent): its environment, and whether its memory opened read-write."""
+    """The watcher records a process that lives 100 ms carrying a sentinel (a bait run by the sandbox's own
+    ``/bin/sh``, beside the agent): its environment, and whether its memory opened read-write."""
     h = sandbox_host(instances["A"])
     watcher = _start(h)
     try:

@@ -12,6 +12,7 @@ import pytest
 from acceptance.cases.judges.detectors import identity_problems, shared_identities
 from acceptance.errors import ProofError
 from acceptance.harness.evidence import attach
+from canaries.detect import walk_tree
 
 pytestmark = pytest.mark.usefixtures("planted")
 
@@ -175,7 +176,9 @@ def test_pr2_uid_inside_is_own_and_owns_its_files(instances, target, sandbox_hos
     host = sandbox_host(instances["A"])
     assert host.user().uid == ident.uid
     volume = target.artifacts().volumes[instances["A"].key]
-    owners = {p.stat().st_uid for p in volume.rglob("*")} | {volume.stat().st_uid}
+    # Every entry as it is (a link's own owner, not its target's), at any depth (an iterative walk).
+    owners = {os.lstat(os.path.join(folder, name)).st_uid
+              for folder, dirs, files in walk_tree(str(volume)) for name in dirs + files} | {volume.lstat().st_uid}
     assert owners == {ident.uid}
 
 

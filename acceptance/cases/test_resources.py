@@ -1,4 +1,8 @@
-"""RS-1, RS-2: memory and pids limits are enforced, shown by a process dying at them.
+"""RS-1, RS-2, RS-3: memory, pids and disk limits are enforced, shown by a process dying or a write stopping at them.
+
+RS-3 (the volume's size, issue 28 item 2) writes 512 MB into an instance's /data every way an agent could (a file,
+a new folder, a sparse file filled, a subvolume of its own) and after a restore, and requires each to stop short;
+its P control shows a volume beside a full one takes 4 MB whole (the limit is each instance's own).
 
 A probe dying at the limit shows the limit holds for the cgroup the probe ran in. Other realistic ways the
 property breaks that a probe alone would not see: the agent (or a helper it started, or a process the
@@ -156,3 +160,103 @@ def test_rs2_normal_forks_work(instances, sandbox_host):
     assert result.rc == 0 and result.stdout.strip() == "done"
 
 
+
+
+# -- RS-3: the volume's size ------------------------------------------------------------------------------------
+
+# Each way of writing 512 MB into /data, by the suite's shell (busybox dd, du); each prints "<dd's rc> <KiB allocated>"
+# and removes what it wrote. A sparse file costs nothing until it is filled; a new folder is counted like /data.
+FILL_MB = 512
+WRITES = {
+    "a file": ("f=/data/.rs3-file; dd if=/dev/zero of=$f bs=1048576 count={mb} 2>/dev/null; r=$?; "
+               "echo $r $(du -sk $f | cut -f1); rm -f $f"),
+    "a file in a new folder": ("d=/data/.rs3-dir; mkdir -p $d; dd if=/dev/zero of=$d/f bs=1048576 count={mb} "
+                               "2>/dev/null; r=$?; echo $r $(du -sk $d | cut -f1); rm -rf $d"),
+    "a sparse file filled": ("f=/data/.rs3-sparse; truncate -s 1G $f; dd if=/dev/zero of=$f bs=1048576 count={mb} "
+                             "conv=notrunc 2>/dev/null; r=$?; echo $r $(du -sk $f | cut -f1); rm -f $f"),
+}
+# A btrfs subvolume made inside /data (any writer of a folder may make one) is a quota group of its own: a way
+# around a limit held by the volume's. Made by ioctl from the sandbox's python3; refused (EPERM), or not btrfs
+# (ENOTTY), it prints "refused ERRNO"; made, the 512 MB write runs inside it.
+SUBVOLUME = r"""
+import fcntl, os, struct
+fd = os.open("/data", os.O_RDONLY | os.O_DIRECTORY)
+try:
+    fcntl.ioctl(fd, 0x5000940E, bytearray(struct.pack("q4088s", 0, b".rs3-subvol")))  # BTRFS_IOC_SUBVOL_CREATE
+    print("created")
+except OSError as exc:
+    print("refused", exc.errno)
+"""
+IN_SUBVOLUME = ("f=/data/.rs3-subvol/f; dd if=/dev/zero of=$f bs=1048576 count={mb} 2>/dev/null; r=$?; "
+                "echo $r $(du -sk $f | cut -f1); rm -f $f")
+
+
+# Every other folder the instance's uid can write that the host's disk backs: each directory mount point of the
+# sandbox's own mount table (read-write, not a memory or kernel filesystem, whose size the memory limit or the
+# kernel holds) where it can create a file. The agent's whole writable world, not the folders we thought of.
+MEMORY_FS = {"tmpfs", "ramfs", "proc", "sysfs", "devtmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "securityfs",
+             "debugfs", "tracefs", "pstore", "bpf", "hugetlbfs", "configfs", "fusectl", "binfmt_misc", "nsfs"}
+WRITABLE_MOUNTS = ("awk '{for (i = 7; $i != \"-\"; i++); print $5, $6, $(i + 1)}' /proc/self/mountinfo | "
+                   "while read -r point opts fstype; do case \"$opts\" in rw*) ;; *) continue;; esac; "
+                   "[ -d \"$point\" ] || continue; t=\"$point/.rs3-probe\"; "
+                   "if ( : > \"$t\" ) 2>/dev/null; then rm -f \"$t\"; echo \"$fstype $point\"; fi; done")
+ELSEWHERE = ("f={point}/.rs3-file; dd if=/dev/zero of=$f bs=1048576 count={{mb}} 2>/dev/null; r=$?; "
+             "echo $r $(du -sk $f | cut -f1); rm -f $f")
+
+
+def _writable_disk_folders(h) -> list[str]:
+    """The sandbox's writable, disk-backed mount points other than /data (``WRITABLE_MOUNTS``)."""
+    listed = h.run(WRITABLE_MOUNTS)
+    if listed.rc != 0:
+        raise AssertionError(f"RS-3 could not list the sandbox's mounts: rc {listed.rc} {listed.stderr[-300:]!r}")
+    found = [line.split(" ", 1) for line in listed.stdout.splitlines() if " " in line]
+    return sorted({point for fstype, point in found if fstype not in MEMORY_FS and point != "/data"})
+
+
+def _write(h, how: str, script: str, mb: int = FILL_MB) -> dict:
+    """Run one write; what it did: dd's exit status and the KiB it left allocated."""
+    result = h.run(script.format(mb=mb))
+    rc, kib = (result.stdout.split() + ["?", "?"])[:2]
+    if result.rc != 0 or not rc.isdigit() or not kib.isdigit():
+        raise AssertionError(f"RS-3's write '{how}' did not report itself: rc {result.rc}, {result.stdout!r} "
+                             f"{result.stderr[-300:]!r}")
+    return {"how": how, "dd_rc": int(rc), "allocated_kib": int(kib)}
+
+
+def _stopped_short(seen: dict, mb: int = FILL_MB) -> bool:
+    return seen["dd_rc"] != 0 and seen["allocated_kib"] < mb * 1024
+
+
+@pytest.mark.case("RS-3", "refusal", pair="V")
+def test_rs3_a_512mb_write_stops_at_the_volumes_limit_every_way(dedicated, target, sandbox_host):
+    """In an instance of its own, 512 MB written into /data four ways stops short each time (no space or quota
+    left); then a snapshot of it is restored into it and the plain write stops short again: the limit is the
+    volume's, not the first folder's, and comes back with a restored one."""
+    vera = dedicated("V", "vera")
+    h = sandbox_host(vera)
+    seen = [_write(h, how, script) for how, script in WRITES.items()]
+    made = h.run("python3 -I -c %s", SUBVOLUME) if h.run("command -v python3").rc == 0 else None
+    subvolume = made.stdout.strip() if made is not None else "no python3 in the sandbox: not tried"
+    if made is not None and (made.rc != 0 or subvolume.split()[:1] not in (["created"], ["refused"])):
+        raise AssertionError(f"RS-3's subvolume attempt did not report itself: rc {made.rc}, {made.stdout!r} "
+                             f"{made.stderr[-300:]!r}")
+    if subvolume == "created":
+        seen.append(_write(h, "a file in a subvolume made inside /data", IN_SUBVOLUME))
+    elsewhere = _writable_disk_folders(h)
+    seen += [_write(h, f"a file in {point}", ELSEWHERE.format(point=point)) for point in elsewhere]
+    restored = target.restore(target.snapshot(vera), into=vera)
+    after = _write(sandbox_host(restored), "a file, after a restore", WRITES["a file"])
+    attach("RS-3: 512 MB written into a volume", {"writes": seen, "subvolume": subvolume, "after a restore": after,
+                                                  "other writable disk-backed folders": elsewhere})
+    through = [w for w in [*seen, after] if not _stopped_short(w)]
+    assert through == [], f"a {FILL_MB} MB write into the volume was not stopped: {through}"
+
+
+@pytest.mark.case("RS-3", "P", pair="U")
+def test_rs3_a_4mb_write_lands_whole_beside_a_full_volume(dedicated, sandbox_host):
+    """A third instance fills its volume (its write stops where it stops), then another writes 4 MB and gets all of
+    it: the limit that stops a write is each volume's own, and writing to a volume works."""
+    sandbox_host(dedicated("F", "fill")).run("dd if=/dev/zero of=/data/.rs3-fill bs=1048576 count=%s", str(FILL_MB))
+    una = _write(sandbox_host(dedicated("U", "una")), "4 MB", WRITES["a file"], mb=4)
+    attach("RS-3 P: 4 MB beside a full volume", una)
+    assert una["dd_rc"] == 0 and una["allocated_kib"] >= 4 * 1024, una

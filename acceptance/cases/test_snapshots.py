@@ -1,5 +1,6 @@
-"""SN-1..SN-3: snapshots keep private state private at rest and belong to their owner; a restored instance
-is a new generation, and what the old one held is refused.
+"""SN-1..SN-4: snapshots keep private state private at rest and belong to their owner; a restored instance
+is a new generation, and what the old one held is refused; and the platform's root-side work on a volume (which
+the instance controls: links, fifos, sparse and deep trees) reads and writes nothing outside it.
 
 SN-1 does not take the snapshot's bytes on the driver's word alone: every file the platform wrote under its
 state folder while taking the snapshot (the instances' volumes aside: they are the private state itself)
@@ -12,6 +13,10 @@ started (a staging copy in /tmp). What it cannot see: a store off the host (obje
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +26,9 @@ from acceptance.contract import LOCATIONS
 from acceptance.errors import ProofError, TargetError
 from acceptance.harness import hostscan
 from acceptance.harness.evidence import attach, calls_of, replay
+from acceptance.harness.inotify import Watch
 from acceptance.harness.probes import ProbeLog
+from canaries.detect import walk_tree
 from canaries.scan import AtRest
 
 pytestmark = pytest.mark.usefixtures("planted")
@@ -47,7 +54,7 @@ def _files(root: Path, skip: list[Path]) -> dict[Path, tuple[int, int]]:
     """(size, mtime) of every regular file under ``root``, outside the folders in ``skip``."""
     found = {}
     skipped = {p.resolve() for p in skip}
-    for folder, dirs, names in os.walk(root):
+    for folder, dirs, names in walk_tree(str(root)):
         dirs[:] = [d for d in dirs if (Path(folder) / d).resolve() not in skipped]
         for name in names:
             path = Path(folder) / name
@@ -209,3 +216,109 @@ def test_sn3_new_token_works(sam, target):
     before = calls_of(target, restored.principal)
     assert target.model_call(target.capabilities(restored)["model"], BODY)[0] == 200
     assert calls_of(target, restored.principal) == before + 1
+
+
+# -- SN-4 ---------------------------------------------------------------------------------------------
+
+# What an instance lays in its own volume for the platform's root-side work to trip on (run in its sandbox, as
+# it, by the suite's shell): links to a folder and a file of the host's that only root may read, a fifo (an open
+# by root would hang), a sparse file (8 MB, one block allocated), a folder nested 100 deep. No link to / or to
+# anything of the host's but the case's own scratch folder: a platform that removes or chowns through links would
+# do it to the host (the suite's hostile agent, in its own tests, links to /).
+SN4_VOLUME = r"""set -e
+mkdir -p /data/sn4/notes
+echo "the agent's own note" > /data/sn4/notes/mine.md
+ln -sfn {folder} /data/sn4/folder-link
+ln -sfn {secret} /data/sn4/secret-link
+mkfifo /data/sn4/fifo
+dd if=/dev/zero of=/data/sn4/sparse bs=1 count=1 seek=8388607 2>/dev/null
+d=/data/sn4/deep; i=0; while [ $i -lt 100 ]; do d=$d/d; i=$((i+1)); done; mkdir -p $d
+echo laid"""
+# What the instance sees of it after the restore: each link's target, the fifo's and the sparse file's kind, the
+# content of every other regular file and the sparse file's count of non-empty lines (the secret must be in none).
+SN4_LOOK = r"""cd /data/sn4 && for l in folder-link secret-link; do echo "link $l -> $(readlink $l)"; done
+[ -p fifo ] && echo "fifo is a fifo"
+echo "sparse is $(stat -c %s sparse) bytes"
+find /data/sn4 -type f ! -name sparse | while read -r f; do echo "== $f"; cat "$f"; done
+grep -c . sparse || true"""
+
+
+@pytest.fixture
+def outside() -> Iterator[tuple[Path, str]]:
+    """A host folder only root may read, holding a fresh secret: what the instance's links point at. Removed
+    after the test, whatever happens."""
+    # In /run: no sweep of the harness walks it (restsweep walks /tmp, /var/tmp...), so every event is the platform's.
+    folder = Path(tempfile.mkdtemp(prefix="pairproof-sn4-", dir="/run"))
+    try:
+        os.chmod(folder, 0o700)
+        secret = f"sn4-outside-{secrets.token_hex(8)}"
+        (folder / "secret").write_text(secret + "\n")
+        os.chmod(folder / "secret", 0o600)
+        yield folder, secret
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _lay(sandbox_host, ref, folder: Path) -> None:
+    laid = sandbox_host(ref).run("sh -c %s", SN4_VOLUME.format(folder=folder, secret=folder / "secret"))
+    if laid.rc != 0 or laid.stdout.strip() != "laid":
+        raise ProofError(f"SN-4 could not lay its volume in {ref.key}: rc {laid.rc} {laid.stderr[-300:]!r}")
+
+
+@pytest.mark.case("SN-4", "refusal", pair="H->host")
+def test_sn4_root_side_work_on_a_hostile_volume_stays_inside_it(dedicated, target, sandbox_host, outside):
+    """An instance of its own lays links to a root-only host folder and file, a fifo, a sparse file
+    and a deep folder in its volume; the platform snapshots it and restores the snapshot into it, twice. The
+    kernel's record (inotify on the host folder and file) shows no open or read of either, the secret is in
+    nothing the instance sees after, its links come back as the same links, and the host file is still root's
+    own (a restore that chowns through a link hands it to the instance)."""
+    folder, secret = outside
+    before = os.stat(folder / "secret")
+    ref = dedicated("H", "hana")
+    _lay(sandbox_host, ref, folder)
+    watch = Watch(folder, folder / "secret")
+    try:
+        for _ in range(2):
+            try:
+                ref = target.restore(target.snapshot(ref), into=ref)
+            except TargetError as exc:
+                raise AssertionError(f"the platform could not snapshot and restore a volume holding links, a fifo, a "
+                                     f"sparse file and a folder 100 deep: {exc}") from exc
+        events = watch.events()
+    finally:
+        watch.close()
+    look = sandbox_host(ref).run("sh -c %s", SN4_LOOK)
+    after = os.stat(folder / "secret")
+    attach("SN-4: the host folder's record and what the instance sees after two restores",
+           {"inotify events": events, "the instance's view": look.stdout[-4000:],
+            "host file owner and mode (before, after)": [(before.st_uid, oct(before.st_mode)),
+                                                         (after.st_uid, oct(after.st_mode))]})
+    assert events == [], f"root opened or read the host folder the instance's links point at: {events[:5]}"
+    assert secret not in look.stdout, "the host file's secret is in the restored instance's volume"
+    assert (after.st_uid, after.st_gid, after.st_mode) == (before.st_uid, before.st_gid, before.st_mode)
+    links = [line for line in look.stdout.splitlines() if line.startswith("link ")]
+    assert links == [f"link folder-link -> {folder}", f"link secret-link -> {folder / 'secret'}"], \
+        look.stdout[-2000:]
+
+
+@pytest.mark.case("SN-4", "X", pair="H->host")
+def test_sn4_broken_copy_that_follows_links_is_seen(dedicated, target, sandbox_host, outside, tmp_path):
+    """The same volume copied the careless way, by the harness as root (``shutil.copytree`` by path, links
+    followed): the same watch records the host folder opened and read, and the secret is in the copy. The audit
+    sees what the refusal says did not happen."""
+    folder, secret = outside
+    ref = dedicated("H", "hana")
+    _lay(sandbox_host, ref, folder)
+    volume = target.artifacts().volumes[ref.key]
+    watch = Watch(folder, folder / "secret")
+    try:
+        shutil.copytree(volume / "sn4", tmp_path / "copy", symlinks=False,
+                        ignore=shutil.ignore_patterns("fifo", "deep"))
+        events = watch.events()
+    finally:
+        watch.close()
+    copied = [p for p in (tmp_path / "copy").rglob("*") if p.is_file() and secret in p.read_text(errors="replace")]
+    attach("SN-4 X: a copy that follows links", {"inotify events": events, "files holding the secret":
+                                                 [str(p.relative_to(tmp_path)) for p in copied]})
+    assert events, "the watch recorded nothing of a copy that read the host folder"
+    assert copied, "the secret is not in a copy that followed the links"

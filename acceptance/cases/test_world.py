@@ -19,7 +19,6 @@ expose (the agent door's tools are judged by TL-*, the operator's own routes by 
 
 from __future__ import annotations
 
-import secrets
 import time
 
 import pytest
@@ -29,7 +28,7 @@ from acceptance.cases.judges.product_client import drive
 from acceptance.contract import LOCATIONS, Principal
 from acceptance.harness.evidence import attach
 from acceptance.harness.transitions import Walk, walk
-from canaries import Mint
+from canaries import Mint, detect
 
 # A turn for A and for each observer at every point of the walk: with an agent whose prompts are large (hermes),
 # the platform's default allowance runs out mid-walk and the observer's turn never reaches the provider
@@ -41,7 +40,7 @@ LOCATION_CODES = {"memory": "mem", "transcript": "tr", "task": "task", "volume":
 def _owner(target, agent_profile, dedicated) -> tuple[object, dict[str, str], list[str]]:
     """A dedicated A with its canaries in every location, a note, a held approval card and a run of its own:
     (its ref, {where: canary}, its run ids)."""
-    mint = Mint(secrets.token_hex(4))
+    mint = Mint(detect.run_in_use())  # the judge's scans look for the session's run
     tokens = {where: mint.mint("a", code).token for where, code in
               {**LOCATION_CODES, "note": "note", "card": "card", "run": "run", "turn": "turn"}.items()}
     a = dedicated("WA", "wanda", org="org3")

@@ -273,14 +273,19 @@ def pytest_args(base: Sequence[str], extra: Sequence[str]) -> None:
 
 
 def environment() -> None:
-    """The environment variables that name a tool the run uses (``PAIRPROOF_PROBE``, ``PAIRPROOF_ALLURE``):
-    one naming something that is not an executable file is bad input before anything starts, not a run
-    whose every scan is broken (or, for Allure, a quiet fallback to another one)."""
+    """The environment variables that name a tool the run uses (``PAIRPROOF_PROBE``, ``PAIRPROOF_SHELL``,
+    ``PAIRPROOF_ALLURE``): one naming something that is not an executable file (or a suite shell others may
+    read) is bad input before anything starts, not a run whose every scan is broken (or, for Allure, a quiet
+    fallback to another one). The probe and shell found in the checkout's build/ are named in the environment
+    from here on, so every process the command starts (a mutant's copy of the suite, which has no build/)
+    runs the same files."""
     from acceptance.errors import ProofError
-    from acceptance.harness.probes import probe_binary
+    from acceptance.harness.probes import PROBE_ENV, SHELL_ENV, probe_binary, shell_binary
 
     try:
-        probe_binary()
+        for name, found in ((PROBE_ENV, probe_binary()), (SHELL_ENV, shell_binary())):
+            if found is not None:
+                os.environ.setdefault(name, str(found))
     except ProofError as exc:
         raise SetupError(str(exc)) from None
     for name in ("PYTEST_PLUGINS", "PYTEST_ADDOPTS"):

@@ -15,9 +15,12 @@ from acceptance.errors import SetupError
 
 
 def add_parser(sub: Subcommands) -> None:
-    s = sub.add_parser("scan", help="scan host paths for canary-shaped tokens with the suite's engine "
+    s = sub.add_parser("scan", help="scan host paths for one run's canaries with the suite's engine "
                                      "(exit 0 no hits and all read, 1 hits or not all read, 2 bad input)")
     s.add_argument("paths", nargs="+", metavar="PATH", help="a file or directory to scan")
+    s.add_argument("--run", required=True, help="the run whose canaries are looked for: 8 lowercase hex, one of "
+                   "a qualification's verdict.json \"canaries\" (one a worker); its tokens are UUIDs whose first "
+                   "group it is")
     s.add_argument("--json", action="store_true", help="one JSON object per hit, then the completeness record")
     s.add_argument("--skip", action="append", default=[], metavar="PATH", help="do not enter PATH (repeatable)")
     s.set_defaults(func=run)
@@ -31,10 +34,15 @@ def run(args: argparse.Namespace) -> int:
 
     from acceptance.errors import ProofError
     from acceptance.harness import hostscan
+    from canaries import detect
 
+    if not detect.RUN_ID.fullmatch(args.run):
+        raise SetupError(f"--run {args.run!r} is not a run id: give 8 lowercase hex characters (one of verdict.json's "
+                         "\"canaries\", e.g. a3f09c1e)")
     missing = [p for p in args.paths if not os.path.lexists(p)]
     if missing:
         raise SetupError(f"no such path: {', '.join(map(repr, missing))}; give files or folders that exist")
+    detect.use_run(args.run)
     try:
         report = hostscan.scan_paths(args.paths, skip=args.skip)
     except ProofError as exc:  # a bad PAIRPROOF_PROBE, or a scanner that failed or did not finish its report

@@ -135,11 +135,18 @@ class ExecBinary(Protocol):
 
     def exec_binary(self, ref: InstanceRef, host_path: str, args: Sequence[str], *,
                     env: Mapping[str, str] | None = None, stdin: bytes | None = None,
-                    timeout: float = 60.0) -> ExecResult:
+                    timeout: float = 60.0, hold: bool = True, by_name: bool = False) -> ExecResult:
         """Open ``host_path`` on the host and execute that open file inside the instance's sandbox (its
         namespaces, its uid, its root and mounts) with ``args`` after the program name and ``env`` added
         to the sandbox's environment, never copying it into the sandbox's filesystem: the image run is the
         host's file, and what it sees is the sandbox's. Every process of the instance is stopped from before it
-        starts until it has ended (PB-1: nothing of the agent's may read or alter it while it runs)."""
+        starts until it has ended (PB-1: nothing of the agent's may read or alter it while it runs).
+
+        ``hold=False``: the instance keeps running (the suite's shell probes act on the live agent); the file
+        is mode 0711, so the kernel runs it non-dumpable and the agent can neither trace it nor read its
+        environment or memory. ``by_name``: its argv[0] ends in the file's own name (the suite's shell is a
+        multi-call busybox, which picks its program by that name). A driver whose ``exec_binary`` does not take
+        these keywords has its shell probes run by ``exec`` with the sandbox's own ``/bin/sh``, and the
+        probe's record says so."""
 
 

@@ -43,7 +43,7 @@ from acceptance.harness.keys import EVIDENCE_KEY, LACKS_KEY, PLATFORM_RUN_KEY, P
 from acceptance.targets import TargetOptions, load
 from acceptance.targets.profiles import AgentProfile
 from acceptance.targets.profiles import load as load_profile
-from canaries import Mint
+from canaries import Mint, detect
 
 PRINCIPALS = {
     "A": Principal("A", "org1", "alice"),
@@ -83,7 +83,20 @@ def pairproof_run(request: pytest.FixtureRequest) -> Run:
     worker = getattr(request.config, "workerinput", {}).get("workerid", "main")
     # Canaries are unique per run *and* worker: two xdist workers are two runs of the platform.
     worker_run = session.run if worker == "main" else hashlib.sha256(f"{session.run}/{worker}".encode()).hexdigest()[:8]
-    return Run(id=worker_run, nonce=secrets.token_hex(8), worker=worker, mint=Mint(worker_run))
+    # The canaries' own run id (the first group of every token: canaries.token), from the session's secret: never
+    # the run id, which an instance can read (its volume's host path names it). Every scan of this process looks
+    # for it.
+    canaries = canary_run(session.canaries_key, worker)
+    detect.use_run(canaries)
+    session.canary_runs.add(canaries)
+    if worker != "main":
+        request.config.workeroutput["pairproof_canary_run"] = canaries
+    return Run(id=worker_run, nonce=secrets.token_hex(8), worker=worker, mint=Mint(canaries))
+
+
+def canary_run(key: str, worker: str) -> str:
+    """The run id of a worker's canaries: 8 hex digits of a keyed hash, unrelated to anything an instance sees."""
+    return hashlib.sha256(f"{key}/{worker}/canaries".encode()).hexdigest()[:8]
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,6 @@ import io
 import json
 import lzma
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -102,8 +101,9 @@ def scan_paths(paths: Sequence[str], *, skip: Iterable[str] = (), max_file_bytes
     """Run the engine over host ``paths`` and return what it reported, judged by no one (``pairproof scan``
     shows it to its user). An engine that fails or does not finish its report raises ``ProofError``."""
     used = using or engine()
-    # No "--" (a scanner need not know it): a path that looks like an option is given as ./path.
-    command = [*used.command, *(a for s in skip for a in ("--skip", s)),
+    # No "--" (a scanner need not know it): a path that looks like an option is given as ./path. The run looked
+    # for is the one this process uses (detect.use_run: the session's, or pairproof scan's --run).
+    command = [*used.command, "--run", detect.run_in_use(), *(a for s in skip for a in ("--skip", s)),
                *(["--max-file-bytes", str(max_file_bytes)] if max_file_bytes else []),
                *(f"./{p}" if p.startswith("-") else p for p in paths)]
     # The report goes to files, not pipes, under a file size limit: bounded on disk, read only once judged small.
@@ -212,7 +212,7 @@ _STATIC_LAYERS: tuple[tuple[str, str, str, Callable[[bytes], bytes]], ...] = (
 def plant_sentinels(folder: Path, static: bool) -> list[Sentinel]:
     """Write fresh tokens into ``folder`` in every encoding the engine claims (``static``: the static probe's
     too); return what it must find."""
-    mint = Mint(secrets.token_hex(4))
+    mint = Mint(detect.run_in_use())  # the scan's run (a mint of its own: sentinels are nobody's canaries)
     planted: list[Sentinel] = []
     lines: list[bytes] = []
     for location, encoding, form in (*_TEXT_FORMS, *(_STATIC_TEXT_FORMS if static else ())):
@@ -445,7 +445,7 @@ class JoiningSearch:
         what = self.inner.what
         if self.problems:
             raise ProofError(f"the joined scan of {what} could not build every view: {self.problems[0]}")
-        mint = Mint(secrets.token_hex(4))
+        mint = Mint(detect.run_in_use())
         for number, form in enumerate(records.split_forms(b"")):
             token = mint.mint("probe", f"split{number}")
             blob = records.split_forms(token.bytes)[form]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 # Cases wait for what they observe with ``observe.settle`` (the harness's one deadline loop lives in wait.py).
 from acceptance.harness.wait import settle as settle
+from canaries.detect import walk_tree
 
 PROC = Path("/proc")
 NAMESPACES = ("user", "pid", "mnt", "net", "uts", "ipc", "cgroup")
@@ -271,7 +272,7 @@ def unlistable_files(host_pid: int, uid: int, skip: Iterable[str] = (), limit: i
         if not folder.is_dir() or folder.is_symlink():
             continue
         hidden_below: list[Path] = []
-        for dirpath, dirnames, filenames in os.walk(folder):
+        for dirpath, dirnames, filenames in walk_tree(folder):
             here = Path(dirpath)
             try:
                 info = here.lstat()

@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="LF-6: how many random interleavings hypothesis tries (default 3, derandomized)")
     group.addoption("--pairproof-run", dest="pairproof_run", default=None,
                     help="run id (8 lowercase hex); minted when absent")
+    group.addoption("--pairproof-canaries", dest="pairproof_canaries", default=None, metavar="KEY",
+                    help="the secret the canaries' run ids are made from (32 lowercase hex); a fresh one each session "
+                         "when absent (give one to know the canaries' run ids before the run: a test's capture)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,6 +63,10 @@ def pytest_configure(config: pytest.Config) -> None:
         # Every canary and label of the run is made from it: a malformed one would fail each test at setup.
         raise pytest.UsageError(f"--pairproof-run {given!r}: a run id is 8 lowercase hex characters (e.g. 1a2b3c4d); "
                                 "give one of that form, or drop the option to have one minted")
+    key = config.getoption("pairproof_canaries")
+    if key is not None and not re.fullmatch(r"[0-9a-f]{32}", key):
+        raise pytest.UsageError(f"--pairproof-canaries {key!r}: the key is 32 lowercase hex characters; give one of "
+                                "that form, or drop the option to have one made")
     run = (workerinput or {}).get("pairproof_run") or given or secrets.token_hex(4)
     session = PairproofSession(config, run=run, is_worker=workerinput is not None)
     config.stash[SESSION] = session

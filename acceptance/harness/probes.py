@@ -60,7 +60,8 @@ WRAPPER = (
     'while read -r k v; do case "$k" in Gid:) w $v;; Groups:) j $v;; CapEff:) c=$v;; NoNewPrivs:) n=$v;; '
     'Seccomp:) s=$v;; esac; done < /proc/self/status; '
     'printf " gid=%s groups=%s cap=%s nnp=%s seccomp=%s\\n" "$g" "$gs" "$c" "$n" "$s"; '
-    'exec /bin/sh -c "$2"'
+    # ``sh`` by name: the suite's busybox runs its own applet (``SHELL_BUILT``); the fallback, the sandbox's.
+    'exec sh -c "$2"'
 )
 # The rights a proof line names after its uid (``judge_rights`` compares them with the agent's).
 RIGHTS = ("gid", "groups", "cap", "nnp", "seccomp")
@@ -69,6 +70,57 @@ DETECT = Path(detect_module.__file__)
 # no file of ours in the sandbox). Named by PAIRPROOF_PROBE, else looked for where tools/setup-machine builds it.
 PROBE_ENV = "PAIRPROOF_PROBE"
 PROBE_BUILT = Path(__file__).resolve().parents[2] / "build" / "probe" / "ppscan"
+
+
+# The shell probes run (issue 28): Debian's static busybox, copied by tools/setup-machine to build/probe/sh mode 0711,
+# run by descriptor with the instance left running (``exec_binary(hold=False, by_name=True)``). Its sh runs its
+# own applets (cat, stat, id, ps...) before any file of the sandbox's, so a probe's shell and its commands are the
+# harness's, not the image's; unreadable to the sandbox's uid, it runs non-dumpable (the agent beside it cannot
+# trace it or read its environment, memory or descriptors). Named by PAIRPROOF_SHELL, else looked for there.
+SHELL_ENV = "PAIRPROOF_SHELL"
+SHELL_BUILT = PROBE_BUILT.parent / "sh"
+
+
+def shell_binary() -> Path | None:
+    """The suite's own shell (``SHELL_BUILT``), or None when there is none (shell probes then run the sandbox's
+    ``/bin/sh`` and their records say so). ``PAIRPROOF_SHELL`` naming something else than an executable file
+    is a configuration error."""
+    named = os.environ.get(SHELL_ENV)
+    if named:
+        path = Path(named)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ProofError(f"{SHELL_ENV}={named} is not an executable file: run tools/setup-machine (it installs "
+                             f"busybox-static as build/probe/sh) or unset {SHELL_ENV}")
+        path = path.resolve()
+    elif SHELL_BUILT.is_file() and os.access(SHELL_BUILT, os.X_OK):
+        path = SHELL_BUILT
+    else:
+        return None
+    # Readable by the sandbox's uid, it would run dumpable: the agent beside a shell probe could trace it.
+    if path.stat().st_mode & 0o044:
+        raise ProofError(f"the suite's shell {path} is readable by others (mode {path.stat().st_mode & 0o777:o}): a "
+                         f"sandbox's uid would run it dumpable, within the agent's reach; chmod 0711 {path}")
+    return path
+
+
+def shell_for(target: object) -> tuple[Path | None, str]:
+    """The shell a shell probe runs and the note that says which and why: the suite's busybox by descriptor
+    when it exists and the driver's ``exec_binary`` can leave the instance running and name the program
+    (``hold``, ``by_name``), else the sandbox's own ``/bin/sh`` through ``exec``."""
+    binary = shell_binary()
+    if binary is None:
+        return None, f"the sandbox's /bin/sh: no suite shell ({SHELL_ENV} unset, nothing at {SHELL_BUILT})"
+    run = getattr(target, "exec_binary", None)
+    if run is None:
+        return None, "the sandbox's /bin/sh: the driver has no exec_binary"
+    try:
+        params = inspect.signature(run).parameters
+    except (TypeError, ValueError):
+        params = {}
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())  # a delegating driver
+    if not takes_any and not {"hold", "by_name"} <= set(params):
+        return None, "the sandbox's /bin/sh: the driver's exec_binary takes no hold= and by_name="
+    return binary, f"the suite's shell {binary} by descriptor"
 
 
 def probe_binary() -> Path | None:
@@ -389,10 +441,19 @@ class SandboxBackend(base.BaseBackend):
         return self.run_with_stdin(cmd, stdin=kwargs.get("stdin"), timeout=kwargs.get("timeout", 120.0))
 
     def run_with_stdin(self, cmd: str, *, stdin: bytes | None = None, timeout: float = 120.0) -> base.CommandResult:
+        """Run the shell command ``cmd`` in the sandbox with the instance running: by the suite's own shell
+        (``shell_for``: busybox, by descriptor, non-dumpable) where the driver can, else the sandbox's
+        ``/bin/sh``. Either way its first output line is the proof, checked by ``_proven``."""
+        shell, _ = shell_for(self.target)
+
         def launch(identity, nonce: str):
-            result = self.target.exec(self.ref, ["/bin/sh", "-c", WRAPPER, "pairproof-probe", nonce, cmd],
-                                      stdin=stdin, timeout=timeout)
-            return result, cmd
+            argv = ["-c", WRAPPER, "sh", nonce, cmd]
+            if shell is None:
+                result = self.target.exec(self.ref, ["/bin/sh", *argv], stdin=stdin, timeout=timeout)
+            else:
+                result = self.target.exec_binary(self.ref, str(shell), argv, stdin=stdin, timeout=timeout,
+                                                 hold=False, by_name=True)
+            return result, f"[{'suite sh' if shell else 'sandbox sh'}] {cmd}"
 
         return self._proven(launch)
 
@@ -525,7 +586,7 @@ SENTINEL_ENV = "PAIRPROOF_SENTINEL"  # the environment sentinel; the file sentin
 def _plan_sentinels() -> tuple[str, dict[str, str]]:
     """Fresh canaries: the one for the probe's own environment and ``{path: token}`` of one new file in each
     of the sandbox's own writable places."""
-    mint = Mint(secrets.token_hex(4))
+    mint = Mint(detect_module.run_in_use())  # the scan's run, a mint of its own: sentinels are nobody's canaries
     env_token = mint.mint("probe", "env").token
     planned = {f"{place}/.pairproof-sentinel-{secrets.token_hex(4)}": mint.mint("probe", f"file{n}").token
                for n, place in enumerate(SENTINEL_PLACES)}
@@ -623,7 +684,7 @@ def _run_with_sentinels(h: testinfra.host.Host, script: Path, roots: list[str], 
     env_token, planned = _plan_sentinels()
     if binary is not None:
         env = {SENTINEL_ENV: env_token}
-        args = [*(mode or [])]
+        args = [*(mode or []), *([] if mode else ["--run", detect_module.run_in_use()])]
         for n, (path, token) in enumerate(planned.items()):
             env[f"{SENTINEL_ENV}_FILE{n}"] = token
             args += ["--sentinel", f"{SENTINEL_ENV}_FILE{n}={path}"]
@@ -632,7 +693,8 @@ def _run_with_sentinels(h: testinfra.host.Host, script: Path, roots: list[str], 
     else:
         written, unwritten = _write_by_shell(h, planned)
         try:
-            quoted = " ".join([*(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
+            quoted = " ".join([*([] if script != DETECT else [backend.quote("--run %s", detect_module.run_in_use())]),
+                               *(backend.quote("--skip %s", s) for s in skip), *(backend.quote("%s", r) for r in roots)])
             out = backend.run_with_stdin(f"{SENTINEL_ENV}={env_token} /usr/bin/python3 -I -S - {quoted}",
                                          stdin=script.read_bytes())
         finally:

@@ -44,7 +44,7 @@ from acceptance.errors import ProofError
 from acceptance.harness import hostscan
 from acceptance.harness import probes as probe
 from acceptance.harness.evidence import attach
-from canaries import Mint
+from canaries import Mint, detect
 from canaries.detect import Hit
 from canaries.scan import find_at_rest
 
@@ -264,7 +264,7 @@ def sweep(baseline: Baseline, *, state_dir: str | os.PathLike[str], excluded: Ma
     # (only the engine's: an overlay the platform mounted under its state root or /tmp is walked like any folder)
     overlays = overlay_mounts([baseline.engine_root], roots) if baseline.engine_root else {}
     excluded = {**excluded, **overlays}
-    mint = Mint(secrets.token_hex(4))
+    mint = Mint(detect.run_in_use())  # the sweep's scans look for the session's run
     sentinels: dict[str, tuple[str, str]] = {}  # token -> (root, file)
     for number, root in enumerate([*roots, state_dir]):
         token = mint.mint("probe", f"rest{number}").token

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,12 @@ def _usage_message(problems: list[str]) -> str:
 class PairproofSession:
     def __init__(self, config: pytest.Config, *, run: str, is_worker: bool) -> None:
         self.config, self.run, self.is_worker = config, run, is_worker
+        # The secret the canaries' run ids are made from (``canary_run``): not the run id, which an instance can
+        # read (its volume's host path names it), so nothing it sees tells its canaries from its other ids.
+        workerinput = getattr(config, "workerinput", None) or {}
+        self.canaries_key = (workerinput.get("pairproof_canaries") or config.getoption("pairproof_canaries", None)
+                             or secrets.token_hex(16))
+        self.canary_runs: set[str] = set()  # the canaries' run ids of every worker (the verdict's "canaries")
         self.active = config.getoption("pairproof_target") is not None
         self.outcomes: dict[str, pairing.Outcome] = {}
         self.verdict: dict | None = None
@@ -98,6 +105,7 @@ class PairproofSession:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
         node.workerinput["pairproof_run"] = self.run
+        node.workerinput["pairproof_canaries"] = self.canaries_key
 
     # -- collection ----------------------------------------------------------------------------------
 
@@ -162,6 +170,8 @@ class PairproofSession:
             self.unbuildable = output["pairproof_unbuildable"]
         for case, nodeids in output.get("pairproof_expected", {}).items():
             self.expected_refusals.setdefault(case, set()).update(nodeids)
+        if output.get("pairproof_canary_run"):
+            self.canary_runs.add(output["pairproof_canary_run"])
 
     # -- outcomes (arrive here from every worker) ---------------------------------------------------
 
@@ -282,6 +292,8 @@ class PairproofSession:
                 "--case, -k or -m instead")
             self.verdict["status"] = "failed"
         self.verdict["run"] = self.run
+        # What `pairproof scan --run` looks for to find this run's canaries (a worker's each).
+        self.verdict["canaries"] = sorted(self.canary_runs)
         self.verdict["target"] = self.config.getoption("pairproof_target") or "reference"
         self.verdict["judged"] = self._judged(self.verdict["target"])
         self._judged_unchanged(self.verdict["judged"])

@@ -12,11 +12,14 @@ A run is *live* while the process recorded in its ``owner.json`` exists with the
 from __future__ import annotations
 
 import json
-import shutil
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from runtime.isolation import cgroups, uids
+from runtime.walk import remove_quietly
+
+log = logging.getLogger("pairproof.cleanup")
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,8 @@ def remove_run(root: Path, run: str, *, hierarchy: cgroups.Hierarchy | None = No
             _remove_cgroup_tree(d)
     _remove_empty_root(hierarchy)
     if not keep_state:
-        shutil.rmtree(root / "runs" / run, ignore_errors=True)
+        # The instances' volumes among it: by descriptor, any depth (an instance nests as deep as it likes).
+        remove_quietly(root / "runs" / run, log)
         uids.release_run(root / "uid-claims", run)
 
 

@@ -181,6 +181,7 @@ class ContainerSandbox:
     host_pid: int
     start_time: int
     cgroup: cgroups.Cgroup
+    seccomp_filters: tuple[bytes, ...] = ()  # its pid 1's, oldest first (``seccomp.filters_of``); none: unconfined
 
     def alive(self) -> bool:
         return process_start_time(self.host_pid) == self.start_time
@@ -342,6 +343,12 @@ class DockerEngine:
             if not state.get("Running") or start_time is None:
                 logs = api.logs(container_id, tail=20).decode(errors="replace").strip()
                 raise SandboxError(f"container of {spec.instance_id} exited at once ({state.get('ExitCode')}): {logs}")
+            # The filters its processes run under, read once from its pid 1 (at its gate, before the agent runs):
+            # what the platform enters into it from the host runs under them too (``run_binary_inside``).
+            try:
+                filters = tuple(seccomp.filters_of(pid))
+            except OSError as exc:
+                raise SandboxError(f"container of {spec.instance_id}: {exc}") from exc
             if gate is not None:
                 on_gate(pid)
                 gate.open(deadline)
@@ -358,7 +365,7 @@ class DockerEngine:
                 gate.remove()
         cg = self.hierarchy.open(self.run, container_id)
         return ContainerSandbox(spec=spec, engine=self, container_id=container_id, host_pid=pid,
-                                start_time=start_time, cgroup=cg)
+                                start_time=start_time, cgroup=cg, seccomp_filters=filters)
 
     def remove(self, container_id: str) -> None:
         docker = _docker()
@@ -463,8 +470,10 @@ class DockerEngine:
 
     def run_binary_inside(self, proc: ContainerSandbox, host_path: str, args: Sequence[str], *,
                           env: Mapping[str, str] | None = None, stdin: bytes | None = None,
-                          timeout: float = 60.0, cgroup: cgroups.Cgroup | None = None) -> ExecOutcome:
-        """Run the host file ``host_path`` in the container by descriptor, in its cgroup, as its uid.
+                          timeout: float = 60.0, cgroup: cgroups.Cgroup | None = None,
+                          by_name: bool = False) -> ExecOutcome:
+        """Run the host file ``host_path`` in the container by descriptor, in its cgroup, as its uid (``by_name``:
+        under its own file name, ``sandbox.open_to_run``).
 
         ``docker exec`` runs only paths of the container's filesystem; copying the probe in would write into
         what is being qualified (and a read-only root refuses it anyway). So, as for a bubblewrap sandbox,
@@ -474,28 +483,36 @@ class DockerEngine:
         the host: ``nsenter -S/-G`` would clear them, and a probe without a group the agent holds misses what
         that group reaches; every capability goes with uid 0) under ``no_new_privs`` (``setpriv``), and
         executes ``/proc/self/fd/N``, resolved in the container's own /proc. The process is placed in the
-        container's cgroup (or ``cgroup``, one beside it) before it runs anything (``sandbox.spawn_gated``).
-        What it does not get is Docker's seccomp filter: it is the platform's probe, not the agent."""
-        from runtime.isolation.sandbox import _finish, namespace_flags, spawn_gated
+        container's cgroup (or ``cgroup``, one beside it) before it runs anything (``sandbox.spawn_gated``), and
+        under the container's own seccomp filters (read from its pid 1 when it started, ``seccomp.filters_of``), so a
+        probe judges what the agent may do with the agent's refusals, whatever profile the container was given."""
+        from runtime.isolation.sandbox import _finish, namespace_flags, open_to_run, spawn_gated
 
         if not proc.alive():
             raise SandboxError(f"container of {proc.spec.instance_id} is not running")
-        try:
-            fd = os.open(host_path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise SandboxError(f"cannot open {host_path} to run it in {proc.spec.instance_id}: {exc.strerror}") from exc
+        fd, name = open_to_run(host_path, proc.spec.instance_id, by_name=by_name)
         spaces = [ns for ns, flag in ENTER_ORDER if flag in namespace_flags(proc.host_pid)]
+        # Under the container's own seccomp filters (handed over in a memfd), installed by ``ENTER_AS`` last, once
+        # inside and as the instance's uid: installed first, a profile refusing setns or chroot (the engine's
+        # default, to a container without the capabilities) would stop the entering itself.
+        filters_fd = None
+        if proc.seccomp_filters:
+            filters_fd = os.memfd_create("pairproof-container-seccomp", 0)
+            os.write(filters_fd, seccomp.pack(list(proc.seccomp_filters)))
+            os.lseek(filters_fd, 0, os.SEEK_SET)
         argv = ["setpriv", "--no-new-privs", sys.executable, "-I", "-S", "-c", ENTER_AS, str(proc.host_pid),
                 str(proc.spec.uid), str(proc.spec.gid), ",".join(map(str, agent_groups(proc.host_pid))), str(fd),
-                ",".join(spaces), *args]
+                ",".join(spaces), name, "" if filters_fd is None else str(filters_fd), *args]
         try:
             child = spawn_gated(
-                argv, cgroup or proc.cgroup, pass_fds=(fd,),
+                argv, cgroup or proc.cgroup, pass_fds=(fd,) if filters_fd is None else (fd, filters_fd),
                 env={"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", **(env or {})},
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
             )
         finally:
             os.close(fd)
+            if filters_fd is not None:
+                os.close(filters_fd)
         return _finish(child, stdin, timeout, f"{host_path} in {proc.spec.instance_id}")
 
 
@@ -506,17 +523,30 @@ ENTER_ORDER = (("cgroup", "--cgroup"), ("ipc", "--ipc"), ("uts", "--uts"), ("net
 # ``nsenter -t PID <namespaces> --root --wd -S U -G G``, but with the agent's supplementary groups: root from the
 # host, it opens PID's namespaces, root and working directory, enters them, drops to uid U, gid G and the
 # groups given, then forks (a pid namespace takes its children) and the child executes the inherited descriptor
-# FD. Nothing is imported once the container's mount namespace is entered (its files are the image's: a module
-# found there would run as root); every failure is one line on stderr and exit 126.
+# FD (or, given NAME, the file NAME in the folder FD is open on, ``sandbox.enter_fd_argv``). Nothing is imported
+# once the container's mount namespace is entered (its files are the image's: a module found there would run as
+# root); every failure is one line on stderr and exit 126.
 ENTER_AS = r"""
 import ctypes, os, sys
 def fail(what):
     os.write(2, ("pairproof-enter: " + what + "\n").encode(errors="replace"))
     os._exit(126)
 try:
-    pid, uid, gid, groups, fd, spaces = sys.argv[1:7]
+    pid, uid, gid, groups, fd, spaces, name, filters_fd = sys.argv[1:9]
     uid, gid, groups = int(uid), int(gid), [int(g) for g in groups.split(",") if g]
     libc = ctypes.CDLL(None, use_errno=True)
+    filters, blob = [], b""
+    if filters_fd:
+        while True:
+            chunk = os.read(int(filters_fd), 65536)
+            if not chunk:
+                break
+            blob += chunk
+        os.close(int(filters_fd))
+    while blob:
+        size = int.from_bytes(blob[:4], "big")
+        filters.append(blob[4:4 + size])
+        blob = blob[4 + size:]
     opened = [os.open("/proc/%s/ns/%s" % (pid, ns), os.O_RDONLY | os.O_CLOEXEC) for ns in spaces.split(",") if ns]
     root = os.open("/proc/%s/root" % pid, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     wd = os.open("/proc/%s/cwd" % pid, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -533,9 +563,15 @@ try:
         fail("the uid and gid did not change")
     child = os.fork()
     if child == 0:
-        path = "/proc/self/fd/" + fd
+        path = "/proc/self/fd/" + fd + ("/" + name if name else "")
+        class Prog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        for data in filters:  # oldest first, as the container's pid 1 got them; no_new_privs is set (setpriv)
+            buf = ctypes.create_string_buffer(data, len(data))
+            if libc.prctl(22, 2, ctypes.byref(Prog(len(data) // 8, ctypes.cast(buf, ctypes.c_void_p))), 0, 0) != 0:
+                fail("seccomp: " + os.strerror(ctypes.get_errno()))
         try:
-            os.execv(path, [path, *sys.argv[7:]])
+            os.execv(path, [path, *sys.argv[9:]])
         except OSError as exc:
             fail("exec: " + os.strerror(exc.errno or 0))
     _, status = os.waitpid(child, 0)

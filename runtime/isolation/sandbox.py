@@ -36,6 +36,7 @@ import os
 import select
 import selectors
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -354,14 +355,33 @@ def enter_argv(host_pid: int, uid: int, gid: int, argv: Sequence[str]) -> list[s
     ]
 
 
-def enter_fd_argv(host_pid: int, uid: int, gid: int, fd: int, args: Sequence[str]) -> list[str]:
+def enter_fd_argv(host_pid: int, uid: int, gid: int, fd: int, args: Sequence[str], *, name: str = "") -> list[str]:
     """Like ``enter_argv``, but what runs is the file open on the host as descriptor ``fd`` (inherited):
     ``nsenter`` executes ``/proc/self/fd/<fd>`` after entering the sandbox's root, a magic link to the
     host's open file, so nothing of the sandbox's image runs (no ``env``, no shell, no interpreter) and
-    nothing is written into it. The environment is the launcher's (``run_binary_inside`` sets it)."""
+    nothing is written into it. The environment is the launcher's (``run_binary_inside`` sets it).
+
+    With ``name``, ``fd`` is the host folder that holds the file and ``nsenter`` executes ``/proc/self/fd/<fd>/
+    <name>``: the program's argv[0] then ends in its own name (``nsenter`` cannot set it otherwise), which a
+    multi-call binary such as busybox needs to know which program it is."""
     argv = enter_argv(host_pid, uid, gid, [])
     cut = argv.index("/usr/bin/env")
-    return [*argv[:cut], f"/proc/self/fd/{fd}", *args]
+    return [*argv[:cut], f"/proc/self/fd/{fd}" + (f"/{name}" if name else ""), *args]
+
+
+def open_to_run(host_path: str, instance_id: str, *, by_name: bool) -> tuple[int, str]:
+    """The host descriptor a sandbox executes ``host_path`` through, and the name to run it by: the file itself
+    (``by_name`` false: ``""``), or the folder holding it and the file's name (``enter_fd_argv``), looked up in
+    that folder at exec time (a folder of the platform's, root's). Only a regular file is run."""
+    path = Path(host_path)
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise SandboxError(f"cannot run {host_path} in {instance_id}: not a regular file")
+        if not by_name:
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC), ""
+        return os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), path.name
+    except OSError as exc:
+        raise SandboxError(f"cannot open {host_path} to run it in {instance_id}: {exc.strerror}") from exc
 
 
 def filtered(proc: SandboxProcess, argv: list[str]) -> list[str]:
@@ -372,22 +392,21 @@ def filtered(proc: SandboxProcess, argv: list[str]) -> list[str]:
 
 def run_binary_inside(proc: SandboxProcess, host_path: str, args: Sequence[str], *,
                       env: Mapping[str, str] | None = None, stdin: bytes | None = None,
-                      timeout: float = 60.0, cgroup: Cgroup | None = None) -> ExecOutcome:
+                      timeout: float = 60.0, cgroup: Cgroup | None = None, by_name: bool = False) -> ExecOutcome:
     """Run the host file ``host_path`` in a running sandbox by descriptor, in its cgroup (or ``cgroup``: one
     beside it, for a run while the sandbox is frozen), and wait for it.
 
     The file is opened here, on the host (the sandbox's uid needs only its execute bit, not a path to it);
     the descriptor is handed down through ``setpriv`` and ``nsenter`` and executed in the sandbox's
-    namespaces with its root and working directory, as its uid."""
+    namespaces with its root and working directory, as its uid. ``by_name``: run under its own file name
+    (``open_to_run``)."""
     if not proc.alive():
         raise SandboxError(f"sandbox {proc.spec.instance_id} is not running")
-    try:
-        fd = os.open(host_path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise SandboxError(f"cannot open {host_path} to run it in {proc.spec.instance_id}: {exc.strerror}") from exc
+    fd, name = open_to_run(host_path, proc.spec.instance_id, by_name=by_name)
     try:
         child = spawn_gated(
-            filtered(proc, enter_fd_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, fd, args)), cgroup or proc.cgroup,
+            filtered(proc, enter_fd_argv(proc.host_pid, proc.spec.uid, proc.spec.gid, fd, args, name=name)),
+            cgroup or proc.cgroup,
             pass_fds=(fd,),
             oom_score_adj=COMMAND_OOM_SCORE_ADJ,
             env={"PATH": SANDBOX_PATH, "HOME": "/data", "LANG": "C.UTF-8", **(env or {})},

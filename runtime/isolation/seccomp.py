@@ -16,7 +16,10 @@ Refused (each reached with no capability, each a door into kernel code the agent
   (a staple of kernel exploits: it stalls the kernel mid-copy);
 - ``io_uring_setup``, ``io_uring_enter``, ``io_uring_register``: a second system-call interface that seccomp
   cannot see into;
-- ``unshare``: no namespace of its own (the sandbox disables user namespaces too, ``--disable-userns``).
+- ``unshare``: no namespace of its own (the sandbox disables user namespaces too, ``--disable-userns``);
+- ``ioctl`` creating a btrfs subvolume or snapshot (``BTRFS_IOCTLS``): the volume's size limit is a btrfs quota
+  group of its subvolume (``quota.py``), and a subvolume made inside it, which any writer of a folder may make,
+  would be a quota group of its own with no limit: a way around the quota.
 
 ``setns`` stays allowed: ``nsenter`` calls it after the filter is installed (and the agent holds no capability
 it would need). Another architecture's calls (x86's 32-bit ABI, x32) would reach the kernel under other
@@ -45,6 +48,13 @@ ARCHES = {
 }
 REFUSED = tuple(ARCHES["x86_64"][1])
 X32_BIT = 0x40000000
+IOCTL = {"x86_64": 16, "aarch64": 29}
+# _IOW(0x94, nr, 4096-byte args): SNAP_CREATE (1), SUBVOL_CREATE (14), SNAP_CREATE_V2 (23), SUBVOL_CREATE_V2 (24).
+# The kernel reads ioctl's command as 32 bits: only the argument's low word is compared (a high word set by the
+# caller changes nothing).
+BTRFS_IOCTLS = {"BTRFS_IOC_SNAP_CREATE": 0x50009401, "BTRFS_IOC_SUBVOL_CREATE": 0x5000940E,
+                "BTRFS_IOC_SNAP_CREATE_V2": 0x50009417, "BTRFS_IOC_SUBVOL_CREATE_V2": 0x50009418}
+_ARG1_LOW = 24  # offsetof(struct seccomp_data, args[1]), little-endian low word
 
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
@@ -66,21 +76,24 @@ def program(machine: str | None = None) -> bytes:
         raise RuntimeError(f"no seccomp filter for {machine}: only {sorted(ARCHES)}")
     arch, numbers = ARCHES[machine]
     nrs = [numbers[name] for name in REFUSED]
-    checks = len(nrs) + (1 if machine == "x86_64" else 0)
-    out = [
-        _insn(_LD_W_ABS, 0, 0, 4),               # A = seccomp_data.arch
-        _insn(_JEQ_K, 1, 0, arch),               # native: skip the kill
-        _insn(_RET_K, 0, 0, _RET_KILL_PROCESS),
-        _insn(_LD_W_ABS, 0, 0, 0),               # A = seccomp_data.nr
+    # (code, jt, jf, k); a jump target of "refuse" or "allow" is resolved below to the last two instructions.
+    body: list[tuple[int, object, object, int]] = [
+        (_LD_W_ABS, 0, 0, 4),                    # A = seccomp_data.arch
+        (_JEQ_K, 1, 0, arch),                    # native: skip the kill
+        (_RET_K, 0, 0, _RET_KILL_PROCESS),
+        (_LD_W_ABS, 0, 0, 0),                    # A = seccomp_data.nr
     ]
-    # Each check jumps to the refusal (after the remaining checks and the allow) when it matches.
-    left = checks
     if machine == "x86_64":
-        out.append(_insn(_JGE_K, left, 0, X32_BIT))  # x32 ABI
-        left -= 1
-    for nr in nrs:
-        out.append(_insn(_JEQ_K, left, 0, nr))
-        left -= 1
+        body.append((_JGE_K, "refuse", 0, X32_BIT))  # x32 ABI
+    body += [(_JEQ_K, "refuse", 0, nr) for nr in nrs]
+    body.append((_JEQ_K, 0, "allow", IOCTL[machine]))  # ioctl: its command, below; anything else is allowed
+    body.append((_LD_W_ABS, 0, 0, _ARG1_LOW))
+    body += [(_JEQ_K, "refuse", 0, cmd) for cmd in BTRFS_IOCTLS.values()]
+    allow, refuse = len(body), len(body) + 1
+    out = []
+    for at, (code, jt, jf, k) in enumerate(body):
+        jumps = [{"allow": allow, "refuse": refuse}[j] - at - 1 if isinstance(j, str) else j for j in (jt, jf)]
+        out.append(_insn(code, jumps[0], jumps[1], k))
     out.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
     out.append(_insn(_RET_K, 0, 0, _RET_ERRNO | errno.EPERM))
     return b"".join(out)
@@ -114,6 +127,10 @@ def docker_profile() -> str:
     syscalls += [{"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM,
                   "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}]}
                  for flag in CLONE_NAMESPACES.values()]
+    # (arg & 0xffffffff) == cmd: the kernel reads the command's low 32 bits only.
+    syscalls += [{"names": ["ioctl"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM,
+                  "args": [{"index": 1, "value": 0xFFFFFFFF, "valueTwo": cmd, "op": "SCMP_CMP_MASKED_EQ"}]}
+                 for cmd in BTRFS_IOCTLS.values()]
     arches = {"x86_64": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
               "aarch64": ["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"]}.get(platform.machine(), [])
     return json.dumps({"defaultAction": "SCMP_ACT_ALLOW", "architectures": arches, "syscalls": syscalls},
@@ -131,6 +148,57 @@ def program_fd() -> int:
         os.close(fd)
         raise
     return fd
+
+
+def filters_of(pid: int) -> list[bytes]:
+    """The seccomp filters process ``pid`` runs under, oldest first (the order to install them in), read from the
+    kernel as CRIU reads them (``PTRACE_SECCOMP_GET_FILTER``): the process is seized and interrupted for the read,
+    a millisecond, then released as it was. Empty when it has none. Root only. A container's processes all run under
+    its pid 1's filters (runc installs them before the container's first program; a filter is never removed), so a
+    process of the platform's entered into the container from the host takes them from here: refused what the agent
+    is refused, whatever profile the container was given (the platform's, the engine's default, none)."""
+    import ctypes
+
+    with open(f"/proc/{pid}/status", "rb") as status:
+        mode = next((line.split()[1] for line in status if line.startswith(b"Seccomp:")), b"0")
+    if mode == b"0":
+        return []
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    libc.ptrace.restype = ctypes.c_long
+    seize, interrupt, detach, get_filter, wall = 0x4206, 0x4207, 17, 0x420C, 0x40000000
+
+    def fail(what: str) -> OSError:
+        err = ctypes.get_errno()
+        return OSError(err, f"cannot read the seccomp filters of pid {pid}: {what}: {os.strerror(err)}")
+
+    if libc.ptrace(seize, pid, None, None) != 0:
+        raise fail("PTRACE_SEIZE")
+    filters = []
+    try:
+        if libc.ptrace(interrupt, pid, None, None) != 0:
+            raise fail("PTRACE_INTERRUPT")
+        os.waitpid(pid, wall)
+        while True:
+            count = libc.ptrace(get_filter, pid, ctypes.c_void_p(len(filters)), None)
+            if count < 0:
+                if ctypes.get_errno() == errno.ENOENT:
+                    break
+                raise fail("PTRACE_SECCOMP_GET_FILTER")
+            buf = ctypes.create_string_buffer(count * 8)
+            if libc.ptrace(get_filter, pid, ctypes.c_void_p(len(filters)), buf) != count:
+                raise fail("PTRACE_SECCOMP_GET_FILTER")
+            filters.append(buf.raw)
+    finally:
+        libc.ptrace(detach, pid, None, None)
+    if not filters:
+        raise OSError(errno.ENOENT, f"pid {pid} is in seccomp mode {mode.decode()} but the kernel gave no filter")
+    return filters[::-1]  # the kernel lists the newest first
+
+
+def pack(filters: list[bytes]) -> bytes:
+    """Filters as one blob for ``containers.ENTER_AS`` (each: its length in bytes, 4 bytes big-endian, then itself)."""
+    return b"".join(len(f).to_bytes(4, "big") + f for f in filters)
 
 
 def install() -> None:

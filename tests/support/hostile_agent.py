@@ -7,6 +7,8 @@ start, does on purpose what the issue's review found an agent could do:
   named by ``HOSTILE_MARKER`` (a file the test made, readable by root only), a fifo, a listening socket;
 - swaps ``/data/notes`` between a folder and a link to the marker's folder, every millisecond, for as long as it
   runs: whatever root does with the volume (snapshot, restore, measure) races it;
+- with ``HOSTILE_DEEP=1``, nests folders ``DEEP`` levels under ``/data/deep`` (deeper than Python's recursion
+  limit: a recursive walk of the volume, the platform's or the harness's, dies of RecursionError there);
 - with ``HOSTILE_KILL=1``, kills every process of its pid namespace that is not its own (the harness's shell
   probes, the platform's commands) within milliseconds of its appearing, and records what it killed in
   ``/data/killed.txt``: a probe it kills proves nothing, and no case may pass on it.
@@ -60,6 +62,26 @@ def _plant_traps() -> socket.socket:
     return listening
 
 
+DEEP = 1200
+
+
+def _nest_deep() -> None:
+    fd = os.open("/data", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in ("deep", *["d"] * DEEP):
+            try:
+                os.mkdir(name, dir_fd=fd)
+            except FileExistsError:
+                pass
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        with open(os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
+            f.write("the bottom of the agent's deep folder\n")
+    finally:
+        os.close(fd)
+
+
 def _swap_forever() -> None:
     outside = os.path.dirname(MARKER)
     while True:
@@ -98,6 +120,8 @@ def _kill_forever() -> None:
 if __name__ == "__main__":
     _name_myself()
     kept = _plant_traps()
+    if os.environ.get("HOSTILE_DEEP") == "1":
+        _nest_deep()
     threading.Thread(target=_swap_forever, daemon=True).start()
     if os.environ.get("HOSTILE_KILL") == "1":
         threading.Thread(target=_kill_forever, daemon=True).start()

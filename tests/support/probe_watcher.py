@@ -3,6 +3,7 @@ after: used by the runtime's and the Docker engine's tests of ``Controller.run_b
 
 from __future__ import annotations
 
+import os
 import shutil
 
 from acceptance.harness import observers as observe
@@ -37,9 +38,10 @@ while True:
     time.sleep(0.01)
 """
 
-# The bait (the host's sh, run by descriptor like the static probe): it waits up to 3 s for the watcher to have
-# acted, then ends. Its marker is in its command line, its secret in its environment.
-BAIT = 'i=0; while [ $i -lt 30 ] && [ ! -e /data/touched ]; do sleep 0.1; i=$((i+1)); done; echo bait-ended'
+# The bait (the host's sh, run by descriptor like the static probe): it waits up to 8 s for the watcher to have
+# acted (it acts within milliseconds; the margin is for a loaded CI machine), then ends. Its marker is in its
+# command line, its secret in its environment.
+BAIT = 'i=0; while [ $i -lt 80 ] && [ ! -e /data/touched ]; do sleep 0.1; i=$((i+1)); done; echo bait-ended'
 SECRET = "probe-sentinel-0c2e7d"
 
 
@@ -84,10 +86,45 @@ def show_the_hold(controller, instance_id: str, monkeypatch) -> None:
         return engine_run(*args, **kwargs)
 
     monkeypatch.setattr(engine, "run_binary_inside", watched)
-    new = bait(controller.run_binary_inside, proc)  # nobody touches it: it waits its 3 s and ends
+    new = bait(controller.run_binary_inside, proc)  # nobody touches it: it waits its 8 s and ends
     assert new.rc == 0 and new.stdout == b"bait-ended\n", new
     assert seen == [dict.fromkeys(pids, True)], seen
     assert stolen(controller, instance_id) == ""
     # Thawed after, the watcher among them (stopped, not killed).
     assert {pid: observe.frozen(pid) for pid in pids} == dict.fromkeys(pids, False)
     assert proc.cgroup.pids() >= pids
+
+
+def show_the_shell(controller, instance_id: str) -> None:
+    """Items 4 and 5 for the suite's shell probes, which run with the instance running: the sandbox's own sh,
+    started the way a shell probe was (``exec``), hands the watcher its secret; the suite's shell (busybox, by
+    descriptor, mode 0711: ``run_binary_inside(hold=False, by_name=True)``) does not, though the watcher runs
+    throughout (the old way's bait is taken again after it). And what runs is the suite's file, for the shell
+    and for its commands: both are the host's busybox by device and inode, not a file of the image's."""
+    from acceptance.harness.probes import shell_binary
+
+    shell = shell_binary()
+    assert shell is not None, "no suite shell: tools/setup-machine installs it as build/probe/sh"
+    proc = controller.sandbox(instance_id)
+    start_watcher(controller, instance_id)
+
+    def the_sandbox_sh():
+        # The marker only in the bait's own command line (an outer process naming it, without the secret yet,
+        # would be taken first): the sh that execs it builds it from M.
+        old = controller.exec(instance_id, ["env", f"PROBE_SECRET={SECRET}", "M=bait", f"B={BAIT}", "sh", "-c",
+                                            'exec sh -c "$B" "pairproof-$M"'], timeout=30)
+        assert old.rc == 0, old
+        taken = stolen(controller, instance_id)
+        assert SECRET in taken and "mem opened read-write" in taken, (old, taken)
+
+    the_sandbox_sh()
+    new = controller.run_binary_inside(proc, str(shell), ["-c", BAIT, "pairproof-bait"], env={"PROBE_SECRET": SECRET},
+                                       timeout=30, hold=False, by_name=True)
+    assert new.rc == 0 and new.stdout == b"bait-ended\n", new  # it waited its 8 s: nobody touched it
+    assert stolen(controller, instance_id) == ""
+    the_sandbox_sh()  # the watcher was alive all along
+
+    which = controller.run_binary_inside(proc, str(shell), ["-c", "stat -L -c %d:%i /proc/$$/exe /proc/self/exe"],
+                                         hold=False, by_name=True)
+    host = os.stat(shell)
+    assert which.rc == 0 and which.stdout.decode().split() == [f"{host.st_dev}:{host.st_ino}"] * 2, which

@@ -1,5 +1,5 @@
 """Platform logs with a canary cut across records, the four ways issue 26's class 3 mutants cut it: base64 in
-two halves on two lines, hex in 64-character lines, a JSON array of 32-character chunks, a line wrapped at 40
+two halves on two lines, hex in 64-character lines, a JSON array of 32-character chunks, a line wrapped at 24
 columns; every line as the reference platform's formatter writes it, among ordinary lines (long base64 and hex
 included). Shared by tests/unit/test_records.py and tests/integration/probes/test_records_live.py."""
 
@@ -52,9 +52,9 @@ def _array_chunks() -> bytes:
 
 
 def _wrapped() -> bytes:
-    return log_lines(*noise(), "tool issue_comment refused; arguments:\n    " + "\n    ".join(textwrap.wrap(ARGUMENTS, 40)),
+    return log_lines(*noise(), "tool issue_comment refused; arguments:\n    " + "\n    ".join(textwrap.wrap(ARGUMENTS, 24)),
                 *noise())
 
 
 FORMS = {"base64 halves on two lines": _packed_halves, "hex in 64-character lines": _hex_lines,
-         "a JSON array of 32-character chunks": _array_chunks, "a line wrapped at 40 columns": _wrapped}
+         "a JSON array of 32-character chunks": _array_chunks, "a line wrapped at 24 columns": _wrapped}

@@ -17,11 +17,13 @@ import re
 import string
 import sys
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.tokens import KNOWN, TEST_RUN, token
 
 import canaries
 from canaries import detect
@@ -34,7 +36,7 @@ from canaries.errors import (
     IncompleteScanError,
 )
 from canaries.scan import Attributed, attribute, scan_bytes, scan_dir
-from canaries.token import RAW_PATTERN, Canary, Mint, new_run_id, parse
+from canaries.token import Canary, Mint, new_run_id
 
 REPO = Path(__file__).resolve().parents[2]
 DETECT_PY = REPO / "canaries" / "detect.py"
@@ -53,19 +55,19 @@ NOT_HEX = bytes(b for b in range(256) if chr(b) not in string.hexdigits)
 DNS_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 
 fields = st.text(ALNUM, min_size=1, max_size=6)
+# Tokens of the test run (the scans look for it: tests/conftest.py), any hex in their four groups.
 tokens = st.builds(
-    lambda run, principal, location, entropy: f"ppcanary-{run}-{principal}-{location}-{entropy}",
-    st.text(HEX, min_size=8, max_size=8),
-    fields,
-    fields,
-    st.text(HEX, min_size=16, max_size=16),
+    lambda a, b, c, d: f"{TEST_RUN}-{a}-{b}-{c}-{d}",
+    st.text(HEX, min_size=4, max_size=4),
+    st.text(HEX, min_size=4, max_size=4),
+    st.text(HEX, min_size=4, max_size=4),
+    st.text(HEX, min_size=12, max_size=12),
 )
-# What follows a token decides where it ends: a hex digit would make its entropy longer than 16,
+# What follows a token decides where it ends: a hex digit would make its last group longer than 12,
 # so embedded tokens are followed by a non-hex byte and then anything.
 after_token = st.builds(lambda first, rest: bytes([first]) + rest, st.sampled_from(NOT_HEX), st.binary(max_size=40))
 surroundings = st.binary(max_size=64)
 
-KNOWN = "ppcanary-0123abcd-a-mem-0011223344556677"
 
 
 def _framed_forms(token: bytes) -> dict[str, bytes]:
@@ -85,17 +87,18 @@ def _framed_forms(token: bytes) -> dict[str, bytes]:
 @DETERMINISTIC
 @given(st.lists(st.tuples(fields, fields), unique=True, max_size=20))
 def test_minted_tokens_are_unique_well_formed_dns_labels(places: list[tuple[str, str]]) -> None:
-    """Every minted token is unique, matches RAW_PATTERN, fits in 63 chars and is a DNS label."""
+    """Every minted token is unique, has the run's shape (a version-4 UUID), fits in 63 chars and is a DNS label."""
     mint = Mint("0123abcd")
     minted = [mint.mint(principal, location) for principal, location in places]
     assert len({canary.token for canary in minted}) == len(places)
     for canary, (principal, location) in zip(minted, places):
-        assert RAW_PATTERN.fullmatch(canary.bytes)
+        assert detect.token_pattern("0123abcd").fullmatch(canary.bytes)
+        assert str(uuid.UUID(canary.token)) == canary.token and uuid.UUID(canary.token).version == 4
         assert len(canary.token) <= 63
         assert DNS_LABEL.fullmatch(canary.token)
         f"{canary.token}.example.org".encode("idna")  # raises if the label is not valid
         assert (canary.run, canary.principal, canary.location) == ("0123abcd", principal, location)
-        assert parse(canary.token) == canary
+        assert mint.origin(canary.token) == canary
         assert mint.origin(canary.token) == canary
     assert mint.all() == tuple(minted)
 
@@ -156,24 +159,31 @@ def test_origin_is_case_insensitive_and_none_for_strangers() -> None:
     assert Mint("0123abcd").origin(canary.token) is None  # same run id, different mint
 
 
-def test_parse_reads_fields_and_refuses_other_shapes() -> None:
-    """parse() splits a canonical token; near shapes and upper case are refused by name."""
-    assert parse(KNOWN) == Canary(KNOWN, "0123abcd", "a", "mem")
-    assert parse(KNOWN).bytes == KNOWN.encode()
-    for bad in (KNOWN[:-1], KNOWN + "0", KNOWN[2:], " " + KNOWN, KNOWN + "\n", "", "ppcanary"):
+def test_a_canary_must_be_a_token_of_its_run() -> None:
+    """A Canary is built only from a lower-case token of its own run's shape; near shapes are refused by name."""
+    assert Canary(KNOWN, TEST_RUN, "a", "mem").bytes == KNOWN.encode()
+    for bad in (KNOWN[:-1], KNOWN + "0", KNOWN[2:], " " + KNOWN, KNOWN + "\n", "", "ppcanary-x",
+                KNOWN.replace("-", "", 1), "ffffffff" + KNOWN[8:]):
         with pytest.raises(CanaryFormatError) as refused:
-            parse(bad)
+            Canary(bad, TEST_RUN, "a", "mem")
         assert repr(bad) in str(refused.value)
     with pytest.raises(CanaryFormatError, match="lower"):
-        parse(KNOWN.upper())
+        Canary(KNOWN.upper(), TEST_RUN, "a", "mem")
+    with pytest.raises(CanaryFormatError, match="run"):
+        Canary(KNOWN, "0123ABCD", "a", "mem")
 
 
-def test_canary_fields_must_agree_with_its_token() -> None:
-    """A Canary whose fields contradict its token cannot be built."""
-    with pytest.raises(CanaryFormatError, match="disagree"):
-        Canary(KNOWN, "0123abcd", "b", "mem")
-    with pytest.raises(CanaryFormatError):
-        Canary("not-a-token", "0123abcd", "a", "mem")
+def test_a_token_says_nothing_of_pairproof_nor_of_where_it_was_planted() -> None:
+    """Issue 28: an agent must not tell a canary from its user's ordinary ids. A minted token is a plain version-4
+    UUID whose first group is the run id: no marker, no principal, no location in it; only the mint knows where
+    each went."""
+    mint = Mint("5e1f0a2b")
+    made = [mint.mint(principal, location) for principal in ("a", "op", "plat") for location in ("mem", "vol", "env")]
+    for canary in made:
+        assert str(uuid.UUID(canary.token)) == canary.token and uuid.UUID(canary.token).version == 4
+        assert canary.token.startswith("5e1f0a2b-") and set(canary.token) <= set("0123456789abcdef-")
+        assert mint.origin(canary.token) == canary
+    assert len({canary.token[9:] for canary in made}) == len(made)
 
 
 def test_errors_form_one_hierarchy() -> None:
@@ -183,8 +193,8 @@ def test_errors_form_one_hierarchy() -> None:
 
 
 def test_the_token_shape_is_defined_once_in_detect() -> None:
-    """token.RAW_PATTERN is detect.RAW_PATTERN, so the probe and the mint cannot drift apart."""
-    assert token_module.RAW_PATTERN is detect.RAW_PATTERN
+    """token.token_pattern is detect.token_pattern, so the probe and the mint cannot drift apart."""
+    assert token_module.token_pattern is detect.token_pattern
 
 
 def test_package_exports_every_name_in_all() -> None:
@@ -296,15 +306,15 @@ def test_random_bytes_hold_no_canary(data: bytes) -> None:
 @pytest.mark.parametrize(
     "near_miss",
     [
-        KNOWN[:-1],  # entropy of 15 hex digits
-        KNOWN + "0",  # entropy of 17 hex digits
-        KNOWN[1:],  # "pcanary-": missing part of the prefix
-        KNOWN[2:],  # "canary-": missing the prefix
-        KNOWN.replace("ppcanary-", "ppcanary"),  # missing the prefix's hyphen
-        KNOWN.replace("0123abcd", "0123abc"),  # run of 7 hex digits
-        KNOWN.replace("-a-", "-toolong-"),  # principal of 7 characters
-        KNOWN.replace("-a-", "-a_b-"),  # principal outside [a-z0-9]
-        KNOWN.replace("-a-", "--"),  # empty principal
+        KNOWN[:-1],  # a last group of 11 hex digits
+        KNOWN + "0",  # a last group of 13 hex digits
+        KNOWN[1:],  # part of the run id missing
+        KNOWN[9:],  # the run id missing
+        KNOWN[:8] + KNOWN[9:],  # the run id's dash missing
+        "f" + KNOWN[1:],  # another run's
+        KNOWN[:13] + KNOWN[14:],  # a second group of 3 hex digits
+        KNOWN[:10] + "g" + KNOWN[11:],  # a second group with a non-hex digit
+        KNOWN.replace("-", "_"),  # underscores for dashes
     ],
 )
 def test_near_miss_shapes_are_not_hits(near_miss: str) -> None:
@@ -490,7 +500,7 @@ def test_scan_tree_reports_a_missing_root() -> None:
 def test_scan_tree_notes_files_cut_short_at_max_file_bytes(tmp_path: Path) -> None:
     """A file beyond max_file_bytes is read up to the limit and noted; the default finds both
     tokens (the control)."""
-    late = "ppcanary-0123abcd-b-mem-8899aabbccddeeff"
+    late = token("late")
     big = _write(tmp_path / "big.log", KNOWN.encode() + b" " * 5000 + late.encode())
     hits, problems = scan_tree([str(tmp_path)], max_file_bytes=4096)
     assert [hit.token for hit in hits] == [KNOWN]
@@ -509,9 +519,9 @@ def test_detect_main_skips_what_it_is_told_to_skip(tmp_path: Path, capsys: pytes
     """`--skip PATH` keeps the walk out of PATH and says so for a skipped root; without it the
     same tree's token is found (the control)."""
     secret = _write(tmp_path / "skipped" / "secret.txt", KNOWN.encode())
-    assert detect.main([str(tmp_path)]) == 0
+    assert detect.main(["--run", TEST_RUN, str(tmp_path)]) == 0
     assert [json.loads(line).get("where") for line in capsys.readouterr().out.splitlines()] == [str(secret), None]
-    assert detect.main(["--skip", str(tmp_path / "skipped"), str(tmp_path), str(secret)]) == 0
+    assert detect.main(["--run", TEST_RUN, "--skip", str(tmp_path / "skipped"), str(tmp_path), str(secret)]) == 0
     captured = capsys.readouterr()
     assert [json.loads(line) for line in captured.out.splitlines()] == [
         {"scanned_files": 0, "errors": 1, "bytes": 0, "truncated": 0,
@@ -575,3 +585,17 @@ def test_scan_dir_raises_when_it_could_not_read_everything(tmp_path: Path) -> No
     assert [item.canary for item in incomplete.value.found] == [canary]
     assert len(incomplete.value.problems) == 1
     assert "max_file_bytes" in str(incomplete.value)
+
+
+def test_a_scan_must_be_told_its_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scan looks for one run's tokens: before it is told which, it refuses (naming the fix) rather than find
+    nothing; a bad run id is refused by name; another run's token is not this run's hit."""
+    monkeypatch.setattr(detect, "_T", None)
+    with pytest.raises(RuntimeError, match=r"use_run\(RUN\)"):
+        detect.find(KNOWN.encode())
+    with pytest.raises(ValueError, match="'0123ABCD' is not 8 lowercase hex"):
+        detect.use_run("0123ABCD")
+    detect.use_run("89abcdef")
+    assert detect.find(KNOWN.encode()) == []
+    detect.use_run(TEST_RUN)
+    assert [hit.token for hit in detect.find(KNOWN.encode())] == [KNOWN]

@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.tokens import token
 
 from canaries import detect
 from canaries.detect import ScanBudget, carve, find, scan_tree
 
-TOKEN = b"ppcanary-0123abcd-b-mem-0123456789abcdef"
+TOKEN = token("forms").encode()  # of TEST_RUN, the run the scans look for (tests/conftest.py)
 
 # (encoding reported, how the token is written)
 FORMS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
@@ -40,7 +41,7 @@ FORMS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
     "base32-lower": ("base32", lambda t: base64.b32encode(b"\x07" + t).lower()),
     "html-decimal": ("html-entity", lambda t: b"".join(b"&#%d;" % c for c in t)),
     "html-hex-one": ("html-entity", lambda t: t[:12] + b"&#x%X;" % t[12] + t[13:]),
-    "html-leading-zeros": ("html-entity", lambda t: b"&#0112;" + t[1:]),
+    "html-leading-zeros": ("html-entity", lambda t: b"&#0048;" + t[1:]),
     "qp-every-byte": ("quoted-printable", lambda t: b"".join(b"=%02X" % c for c in t)),
     "qp-soft-break": ("quoted-printable", lambda t: t[:30] + b"=\r\n" + t[30:]),
     "qp-soft-break-in-prefix": ("quoted-printable", lambda t: t[:4] + b"=\n" + t[4:]),
@@ -60,7 +61,9 @@ def test_each_form_is_found_where_it_is(form: str) -> None:
     start = len(b"lead ") + len(FENCE)
     data = b"lead " + FENCE + write(TOKEN) + FENCE + b" tail"
     hits = find(data)
-    assert [(hit.token, hit.encoding) for hit in hits] == [(TOKEN.decode(), encoding)]
+    # One reading of the bytes, but a fully escaped token is also read from inside its first escape ("=30=31..."
+    # holds "0" then "=31...": every start is tried), a second hit of the same token and encoding.
+    assert {(hit.token, hit.encoding) for hit in hits} == {(TOKEN.decode(), encoding)}
     # The offset is where the form starts, or (base32, base64 of base64) where its characters start carrying
     # the token's bits (after the bytes in front of it in the group).
     assert start <= hits[0].offset < start + 8
@@ -82,12 +85,12 @@ def test_random_bytes_hold_no_token(noise: bytes) -> None:
 
 
 @pytest.mark.parametrize("near", [
-    b":".join(b"%02x" % c for c in TOKEN + b"a"),  # 17 hex digits of entropy
+    b":".join(b"%02x" % c for c in TOKEN + b"a"),  # a last group of 13 hex digits
     TOKEN.decode().encode("utf-16-le") + "a".encode("utf-16-le"),
     b"".join(b"=%02X" % c for c in TOKEN[:-1]),
     TOKEN[:30] + b"." + TOKEN[30:] + b"a.example",
     base64.b32encode(TOKEN[:-1]),
-    b"&#112;" + TOKEN[1:-1],
+    b"&#48;" + TOKEN[1:-1],
 ])
 def test_near_misses_are_not_hits(near: bytes) -> None:
     assert find(b"<" + near + b">") == []
@@ -126,7 +129,9 @@ def test_a_stream_at_a_random_offset_in_a_page_a_capture_or_a_log_line_is_opened
     found = carve(data, "f")
     assert (TOKEN.decode(), f"f ({kind}@{len(head)})", len(b"payload ")) in {
         (hit.token, hit.where, hit.offset) for hit in found.hits}
-    assert found.problems == []
+    # Random bytes may hold a zstd frame's magic (hypothesis found b"KLUv/", its base64): detect.py says it cannot
+    # look inside one (test_a_zstd_frame_is_said_not_looked_inside), which is right, and no other problem.
+    assert [p for p in found.problems if "not looked inside: a zstandard frame" not in p] == []
 
 
 def test_base64_of_a_stream_is_opened_and_nested_streams_are_labelled() -> None:
@@ -194,7 +199,7 @@ def test_the_host_side_scanner_finds_every_form_and_says_what_it_could_not_open(
     canary = mint.mint("b", "mem")
     for encoding, write in FORMS.values():
         found = scan_bytes(FENCE + write(canary.bytes) + FENCE, mint, "row")
-        assert [(hit.canary, hit.hit.encoding) for hit in found] == [(canary, encoding)]
+        assert {(hit.canary, hit.hit.encoding) for hit in found} == {(canary, encoding)}
     row = b"id=7 blob=" + bz2.compress(canary.bytes)
     assert [(hit.canary, hit.hit.where) for hit in scan_bytes(row, mint, "row")] == [(canary, "row (bz2@10)")]
     with pytest.raises(IncompleteScanError) as caught:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.split_logs import FORMS, TOKEN, log_lines, noise
+from support.tokens import TEST_RUN
 
 from canaries import records
 from canaries.detect import find
@@ -32,7 +33,7 @@ def test_a_token_cut_across_records_is_found_joined_and_not_alone(form: str) -> 
 
 def test_records_with_no_canary_join_to_none() -> None:
     """The control: realistic lines, long base64 and hex among them, joined every way, make no token."""
-    data = log_lines(*noise(), *noise(), "tool refused: " + json.dumps({"arguments": ["ppcanary-", "0123abcd"]}))
+    data = log_lines(*noise(), *noise(), "tool refused: " + json.dumps({"arguments": [TEST_RUN + "-", "0123"]}))
     joined = join_records(data, "log")
     assert [label for label, _ in joined.views] == [f"log (joined {v})" for v in records.VIEWS]
     assert _joined_tokens(data) == set()

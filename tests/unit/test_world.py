@@ -6,6 +6,7 @@ import os
 import socket
 
 import pytest
+from support.tokens import TEST_RUN
 
 from acceptance.cases.judges import world
 from acceptance.contract import Principal
@@ -13,7 +14,7 @@ from acceptance.errors import ProofError
 from canaries import Mint
 
 OWNER = Principal("A", "org1", "alice")
-TOKEN = Mint("0badcafe").mint("a", "mem").token
+TOKEN = Mint(TEST_RUN).mint("a", "mem").token  # the run the scans look for (tests/conftest.py)
 
 
 def facts(private=(7,)) -> world.OwnerFacts:

@@ -1,7 +1,7 @@
 """Write the parity test vectors: tests/vectors/canaries.bin and forms.bin (python3 tests/vectors/make_vectors.py).
 
-Deterministic bytes holding canary-shaped tokens in every encoding detect.py knows (raw in three
-cases, standard and url-safe base64 at each alignment, line-wrapped base64 with LF and CRLF, hex in
+Deterministic bytes holding tokens of run RUN (the scanners are run with --run RUN) in every encoding
+detect.py knows (raw in three cases, standard and url-safe base64 at each alignment, line-wrapped base64 with LF and CRLF, hex in
 both cases), the boundaries of the token shape, and near misses that must not be hits. The
 chunk-crossing cases are built by the test from this file (it is placed at offsets around the 1 MiB
 read boundary), so the file itself stays small.
@@ -28,10 +28,15 @@ OUT = pathlib.Path(__file__).with_name("canaries.bin")
 FORMS_OUT = pathlib.Path(__file__).with_name("forms.bin")
 
 
-def token(rng: random.Random, principal: str = "b", location: str = "mem") -> bytes:
-    run = "".join(rng.choice("0123456789abcdef") for _ in range(8))
-    entropy = "".join(rng.choice("0123456789abcdef") for _ in range(16))
-    return f"ppcanary-{run}-{principal}-{location}-{entropy}".encode()
+# The run every vector's tokens belong to: the tests' run (tests/support/tokens.py), with letters in it so
+# that its upper-case spellings differ from the lower.
+RUN = "0123abcd"
+
+
+def token(rng: random.Random, run: str = RUN) -> bytes:
+    """A token of ``run``: a version-4 UUID whose first group is the run id (canaries.token)."""
+    digits = "".join(rng.choice("0123456789abcdef") for _ in range(22))
+    return f"{run}-{digits[:4]}-4{digits[4:7]}-{rng.choice('89ab')}{digits[7:10]}-{digits[10:22]}".encode()
 
 
 def build() -> bytes:
@@ -45,7 +50,7 @@ def build() -> bytes:
     add("raw upper", token(rng).upper())
     add("raw mixed", b"".join(bytes([c]).upper() if i % 2 else bytes([c]) for i, c in enumerate(token(rng))))
     add("raw glued to text", b"xx" + token(rng) + b"g.")
-    add("raw longest parts", token(rng, "abcdef", "012345"))
+    add("raw after hex digits", b"0123" + token(rng))
     add("raw in json", b'{"k": "' + token(rng) + b'"}')
     for lead in range(3):
         for pad in (b"", b"?", b"\xfb\xff"):
@@ -66,16 +71,18 @@ def build() -> bytes:
     add("token twice same place raw+hex", token(rng) + b" " + binascii.hexlify(token(rng)))
     # Near misses: none of these is a hit.
     t = token(rng)
-    add("near 17 hex entropy", t + b"a")
-    add("near 15 hex entropy", t[:-1])
-    add("near short run", b"ppcanary-1234567-b-mem-0123456789abcdef")
-    add("near long principal", b"ppcanary-12345678-abcdefg-mem-0123456789abcdef")
-    add("near empty location", b"ppcanary-12345678-b--0123456789abcdef")
-    add("near prefix typo", b"ppcanarry-12345678-b-mem-0123456789abcdef")
-    add("near non-hex entropy", b"ppcanary-12345678-b-mem-0123456789abcdeg")
+    add("near 13 hex last group", t + b"a")
+    add("near 11 hex last group", t[:-1])
+    add("near another run", token(rng, "0123abce"))
+    add("near run typo", RUN.encode()[:7] + b"-" + t[9:])
+    add("near short group", t[:13] + t[14:])
+    add("near no dash", t[:8] + t[9:])
+    add("near non-hex group", t[:-1] + b"g")
+    add("near a plain uuid", b"123e4567-e89b-42d3-a456-426614174000")
     add("near base64 of near miss", base64.b64encode(t + b"f"))
     add("near hex of near miss", binascii.hexlify(t[:-2]))
-    add("prefix alone", b"ppcanary- PPCANARY- cHBjYW5hcnkt 7070636160")
+    add("prefix alone", RUN.encode() + b"- " + RUN.upper().encode() + b"- " + base64.b64encode(RUN.encode() + b"-")
+        + b" " + binascii.hexlify(RUN.encode()))
     add("non-ascii around", "ünïcødé ".encode() + token(rng) + b"\x00\xff\xfe")
     return b"".join(parts)
 
@@ -101,8 +108,8 @@ def build_forms() -> bytes:
         add(f"base32 lower lead {lead}", base64.b32encode(bytes(range(1, lead + 1)) + token(rng) + b"?").lower())
     add("html decimal", b"".join(b"&#%d;" % c for c in token(rng)))
     add("html hex mixed", b"".join(b"&#x%x;" % c if i % 3 == 0 else bytes([c]) for i, c in enumerate(token(rng))))
-    add("html leading zeros", b"&#0112;&#x00070;" + token(rng)[2:])
-    add("html late", (t := token(rng))[:17] + b"&#45;" + t[18:])
+    add("html leading zeros", b"&#%04d;&#x%05x;" % tuple((t := token(rng))[:2]) + t[2:])
+    add("html late", (t := token(rng))[:18] + b"&#45;" + t[19:])
     add("qp every byte", b"".join(b"=%02X" % c for c in token(rng)))
     for cut in (3, 9, 30):
         add(f"qp soft break at {cut} LF", (t := token(rng))[:cut] + b"=\n" + t[cut:])
@@ -121,11 +128,11 @@ def build_forms() -> bytes:
     add("base64 of gzip wrapped", b"\n".join(blob[i:i + 76] for i in range(0, len(blob), 76)))
     add("gzip in gzip", b"x" * 7 + gzip.compress(b"y" * 9 + gzip.compress(b"z " + token(rng))))
     # Near misses: none of these is a hit.
-    add("near hex sep 17 hex", b":".join(b"%02x" % c for c in token(rng) + b"a"))
-    add("near utf-16 17 hex", (token(rng) + b"a").decode().encode("utf-16-le"))
+    add("near hex sep 13 hex", b":".join(b"%02x" % c for c in token(rng) + b"a"))
+    add("near utf-16 13 hex", (token(rng) + b"a").decode().encode("utf-16-le"))
     add("near base32 short", base64.b32encode(token(rng)[:-1]))
     add("near qp short", b"".join(b"=%02X" % c for c in token(rng)[:-1]))
-    add("near dns 17 hex", (t := token(rng))[:30] + b"." + t[30:] + b"a.example")
+    add("near dns 13 hex", (t := token(rng))[:30] + b"." + t[30:] + b"a.example")
     add("near html non-ascii", b"&#368;" + token(rng)[1:])
     add("near gzip of near miss", b"z" + gzip.compress(token(rng)[:-1]))
     add("not a stream", b"x^ x\x9c BZh9 \x1f\x8b\x08 H4sI Qlpo /Td6WFo")

@@ -48,6 +48,7 @@ from acceptance.contract import InstanceRef, Principal
 from acceptance.errors import ProofError, TargetError
 from acceptance.harness import observers
 from canaries import detect
+from canaries.detect import walk_tree
 
 CHANNELS = ("fs", "processes", "sockets", "routes", "listings", "tools", "model")
 # The run-control routes an agent serves (TL-4's set: start, read, events, stop), by run id.
@@ -231,7 +232,7 @@ def socket_channel(host_pid: int, owner: OwnerFacts) -> Channel:
         if fstype in _NO_SOCKET_FS or device not in devices:
             skipped += 1
             continue
-        for dirpath, dirnames, filenames in os.walk(root + point):
+        for dirpath, dirnames, filenames in walk_tree(root + point):
             for name in [*filenames, *dirnames]:
                 try:
                     info = os.lstat(os.path.join(dirpath, name))

@@ -274,11 +274,11 @@ class PlatformTarget:
 
     def exec_binary(self, ref: InstanceRef, host_path: str, args: Sequence[str], *,
                     env: Mapping[str, str] | None = None, stdin: bytes | None = None,
-                    timeout: float = 60.0) -> ExecResult:
+                    timeout: float = 60.0, hold: bool = True, by_name: bool = False) -> ExecResult:
         """The host file run by descriptor in the sandbox (``sandbox.run_binary_inside``, or the container
-        engine's)."""
+        engine's), the instance held frozen unless ``hold`` is false."""
         outcome = self.controller.run_binary_inside(self._process(ref), host_path, args, env=env, stdin=stdin,
-                                                    timeout=timeout)
+                                                    timeout=timeout, hold=hold, by_name=by_name)
         return ExecResult(outcome.rc, outcome.stdout, outcome.stderr)
 
     def identity(self, ref: InstanceRef) -> Identity:

@@ -179,8 +179,10 @@ CASES = [
     ("PAIRPROOF_PROBE={bad}/a-file mutants", "PAIRPROOF_PROBE", "unset"),
     ("PAIRPROOF_PROBE={bad}/a-file check-driver reference", "PAIRPROOF_PROBE", "unset"),
     # scan
-    ("scan {bad}/no-such-path", "no-such-path", "exist"),
-    ("scan", "PATH", "--help"),
+    ("scan --run 0123abcd {bad}/no-such-path", "no-such-path", "exist"),
+    ("scan --run 0123abcd", "PATH", "--help"),
+    ("scan {bad}", "--run", "--help"),
+    ("scan --run ppcanary {bad}", "--run 'ppcanary'", "8 lowercase hex"),
     # check-driver
     ("check-driver nosuch", "'nosuch'", "choose one of"),
     ("check-driver broken_targets:not_a_factory", "not a factory", "module:factory"),

@@ -23,13 +23,19 @@ from pathlib import Path
 
 import pytest
 
+from acceptance.harness.fixtures import canary_run
 from acceptance.harness.lab.bpf import ETH_P_ALL, dropped, enlarge, raw_socket
 from acceptance.harness.lab.sink import ADDRESSES, ADDRESSES6
+from canaries import detect
 from runtime.isolation import cleanup
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[3]
-CANARY = b"ppcanary-"  # every canary's first bytes (canaries.detect's RAW_PATTERN): any run's is a leak
+# The key the qualification below makes its canaries' run id from (--pairproof-canaries): a token of that run in
+# a frame is a leak. In the environment, so the control's subprocess (which imports this module) has the same.
+KEY = os.environ.setdefault("PAIRPROOF_TEST_CONTAINMENT_KEY", secrets.token_hex(16))
+RUN = canary_run(KEY, "main")
+CANARY = detect.token_pattern(RUN)
 # Addresses a container or the lab can have: the lab's ranges (a broken control's veth is 100.65.n.2 and
 # fd00:65:n::2), the sink's stand-ins, and loopback, which a container with network none has only (on a
 # real interface it would be a leak through a misrouted namespace).
@@ -57,7 +63,7 @@ def _addresses(frame: bytes) -> list[ipaddress._BaseAddress]:
 
 def offending(frame: bytes) -> str:
     """Why a frame seen on a real interface is a containment failure, or ''."""
-    if CANARY in frame:
+    if CANARY.search(frame):
         return "carries a canary"
     for address in _addresses(frame):
         if any(address in net for net in CONTAINED):
@@ -140,7 +146,7 @@ def test_the_capture_sees_a_container_address_and_a_canary_on_an_interface():
         "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
         "s.sendto(b'x', ('100.65.250.1', 9))\n"
         "s2 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s2.bind(('192.0.2.77', 0))\n"
-        "s2.sendto(b'ppcanary-0123abcd-alice-mem-0123456789abcdef', ('192.0.2.1', 9))\n"
+        f"s2.sendto(b'{RUN}-0123-4567-89ab-0123456789ab', ('192.0.2.1', 9))\n"
         "import time\n"
         "end = time.monotonic() + 10\n"
         "while time.monotonic() < end and len({w for _, w in seen}) < 2: time.sleep(0.02)\n"
@@ -161,7 +167,7 @@ def test_no_container_packet_on_the_machines_interfaces(tmp_path):
         assert ready.wait(30), "the capture did not start"
         result = subprocess.run(
             [sys.executable, "-m", "acceptance.cli", "qualify", "--target", "docker", "--state-dir", str(root),
-             "--reports-dir", str(tmp_path / "reports"), "--", "--pairproof-run", secrets.token_hex(4),
+             "--reports-dir", str(tmp_path / "reports"), "--", "--pairproof-canaries", KEY,
              "--case", "NT-1", "--case", "NT-2", "--case", "NT-5"],
             cwd=REPO, capture_output=True, text=True, timeout=900)
     finally:

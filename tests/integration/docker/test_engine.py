@@ -16,6 +16,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from support.tokens import TEST_RUN
 
 from acceptance.targets.docker import image as images
 from runtime.controller import Controller
@@ -253,7 +254,7 @@ def test_the_static_probe_runs_with_the_agents_groups_and_one_with_fewer_is_refu
         agent = probes.rights_on_host(proc.host_pid)
         assert str(extra) in agent["groups"].split(","), agent
         namespaces = {ns: os.readlink(f"/proc/{proc.host_pid}/ns/{ns}") for ns in probes.PROOF_NAMESPACES}
-        done = engine.run_binary_inside(proc, str(binary), ["--proof", "n0nce", "/nonexistent"])
+        done = engine.run_binary_inside(proc, str(binary), ["--run", TEST_RUN, "--proof", "n0nce", "/nonexistent"])
         first = done.stdout.decode().splitlines()[0]
         assert probes.verify_proof(first, "n0nce", namespaces, uid, agent) == first
         from runtime.isolation.sandbox import _finish, namespace_flags, spawn_gated
@@ -262,7 +263,8 @@ def test_the_static_probe_runs_with_the_agents_groups_and_one_with_fewer_is_refu
         try:
             old = spawn_gated(["setpriv", "--no-new-privs", "nsenter", "-t", str(proc.host_pid),
                                *namespace_flags(proc.host_pid), "--root", "--wd", "-S", str(uid), "-G", str(uid),
-                               f"/proc/self/fd/{fd}", "--proof", "n0nce", "/nonexistent"], proc.cgroup, pass_fds=(fd,),
+                               f"/proc/self/fd/{fd}", "--run", TEST_RUN, "--proof", "n0nce", "/nonexistent"], proc.cgroup,
+                              pass_fds=(fd,),
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               start_new_session=True)
         finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import secrets
 
 import pytest
-from support.probe_watcher import show_the_hold
+from support.probe_watcher import show_the_hold, show_the_shell
 
 from acceptance.targets.docker import image as images
 from runtime.controller import Controller
@@ -22,5 +22,17 @@ def test_the_agent_cannot_read_or_write_a_probe_run_by_the_platform_in_a_contain
         rec = controller.provision("org1", "alice")
         controller.wake(rec.id)
         show_the_hold(controller, rec.id, monkeypatch)
+    finally:
+        controller.close()
+
+
+@pytest.mark.slow
+def test_the_agent_cannot_read_a_shell_probe_in_a_container_and_the_shell_is_the_suites(root):
+    run = f"dt{secrets.token_hex(4)}"
+    controller = Controller(root, run, engine=containers.DockerEngine(images.ensure("reference"), run))
+    try:
+        rec = controller.provision("org1", "alice")
+        controller.wake(rec.id)
+        show_the_shell(controller, rec.id)
     finally:
         controller.close()

@@ -182,12 +182,16 @@ def test_every_docker_mutant_changes_what_a_container_is_made_with(tmp_path):
     shipped = _config_in(tree, tmp_path)
     assert shipped["networks"] == [] and shipped["config"]["network_mode"] == "none"
     docker_mutants = load(CATALOGUES["docker"])
-    # Each changes how a container is made, the agent the image runs (whose effect is in the container, not its
-    # configuration), or how the controller runs its probe in a container (PB-1's): the last two are judged by the
+    # Each changes how a container is made (its configuration, its seccomp profile), the agent the image runs (whose
+    # effect is in the container, not its configuration), or how the platform runs its probes in a container (the
+    # controller's hold, the engine's ``run_binary_inside``: PB-1's, PS-1's): all but the first are judged by the
     # docker target's suite alone.
     assert {e.file for m in docker_mutants for e in m.edits} <= {"isolation/containers.py", "agents/reference.py",
-                                                                 "controller.py"}
-    docker_mutants = [m for m in docker_mutants if {e.file for e in m.edits} == {"isolation/containers.py"}]
+                                                                 "controller.py", "isolation/seccomp.py"}
+    engine = (tree / "runtime" / "isolation" / "containers.py").read_text()
+    probing = engine[engine.index("    def run_binary_inside("):engine.index("\ndef agent_groups(")]
+    docker_mutants = [m for m in docker_mutants if {e.file for e in m.edits} == {"isolation/containers.py"}
+                      and not all(e.old in probing for e in m.edits)]
     for mutant in docker_mutants:
         apply(mutant, tree)
         mutated = _config_in(tree, tmp_path)

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from support.tokens import TEST_RUN, token
 
 from canaries import detect
 from canaries.detect import scan_tree
@@ -27,7 +28,7 @@ from canaries.detect import scan_tree
 REPO = Path(__file__).resolve().parents[3]
 DETECT_PY = REPO / "canaries" / "detect.py"
 
-KNOWN = "ppcanary-0123abcd-a-mem-0011223344556677"
+KNOWN = token("known")
 
 
 # --- detect.scan_tree ---------------------------------------------------------------------------
@@ -63,7 +64,7 @@ def test_scan_tree_reports_permission_denied_instead_of_raising(tmp_path: Path) 
         tree = top / "tree"
         tree.mkdir(mode=0o755)
         _write(tree / "readable.txt", KNOWN.encode()).chmod(0o644)
-        locked = _write(tree / "locked.txt", b"ppcanary-ffffffff-b-mem-0011223344556677")
+        locked = _write(tree / "locked.txt", token("locked").encode())
         locked.chmod(0o000)
         locked_dir = tree / "locked-dir"
         _write(locked_dir / "inner.txt", b"x")
@@ -73,7 +74,7 @@ def test_scan_tree_reports_permission_denied_instead_of_raising(tmp_path: Path) 
             if python is None:
                 pytest.skip("no Python interpreter here is executable by uid 65534")
             done = subprocess.run(
-                [python, "-I", str(probe), str(tree)],
+                [python, "-I", str(probe), "--run", TEST_RUN, str(tree)],
                 user=nobody,
                 capture_output=True,
                 text=True,
@@ -104,8 +105,8 @@ def test_scan_tree_reports_permission_denied_instead_of_raising(tmp_path: Path) 
 def test_scan_tree_reads_only_environ_and_cmdline_of_proc() -> None:
     """Given /proc, a process's environment and arguments are scanned, and nothing else of it
     (not task/*/environ, not maps, not mem)."""
-    in_env = "ppcanary-0123abcd-a-env-0011223344556677"
-    in_argv = "ppcanary-0123abcd-a-task-8899aabbccddeeff"
+    in_env = token("env")
+    in_argv = token("argv")
     child = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)", in_argv],
         env={**os.environ, "PAIRPROOF_TEST_CANARY": in_env},
@@ -133,9 +134,9 @@ def test_detect_runs_as_an_isolated_script_printing_json_lines(tmp_path: Path, h
     raw = _write(tmp_path / "raw.txt", KNOWN.encode() + b"\n")
     hexed = _write(tmp_path / "sub" / "hex.txt", binascii.hexlify(KNOWN.encode() + b"\n"))
     if how == "path":
-        command, source = [sys.executable, "-I", "canaries/detect.py", str(tmp_path)], None
+        command, source = [sys.executable, "-I", "canaries/detect.py", "--run", TEST_RUN, str(tmp_path)], None
     else:
-        command, source = [sys.executable, "-I", "-S", "-", str(tmp_path)], DETECT_PY.read_text()
+        command, source = [sys.executable, "-I", "-S", "-", "--run", TEST_RUN, str(tmp_path)], DETECT_PY.read_text()
     done = subprocess.run(command, cwd=REPO, input=source, capture_output=True, text=True, timeout=60, check=True)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert lines == [

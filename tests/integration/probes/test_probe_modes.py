@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+from support.tokens import TEST_RUN, token
 
 from acceptance.contract import ExecResult, Identity, InstanceRef, Principal
 from acceptance.errors import ProofError
@@ -26,7 +27,7 @@ from acceptance.harness import probes as probe_module
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DUMP_PY = REPO / "acceptance" / "cases" / "inside" / "dump.py"
-TOKEN = "ppcanary-0123abcd-b-mem-0123456789abcdef"
+TOKEN = token("modes")
 NOBODY = 65534
 A = InstanceRef(Principal("A", "org1", "alice"), "a-1")
 
@@ -49,7 +50,7 @@ def _own_namespaces() -> dict[str, str]:
 
 
 def _run(probe: pathlib.Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(probe), *args], capture_output=True, timeout=120,
+    return subprocess.run([str(probe), "--run", TEST_RUN, *args], capture_output=True, timeout=120,
                           env={"PATH": "/usr/bin:/bin", **(env or {})})
 
 
@@ -128,7 +129,7 @@ def test_a_sentinel_that_cannot_be_written_is_reported_and_nothing_is_written_th
     os.chmod(shared_dir, 0o777)
     args = ["--sentinel", f"S={locked}/.s", "--sentinel", f"S={there}", "--sentinel", f"S={shared_dir}/link"]
     out = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", str(probe),
-                          *args, str(shared_dir)], capture_output=True, timeout=60, env={"S": TOKEN})
+                          "--run", TEST_RUN, *args, str(shared_dir)], capture_output=True, timeout=60, env={"S": TOKEN})
     assert out.returncode == 0, out.stderr
     record = json.loads(out.stdout.splitlines()[-1])["sentinels"]
     assert [(r["written"], r["removed"]) for r in record] == [(False, False)] * 3
@@ -374,7 +375,7 @@ def test_a_file_sentinel_counts_only_where_it_was_written(places, what):
     that file, or the scan did not look there. Here /data is left out of the roots; the control has it."""
     host = probe_module.host(BinaryHostTarget(), A, probe_module.ProbeLog(nonce="unused"))
     blind = [str(places / "tmp"), "/proc"] if what == "scan" else [str(places / "tmp")]
-    with pytest.raises(ProofError, match=r"did not find 1 of the prober's own canaries \(\['ppcanary-\w+-probe-file1-\w+ "
+    with pytest.raises(ProofError, match=r"did not find 1 of the prober's own canaries \(\['[0-9a-f-]{36} "
                                          r"\(file .*/data/\.pairproof-sentinel-\w+\)'\]\)"):
         getattr(probe_module, what)(host, blind, own=set())
     getattr(probe_module, what)(host, [*blind, str(places / "data")], own=set())
@@ -420,14 +421,15 @@ def test_a_mount_the_walk_never_entered_is_said(probe, shared_dir, mode):
         os.chmod(shared_dir / name, mode_bits)
     script = (f"mount -t tmpfs -o mode=755 pp {shared_dir}/locked/mnt && mount -t tmpfs -o mode=755 pp {shared_dir}/open/mnt"
               f" && echo {TOKEN} > {shared_dir}/open/mnt/f && chmod 644 {shared_dir}/open/mnt/f"
-              f" && exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups -- {probe} {' '.join(mode)} {shared_dir}")
+              f" && exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups -- {probe} --run {TEST_RUN}"
+              f" {' '.join(mode)} {shared_dir}")
     out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], capture_output=True,
                          timeout=120, env={"PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr.decode(errors="replace")
     summary = json.loads(out.stdout.splitlines()[-1])
     never = [p for p in summary["problems"] if "the walk never entered" in p]
     assert never == [f"{shared_dir}/locked/mnt: not scanned: a mount under the roots that the walk never entered"]
-    assert (b"ppcanary" in out.stdout) if not mode else any(base64.b64decode(line["b64"]).startswith(TOKEN.encode())
+    assert (TOKEN.encode() in out.stdout) if not mode else any(base64.b64decode(line["b64"]).startswith(TOKEN.encode())
                                                              for line in map(json.loads, out.stdout.splitlines()[:-1]))
 
 
@@ -435,20 +437,22 @@ def test_a_probe_that_is_not_where_the_host_expects_writes_and_reads_nothing(pro
     """--expect: the probe compares its own namespaces and uid with the host's expectation as it makes the
     proof line; anywhere else (here: the host, expecting some sandbox) it stops at once, exit 3, before
     writing its sentinel or reading a file."""
-    here = subprocess.run([str(probe), "--proof", "n1", str(tmp_path)], capture_output=True, check=True).stdout
+    here = subprocess.run([str(probe), "--run", TEST_RUN, "--proof", "n1", str(tmp_path)], capture_output=True, check=True).stdout
     line = here.split(b"\n", 1)[0].decode().split(" ", 2)[2]
     expected = line.split(" gid=", 1)[0]  # --expect names the namespaces and uid; the rights follow on the line
     elsewhere = expected.replace("mnt:[", "mnt:[9", 1)
     sentinel = tmp_path / "sentinel"
-    (tmp_path / "planted").write_text("ppcanary-00000000-a-mem-0000000000000000\n")
-    env = {"TOKEN": "ppcanary-11111111-a-mem-1111111111111111"}
-    refused = subprocess.run([str(probe), "--proof", "n2", "--expect", elsewhere, "--sentinel", f"TOKEN={sentinel}",
+    (tmp_path / "planted").write_text(token("planted") + "\n")
+    env = {"TOKEN": token("sentinel")}
+    refused = subprocess.run([str(probe), "--run", TEST_RUN, "--proof", "n2", "--expect", elsewhere,
+                              "--sentinel", f"TOKEN={sentinel}",
                               str(tmp_path)], capture_output=True, env=env)
     assert refused.returncode == 3 and b"refusing to look" in refused.stderr
     assert refused.stdout.decode().splitlines() == [f"PAIRPROOF-PROOF n2 {line}"]  # the proof line, nothing else
     assert not sentinel.exists()
     # control: where it is expected, the same call writes, scans, finds and removes
-    found = subprocess.run([str(probe), "--proof", "n3", "--expect", expected, "--sentinel", f"TOKEN={sentinel}",
+    found = subprocess.run([str(probe), "--run", TEST_RUN, "--proof", "n3", "--expect", expected,
+                            "--sentinel", f"TOKEN={sentinel}",
                             str(tmp_path)], capture_output=True, env=env)
     assert found.returncode == 0, found.stderr
-    assert b"ppcanary-00000000-a-mem-0000000000000000" in found.stdout and not sentinel.exists()
+    assert token("planted").encode() in found.stdout and not sentinel.exists()

@@ -20,19 +20,21 @@ import subprocess
 import sys
 
 import pytest
+from support.tokens import TEST_RUN, token
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DETECT_PY = REPO / "canaries" / "detect.py"
 VECTORS = REPO / "tests" / "vectors" / "canaries.bin"
 CHUNK = 1 << 20
-TOKEN = b"ppcanary-0123abcd-b-mem-0123456789abcdef"
+TOKEN = token("parity").encode()  # of TEST_RUN, the run every scan here looks for (the vectors' too)
 
 
 
 
 def run_both(probe: pathlib.Path, *args: str) -> tuple[list[dict], str]:
+    args = ("--run", TEST_RUN, *args)
     reference = subprocess.run([sys.executable, "-I", str(DETECT_PY), *args], capture_output=True, timeout=600)
-    static = subprocess.run([str(probe), *args], capture_output=True, timeout=600)
+    static = subprocess.run([str(probe), "--run", TEST_RUN, *args], capture_output=True, timeout=600)
     assert static.returncode == reference.returncode == 0, static.stderr.decode(errors="replace")
     assert static.stdout == reference.stdout, _first_difference(reference.stdout, static.stdout)
     assert static.stderr == reference.stderr
@@ -121,7 +123,11 @@ def test_base64_cut_by_line_breaks(probe, tmp_path, monkeypatch, isa):
     per instruction set (PPSCAN_ISA picks one; a CPU without it runs the next narrower)."""
     monkeypatch.setenv("PPSCAN_ISA", isa)
     rng = random.Random(1415)
-    words = [b"the", b"cHBj", b"YW5h", b"Bw", b"UFBD", b"wcGNh", b"kt", b"QUENB", b"hbm", b"x"]
+    # Words of the prefix's own base64 (either case, three alignments), so the cuts fall among look-alikes.
+    words = [b"the", b"x", *{blob[at:at + size] for text in (TEST_RUN, TEST_RUN.upper()) for lead in range(3)
+                             for blob in [base64.b64encode(bytes(lead) + text.encode() + b"-")]
+                             for size in (2, 3, 4, 5) for at in range(0, len(blob) - size, 3)}]
+    words.sort()
     breaks = [b"\n", b"\r\n", b"\r", b"\n\n", b"\r\r\n", b"\n\r"]
     for number in range(3):
         parts = []
@@ -151,7 +157,7 @@ def test_runs_in_a_root_with_nothing_but_itself(probe, tmp_path):
     (root / "data" / "f").write_bytes(base64.b64encode(b"xy" + TOKEN) + b"\n" + binascii.hexlify(TOKEN))
     assert sorted(path.name for path in root.rglob("*")) == ["data", "f", "ppscan"]
     chroot = shutil.which("chroot") or "/usr/sbin/chroot"
-    done = subprocess.run([chroot, str(root), "/ppscan", "/data"], capture_output=True, timeout=60, env={})
+    done = subprocess.run([chroot, str(root), "/ppscan", "--run", TEST_RUN, "/data"], capture_output=True, timeout=60, env={})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode().splitlines()
     hits = [json.loads(line) for line in lines[:-1]]
@@ -169,9 +175,9 @@ def test_escapes_and_labels_both_find(probe, tmp_path, monkeypatch, isa):
     text = TOKEN.decode()
     forms = {
         "percent": "".join(f"%{ord(c):02X}" for c in text),
-        "percent-partial": "pp%63anary-" + text[9:],
-        "percent-late": text[:9] + "%30" + text[10:],
-        "json": json.dumps(text.upper()).replace("P", "\\u0050", 1).strip('"'),
+        "percent-partial": text[:2] + f"%{ord(text[2]):02x}" + text[3:],
+        "percent-late": text[:9] + f"%{ord(text[9]):02x}" + text[10:],
+        "json": json.dumps(text.upper()).replace("A", "\\u0041", 1).strip('"'),
         "json-all": "".join(f"\\u{ord(c):04x}" for c in text),
         "dns": f"{text[:20]}.{text[20:]}.evil.example",
         "dns-in-prefix": f"{text[:5]}.{text[5:30]}.{text[30:]}".upper(),
@@ -180,17 +186,22 @@ def test_escapes_and_labels_both_find(probe, tmp_path, monkeypatch, isa):
     }
     near = {
         "percent-17-hex": "".join(f"%{ord(c):02x}" for c in text + "a"),
-        "json-non-ascii": text.replace("p", "\\u0170", 1),
-        "percent-short": "%70%70canary-0123abcd-b-mem-0123456789abcde",
+        "json-non-ascii": text.replace("a", "\\u0170", 1),
+        "percent-short": "".join(f"%{ord(c):02x}" for c in text[:2]) + text[2:-1],
         "dns-17-hex": f"{text[:30]}.{text[30:]}a.example",
     }
     for name, body in {**forms, **near}.items():
         (tmp_path / name).write_text(f"<{body}>\n")
     hits, _ = run_both(probe, str(tmp_path))
-    found = {pathlib.Path(hit["where"]).name: (hit["encoding"], hit["token"], hit["offset"]) for hit in hits}
+    # Each form's first hit is the token where it starts; a fully escaped one is also read from inside its first
+    # escape ("%30%31..." holds "0" then "%31...": both scanners try every start).
+    found: dict[str, list[tuple]] = {}
+    for hit in hits:
+        found.setdefault(pathlib.Path(hit["where"]).name, []).append((hit["encoding"], hit["token"], hit["offset"]))
     expected_encoding = {name: "percent" if name.startswith("percent") else "json-escape" if name.startswith("json")
                          else "dns-labels" for name in forms}
-    assert found == {name: (expected_encoding[name], text, 1) for name in forms}
+    assert {name: seen[0] for name, seen in found.items()} == {name: (expected_encoding[name], text, 1) for name in forms}
+    assert all(token == text for seen in found.values() for _, token, _ in seen)
 
 
 @pytest.mark.parametrize("isa", ["sse2", "native"])
@@ -199,13 +210,17 @@ def test_a_json_escape_at_every_place_in_a_block(probe, tmp_path, monkeypatch, i
     escape search goes through (and past the last whole block): each one is found, at its offset."""
     if isa != "native":
         monkeypatch.setenv("PPSCAN_ISA", isa)
-    body = b"\\u0070" + TOKEN[1:]
+    # A run starting with a letter: the escape of a digit ends with that digit ("\u0030"), which would make
+    # the raw token appear too.
+    run = "abcd0123"
+    text = token("json", run).encode()
+    body = b"\\u%04x" % text[0] + text[1:]
     for shift in range(130):
         (tmp_path / f"at-{shift:03d}").write_bytes(b"x" * shift + body + b" " * (200 - shift))
-    static = subprocess.run([str(probe), str(tmp_path)], capture_output=True, timeout=60, check=True)
+    static = subprocess.run([str(probe), "--run", run, str(tmp_path)], capture_output=True, timeout=60, check=True)
     hits = [json.loads(line) for line in static.stdout.decode().splitlines()[:-1]]
     found = {(pathlib.Path(hit["where"]).name, hit["encoding"], hit["token"], hit["offset"]) for hit in hits}
-    assert found == {(f"at-{shift:03d}", "json-escape", TOKEN.decode(), shift) for shift in range(130)}
+    assert found == {(f"at-{shift:03d}", "json-escape", text.decode(), shift) for shift in range(130)}
 
 
 def test_compressed_streams_and_archive_members(probe, tmp_path):
@@ -240,20 +255,26 @@ def test_compressed_streams_and_archive_members(probe, tmp_path):
         (tmp_path / "i.txt").write_bytes(plain)
         subprocess.run([zstd, "-q", str(tmp_path / "i.txt"), "-o", str(tmp_path / "i.zst")], check=True)
         (tmp_path / "i.txt").unlink()
-    done = subprocess.run([str(probe), str(tmp_path)], capture_output=True, timeout=60, check=True)
+    done = subprocess.run([str(probe), "--run", TEST_RUN, str(tmp_path)], capture_output=True, timeout=60, check=True)
     lines = done.stdout.decode().splitlines()
     # A small stream may keep its input verbatim (zstd's raw blocks): that is a hit in the file itself.
     wheres = sorted(where for line in lines[:-1] if " (" in (where := json.loads(line)["where"][len(str(tmp_path)) + 1 :]))
     # A stream inside an archive is found twice: carved from the archive's bytes, and as its member.
     expected = ["a.gz (gzip)", "b.zlib (zlib)", "c.xz (xz)", "d.bz2 (bz2)", "e.tar.gz (gzip) (bz2@512)",
-                "e.tar.gz (gzip) (member inner.bz2) (bz2)", "f.zip (member dir/m.txt)", "f.zip (member n.xz) (xz)",
-                "f.zip (xz@133)"] + (["i.zst (zstd)"] if zstd else [])
+                "e.tar.gz (gzip) (member inner.bz2) (bz2)", "f.zip (member dir/m.txt)",
+                "f.zip (member n.xz)",  # an LZMA2 chunk kept uncompressed (this plain text does not shrink)
+                "f.zip (member n.xz) (xz)",
+                ] + (["i.zst (zstd)"] if zstd else [])
+    # The deflated member may keep the xz stream's bytes as they are (they do not shrink): carved from the zip then.
+    at = (tmp_path / "f.zip").read_bytes().find(b"\xfd7zXZ\x00")
+    expected = sorted(expected + ([f"f.zip (xz@{at})"] if at >= 0 else []))
     assert wheres == expected
     assert {json.loads(line)["token"] for line in lines[:-1]} == {TOKEN.decode()}
     assert json.loads(lines[-1])["errors"] == 0
     # A stream larger than max-file-bytes once decompressed is reported cut short.
     (tmp_path / "big.gz").write_bytes(gzip.compress(b"z" * 5000 + plain))
-    cut = subprocess.run([str(probe), "--max-file-bytes", "4096", str(tmp_path / "big.gz")], capture_output=True, timeout=60)
+    cut = subprocess.run([str(probe), "--run", TEST_RUN, "--max-file-bytes", "4096", str(tmp_path / "big.gz")],
+                         capture_output=True, timeout=60)
     summary = json.loads(cut.stdout.decode().splitlines()[-1])
     assert summary["truncated"] == 1 and "of the decompressed data were scanned" in summary["problems"][0]
 
@@ -284,7 +305,7 @@ def test_what_it_cannot_look_inside_is_said(probe, tmp_path):
     encrypted = bytearray(stored.getvalue())
     encrypted[6] |= 1  # the local header's "encrypted" flag: its bytes are not the member's
     (tmp_path / "encrypted.zip").write_bytes(bytes(encrypted))
-    done = subprocess.run([str(probe), str(tmp_path)], capture_output=True, timeout=60, check=True)
+    done = subprocess.run([str(probe), "--run", TEST_RUN, str(tmp_path)], capture_output=True, timeout=60, check=True)
     lines = done.stdout.decode().splitlines()
     wheres = sorted(json.loads(line)["where"][len(str(tmp_path)) + 1:] for line in lines[:-1])
     # Carving finds the bzip2 streams in the zips' bytes too (an "encrypted" flag does not hide plain bytes), and
@@ -335,9 +356,10 @@ def test_a_folder_whose_listing_fails_is_said_not_read_as_empty(probe, tmp_path)
     tree = tmp_path / "tree"
     tree.mkdir()
     (tree / "planted").write_bytes(TOKEN)
-    control = subprocess.run([str(probe), str(tree)], capture_output=True, timeout=60, check=True)
+    control = subprocess.run([str(probe), "--run", TEST_RUN, str(tree)], capture_output=True, timeout=60, check=True)
     assert json.loads(control.stdout.splitlines()[-1])["scanned_files"] == 1
-    done = subprocess.run([str(wrapper), str(probe), str(tree), "/proc"], capture_output=True, timeout=60, check=True)
+    done = subprocess.run([str(wrapper), str(probe), "--run", TEST_RUN, str(tree), "/proc"], capture_output=True,
+                          timeout=60, check=True)
     summary = json.loads(done.stdout.splitlines()[-1])
     assert summary["problems"] == [f"{tree}: Input/output error [EIO]", "/proc: Input/output error [EIO]"]
     assert summary["scanned_files"] == 0
@@ -383,3 +405,23 @@ def test_issue_26_forms_same_hits(probe, tmp_path):
         "", " (gzip", " (zlib", " (xz", " (bz2", " (base64"}
     assert len(mine) >= 50 and problems == ""
     assert len(hits) == 6 * len(mine)  # every placement finds them all
+
+
+def test_a_token_glued_after_an_escape_introducer(probe, tmp_path):
+    """A run id starts with hex digits, so "key=<token>" or "?id=<token>" reads "=01" or "%01" as an escape when
+    decoded left to right, and a token with an escape inside was missed by both scanners (the review's find). Each
+    is found at the token's first byte; so is a \\U (capital) JSON escape, which ppscan did not read."""
+    text = TOKEN.decode()
+    forms = {
+        "percent-after-equals": ("KEY=" + text[:8] + "%2D" + text[9:], "percent", 4),
+        "percent-after-percent": ("100%" + text[:8] + "%2d" + text[9:], "percent", 4),
+        "html-after-equals": ("href=/x?id=" + text[:8] + "&#45;" + text[9:], "html-entity", 11),
+        "qp-soft-after-equals": ("KEY=" + text[:25] + "=\n" + text[25:], "quoted-printable", 4),
+        "percent-after-json-u00": ("\\u00" + text[:8] + "%2D" + text[9:], "percent", 4),
+        "json-capital-u": ("\\U" + f"{ord(text[0]):04X}" + text[1:], "json-escape", 0),
+    }
+    for name, (body, _, _) in forms.items():
+        (tmp_path / name).write_text(body + "\n")
+    hits, _ = run_both(probe, str(tmp_path))
+    found = {(pathlib.Path(hit["where"]).name, hit["encoding"], hit["token"], hit["offset"]) for hit in hits}
+    assert {(name, encoding, text, at) for name, (_, encoding, at) in forms.items()} <= found

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.tokens import token
 
 from acceptance.contract import ExecResult, Identity, InstanceRef, Principal
 from acceptance.errors import ProofError
@@ -128,7 +129,7 @@ def test_a_scan_that_did_not_look_where_the_probers_canaries_are_is_refused(what
     log = probe.ProbeLog(nonce="unused")
     host = probe.host(HostTarget(), A, log)
     with pytest.raises(ProofError, match="prober's own canaries"):
-        what(host, [str(tmp_path)], own={"ppcanary-00000000-a-mem-0123456789abcdef"})
+        what(host, [str(tmp_path)], own={token("own")})
     assert log.evidence[-1]["files"] >= 1 and log.evidence[-1]["missing_own"]
     written = [p for p in log.evidence[-1]["sentinels"] if p.startswith("/")]
     assert written and not [p for p in written if Path(p).exists()], "the sentinels were not removed"

@@ -3,10 +3,11 @@
 Every planted token is found, in every encoding the probe decodes (raw in any case; standard and url-safe
 base64 at every alignment, also line-wrapped; hex in either case; percent; JSON ``\\u`` escapes; DNS labels),
 inside gzip, zlib, zstd, xz and bz2 streams and tar and zip members, nested; each hit names its encoding and
-the layer it was in. A corpus of near misses (a token one character short or long, a wrong prefix, a non-hex
-character, a field of the wrong length, broken base64 alignment, a broken hex or percent escape) gives no hit
+the layer it was in. A corpus of near misses (a token one character short or long, another run's id, a non-hex
+character, a group of the wrong length, a dash dropped, broken base64 alignment, a broken hex or percent escape) gives no hit
 at all and exit code 0. Bad input is exit code 2 with one line on stderr. The token shape is
-``canaries.token``'s (``RAW_PATTERN``); tests/vectors/ holds the byte-level parity vectors.
+``canaries.token``'s (``detect.token_pattern``: a version-4 UUID whose first group is the run id; every scan here
+looks for tests/support/tokens.TEST_RUN); tests/vectors/ holds the byte-level parity vectors.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.tokens import TEST_RUN, token
 
 from canaries import detect
-from canaries.token import RAW_PATTERN
 
 REPO = Path(__file__).resolve().parents[3]
 HEX = "0123456789abcdef"
@@ -46,7 +47,7 @@ NOT_HEX = "ghijklmnopqrstuvwxyz"
 
 def pairproof_scan(probe: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PAIRPROOF_PROBE": str(probe)}
-    return subprocess.run([sys.executable, "-m", "acceptance.cli", "scan", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "acceptance.cli", "scan", "--run", TEST_RUN, *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -64,13 +65,10 @@ def parsed(done: subprocess.CompletedProcess[str], probe: Path) -> tuple[list[di
 
 @st.composite
 def tokens(draw: st.DrawFn) -> str:
-    """A canary-shaped token, as ``canaries.token.Mint`` makes them (fields of any allowed length)."""
-    run = draw(st.text(HEX, min_size=8, max_size=8))
-    principal = draw(st.text(ALNUM, min_size=1, max_size=6))
-    location = draw(st.text(ALNUM, min_size=1, max_size=6))
-    entropy = draw(st.text(HEX, min_size=16, max_size=16))
-    token = f"ppcanary-{run}-{principal}-{location}-{entropy}"
-    assert RAW_PATTERN.fullmatch(token.encode())
+    """A token of the test run, as ``canaries.token.Mint`` makes them (any hex in its four groups)."""
+    groups = [draw(st.text(HEX, min_size=size, max_size=size)) for size in (4, 4, 4, 12)]
+    token = "-".join([TEST_RUN, *groups])
+    assert detect.token_pattern(TEST_RUN).fullmatch(token.encode())
     return token
 
 
@@ -266,31 +264,27 @@ def _replace(token: str, at: int, char: str) -> str:
 def near_tokens(draw: st.DrawFn) -> str:
     """A token broken in one way the shape forbids (it must not be a hit in any encoding)."""
     token = draw(tokens())
-    run, principal, location, entropy = token.split("-")[1:]
-    how = draw(st.sampled_from(("short", "long", "prefix", "not-hex", "run", "principal", "location", "dash")))
+    how = draw(st.sampled_from(("short", "long", "run", "not-hex", "group", "dash")))
     if how == "short":  # one character short
         return token[:-1]
-    if how == "long":  # 17 hex digits of entropy
+    if how == "long":  # a last group of 13 hex digits
         return token + draw(st.sampled_from(HEX))
-    if how == "prefix":  # a wrong prefix: a letter changed, dropped or doubled
+    if how == "run":  # another run's id: a digit changed, dropped or doubled
         at = draw(st.integers(0, 7))
         change = draw(st.sampled_from(("swap", "drop", "double")))
         if change == "swap":
-            return _replace(token, at, draw(st.sampled_from([c for c in "bdefghijkz" if c != token[at]])))
+            return _replace(token, at, draw(st.sampled_from([c for c in HEX if c != token[at]])))
         if change == "drop":
             return token[:at] + token[at + 1:]
-        at = max(at, 2)  # "pppcanary-" holds "ppcanary-": double a letter after the first two
+        at = max(at, 1)  # "00123abcd-" holds "0123abcd-": double a digit after the first
         return token[:at] + token[at] + token[at:]
-    if how == "not-hex":  # a non-hex character in the run id or the entropy
-        at = draw(st.sampled_from([*range(9, 17), *range(len(token) - 16, len(token))]))
+    if how == "not-hex":  # a non-hex character anywhere but a dash
+        at = draw(st.sampled_from([i for i, c in enumerate(token) if c != "-"]))
         return _replace(token, at, draw(st.sampled_from(NOT_HEX)))
-    if how == "run":  # a run id of 7 or 9 digits
-        return token.replace(f"-{run}-", f"-{run[:-1]}-" if draw(st.booleans()) else f"-{run}a-", 1)
-    if how == "principal":  # a principal of 7 characters
-        return f"ppcanary-{run}-{principal:a<7}-{location}-{entropy}"
-    if how == "location":  # an empty location
-        return f"ppcanary-{run}-{principal}--{entropy}"
-    at = draw(st.sampled_from([8, 17]))  # a separator dropped
+    if how == "group":  # a group after the run id one digit short
+        at = draw(st.sampled_from([9, 14, 19, 24]))
+        return token[:at] + token[at + 1:]
+    at = draw(st.sampled_from([8, 13, 18, 23]))  # a dash dropped
     return token[:at] + token[at + 1:]
 
 
@@ -359,7 +353,7 @@ def test_near_miss_corpus_of_the_vectors_gives_no_hit(probe, tmp_path):
 def test_exit_codes_and_one_line_for_bad_input(probe, tmp_path):
     """0 nothing found, 1 found, 2 bad input with one line on stderr and nothing on stdout."""
     (tmp_path / "clean").write_text("nothing here\n")
-    (tmp_path / "found").write_text("ppcanary-0123abcd-a-mem-0123456789abcdef\n")
+    (tmp_path / "found").write_text(token("found") + "\n")
     assert pairproof_scan(probe, str(tmp_path / "clean")).returncode == 0
     assert pairproof_scan(probe, str(tmp_path / "found")).returncode == 1
     not_a_probe = tmp_path / "not-a-probe"

@@ -17,12 +17,14 @@ from pathlib import Path
 
 import pytest
 from support import hostile
-from support.inotify import Watch
 
 from acceptance.contract import Principal
+from acceptance.harness import restsweep
+from acceptance.harness.inotify import Watch
 from acceptance.targets import TargetOptions, profiles
 from acceptance.targets.reference import create
 from runtime import footprint
+from runtime.errors import InstanceError
 from runtime.isolation import cleanup
 from runtime.wait import until
 
@@ -68,6 +70,9 @@ def test_root_side_work_on_a_hostile_volume_reads_nothing_outside_it(state_dir, 
     nothing, and the instance still answers a turn after it all."""
     secret, token = outside
     profile = profiles.load(str(hostile.profile(tmp_path, secret, kill=False)))
+    # The at-rest diff (acceptance/harness/restsweep.py): every file created or changed on the host's writable
+    # roots and the state folder from here on is read and searched (a stray staging copy, a crash dump, a log).
+    baseline = restsweep.take(state_dir)
     target = create(TargetOptions(run=f"hostile-{os.getpid()}", state_dir=state_dir, secrets={}, profile=profile))
     watch = None
     try:
@@ -80,12 +85,20 @@ def test_root_side_work_on_a_hostile_volume_reads_nothing_outside_it(state_dir, 
         watch = Watch(secret.parent, secret)
         for _ in range(ROUNDS):
             snap = target.snapshot(ref)
-            footprint._blocks_bytes(volume)
+            try:  # a folder swapped while it is walked is named, not entered: the figure is refused, or whole
+                footprint._blocks_bytes(volume)
+            except InstanceError as exc:
+                assert "changed while it was measured" in str(exc), exc
             ref = target.restore(snap, ref)
         events = watch.events()
         assert events == [], f"root touched the folder outside the instance's volume: {events[:10]}"
         got_back = {path: data for path, data in _host_files(volume).items() if token.encode() in data}
         assert got_back == {}
+        # Nothing the platform wrote anywhere on the host holds the secret (in any encoding the suite reads); the
+        # sweep proves it looked by finding a sentinel it plants in every root. The volume is the instance's own.
+        swept = restsweep.sweep(baseline, state_dir=state_dir, excluded={str(volume): "the instance's own data"})
+        assert swept.holding([token]) == {}, swept.holding([token])
+        assert swept.record, "the sweep kept no completeness record"
         # Links came back as links (never followed in, never dropped): the agent's own layout, the marker a link.
         assert os.readlink(volume / "marker") == str(secret)
         target.script_model(ref.principal, [{"reply": "still here"}])

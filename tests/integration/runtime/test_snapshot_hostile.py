@@ -15,9 +15,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from support.inotify import Watch
 
+from acceptance.harness.inotify import Watch
 from runtime import snapshots
+from runtime.errors import InstanceError
 from runtime.snapshots import SnapshotError, SnapshotStore, pack
 
 MARKER = b"host-secret-7c1e"
@@ -270,7 +271,8 @@ def test_a_folder_swapped_for_a_link_while_the_volume_is_measured_leads_nowhere(
                                                                                  walker):
     """The same class as the packer's (root walking what an instance controls): ``pairproof measure`` adds up the
     volume's blocks. Before, a folder swapped for a link after root listed it was entered by path, and the
-    host folder behind it was measured; now the walk goes by descriptor and never enters it."""
+    host folder behind it was measured; now the walk goes by descriptor and never enters it, and says the
+    volume changed under it (a smaller figure in silence would be wrong the other way)."""
     from runtime import footprint
 
     volume, outside = volume_and_outside
@@ -288,8 +290,18 @@ def test_a_folder_swapped_for_a_link_while_the_volume_is_measured_leads_nowhere(
         measured = _measured_before(volume)
     else:
         monkeypatch.setattr(footprint, "walk", _swapping_after_the_top(footprint.walk, volume, outside))
-        measured = footprint._blocks_bytes(volume)
-    if walker == "before":
-        assert measured > 4 << 20  # the host's 4 MiB file, counted as the instance's
-    else:
-        assert measured < 1 << 20
+        with pytest.raises(InstanceError, match="changed while it was measured .*notes"):
+            footprint._blocks_bytes(volume)
+        return
+    assert measured > 4 << 20  # the host's 4 MiB file, counted as the instance's
+
+
+def test_a_file_with_many_names_is_measured_once(tmp_path):
+    """A volume's figure is the disk it takes: a 1 MiB file with 200 hard links takes 1 MiB, not 200 (each name
+    counted, an agent would make its volume look 200 times its size to ``pairproof measure``)."""
+    from runtime import footprint
+
+    (tmp_path / "one").write_bytes(os.urandom(1 << 20))
+    for i in range(200):
+        os.link(tmp_path / "one", tmp_path / f"name-{i}")
+    assert (1 << 20) <= footprint._blocks_bytes(tmp_path) < (2 << 20)
