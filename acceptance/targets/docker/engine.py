@@ -66,13 +66,28 @@ def engine_pid(path: str) -> int | None:
             continue
         pid = int(entry.name)
         inodes = _listening_inodes(pid, path)
-        try:
-            links = {os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()}
-        except OSError:
-            continue
-        if any(f"socket:[{inode}]" in links for inode in inodes):
+        if inodes & _held_sockets(pid):
             return pid
     return None
+
+
+def _held_sockets(pid: int) -> set[str]:
+    """Inodes of the sockets among the descriptors of ``pid``. Each descriptor is read alone: a busy dockerd
+    closes descriptors all along, and one closed between the listing and its read must not drop the process
+    (it once did: the engine was reported absent while it served)."""
+    found = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found  # exited since listed
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            found.add(link[8:-1])
+    return found
 
 
 def children(pid: int) -> list[int]:
