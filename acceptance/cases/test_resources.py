@@ -20,6 +20,7 @@ import errno
 import json
 import os
 import secrets
+import shlex
 import threading
 
 import pytest
@@ -166,14 +167,28 @@ def test_rs2_normal_forks_work(instances, sandbox_host):
 
 # Each way of writing 512 MB into /data, by the suite's shell (busybox dd, du); each prints "<dd's rc> <KiB allocated>"
 # and removes what it wrote. A sparse file costs nothing until it is filled; a new folder is counted like /data.
+# ``_fill`` writes in 16 MiB steps, each synced to disk before the next (dd conv=fsync), and stops at the first
+# step that fails: what a write leaves in the instance's page cache is bounded by a step, not by the volume's
+# limit. A write of the whole at once could leave up to the limit dirty, charged to the instance's memory beside
+# its agent (hermes holds ~90 MB of 256), and a slow disk holds it there: in one CI run the sparse write's shell
+# was killed (rc -9, nothing printed) before it reported, as the memory limit kills a probe's processes first
+# (``sandbox.COMMAND_OOM_SCORE_ADJ``). A write that cannot report itself is an error, never a pass.
 FILL_MB = 512
+
+
+def _fill(mb: int) -> str:
+    """The shell function ``fill FILE``: ``mb`` MiB into FILE in steps; sets ``r`` to the failing step's status."""
+    return (f"fill() {{ f=$1; i=0; r=0; while [ $i -lt {mb} ]; do n=16; [ $(({mb} - i)) -lt $n ] && n=$(({mb} - i)); "
+            "dd if=/dev/zero of=$f bs=1048576 count=$n seek=$i conv=notrunc,fsync 2>/dev/null || { r=$?; break; }; "
+            "i=$((i + n)); done; }; ")
+
+
 WRITES = {
-    "a file": ("f=/data/.rs3-file; dd if=/dev/zero of=$f bs=1048576 count={mb} 2>/dev/null; r=$?; "
-               "echo $r $(du -sk $f | cut -f1); rm -f $f"),
-    "a file in a new folder": ("d=/data/.rs3-dir; mkdir -p $d; dd if=/dev/zero of=$d/f bs=1048576 count={mb} "
-                               "2>/dev/null; r=$?; echo $r $(du -sk $d | cut -f1); rm -rf $d"),
-    "a sparse file filled": ("f=/data/.rs3-sparse; truncate -s 1G $f; dd if=/dev/zero of=$f bs=1048576 count={mb} "
-                             "conv=notrunc 2>/dev/null; r=$?; echo $r $(du -sk $f | cut -f1); rm -f $f"),
+    "a file": "f=/data/.rs3-file; rm -f $f; fill $f; echo $r $(du -sk $f | cut -f1); rm -f $f",
+    "a file in a new folder": ("d=/data/.rs3-dir; mkdir -p $d; fill $d/f; echo $r $(du -sk $d | cut -f1); "
+                               "rm -rf $d"),
+    "a sparse file filled": ("f=/data/.rs3-sparse; truncate -s 1G $f; fill $f; echo $r $(du -sk $f | cut -f1); "
+                             "rm -f $f"),
 }
 # A btrfs subvolume made inside /data (any writer of a folder may make one) is a quota group of its own: a way
 # around a limit held by the volume's. Made by ioctl from the sandbox's python3; refused (EPERM), or not btrfs
@@ -187,8 +202,7 @@ try:
 except OSError as exc:
     print("refused", exc.errno)
 """
-IN_SUBVOLUME = ("f=/data/.rs3-subvol/f; dd if=/dev/zero of=$f bs=1048576 count={mb} 2>/dev/null; r=$?; "
-                "echo $r $(du -sk $f | cut -f1); rm -f $f")
+IN_SUBVOLUME = "f=/data/.rs3-subvol/f; fill $f; echo $r $(du -sk $f | cut -f1); rm -f $f"
 
 
 # Every other folder the instance's uid can write that the host's disk backs: each directory mount point of the
@@ -200,8 +214,7 @@ WRITABLE_MOUNTS = ("awk '{for (i = 7; $i != \"-\"; i++); print $5, $6, $(i + 1)}
                    "while read -r point opts fstype; do case \"$opts\" in rw*) ;; *) continue;; esac; "
                    "[ -d \"$point\" ] || continue; t=\"$point/.rs3-probe\"; "
                    "if ( : > \"$t\" ) 2>/dev/null; then rm -f \"$t\"; echo \"$fstype $point\"; fi; done")
-ELSEWHERE = ("f={point}/.rs3-file; dd if=/dev/zero of=$f bs=1048576 count={{mb}} 2>/dev/null; r=$?; "
-             "echo $r $(du -sk $f | cut -f1); rm -f $f")
+ELSEWHERE = "f={point}/.rs3-file; fill $f; echo $r $(du -sk $f | cut -f1); rm -f $f"
 
 
 def _writable_disk_folders(h) -> list[str]:
@@ -215,7 +228,7 @@ def _writable_disk_folders(h) -> list[str]:
 
 def _write(h, how: str, script: str, mb: int = FILL_MB) -> dict:
     """Run one write; what it did: dd's exit status and the KiB it left allocated."""
-    result = h.run(script.format(mb=mb))
+    result = h.run(_fill(mb) + script)
     rc, kib = (result.stdout.split() + ["?", "?"])[:2]
     if result.rc != 0 or not rc.isdigit() or not kib.isdigit():
         raise AssertionError(f"RS-3's write '{how}' did not report itself: rc {result.rc}, {result.stdout!r} "
@@ -243,7 +256,7 @@ def test_rs3_a_512mb_write_stops_at_the_volumes_limit_every_way(dedicated, targe
     if subvolume == "created":
         seen.append(_write(h, "a file in a subvolume made inside /data", IN_SUBVOLUME))
     elsewhere = _writable_disk_folders(h)
-    seen += [_write(h, f"a file in {point}", ELSEWHERE.format(point=point)) for point in elsewhere]
+    seen += [_write(h, f"a file in {point}", ELSEWHERE.replace("{point}", shlex.quote(point))) for point in elsewhere]
     restored = target.restore(target.snapshot(vera), into=vera)
     after = _write(sandbox_host(restored), "a file, after a restore", WRITES["a file"])
     attach("RS-3: 512 MB written into a volume", {"writes": seen, "subvolume": subvolume, "after a restore": after,
@@ -256,7 +269,7 @@ def test_rs3_a_512mb_write_stops_at_the_volumes_limit_every_way(dedicated, targe
 def test_rs3_a_4mb_write_lands_whole_beside_a_full_volume(dedicated, sandbox_host):
     """A third instance fills its volume (its write stops where it stops), then another writes 4 MB and gets all of
     it: the limit that stops a write is each volume's own, and writing to a volume works."""
-    sandbox_host(dedicated("F", "fill")).run("dd if=/dev/zero of=/data/.rs3-fill bs=1048576 count=%s", str(FILL_MB))
+    sandbox_host(dedicated("F", "fill")).run(_fill(FILL_MB) + "fill /data/.rs3-fill")
     una = _write(sandbox_host(dedicated("U", "una")), "4 MB", WRITES["a file"], mb=4)
     attach("RS-3 P: 4 MB beside a full volume", una)
     assert una["dd_rc"] == 0 and una["allocated_kib"] >= 4 * 1024, una
